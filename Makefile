@@ -1,0 +1,37 @@
+# genlab: the README's commands. Every target creates .venv first if needed.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+OUT ?= runs
+NB201_TABLE ?= $(firstword $(wildcard ../shared/data/nb201_accuracy.csv) $(GENLAB_NB201_TABLE))
+export OMP_NUM_THREADS ?= 2
+
+.PHONY: venv demo test test-slow bench lint clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/genlab demo --out $(OUT)/demo $(if $(NB201_TABLE),--nb201-table $(NB201_TABLE),)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+bench: $(STAMP)
+	mkdir -p $(OUT)/bench
+	for script in benchmarks/*.py; do $(PY) $$script --out $(OUT)/bench || exit 1; done
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -1,0 +1,8 @@
+"""genlab: three AAAI-26 methods for better generalization, made usable.
+
+- genlab.nas: BER differentiable architecture search and its collapse diagnostics.
+- genlab.optim: nonuniformity measures and nonuniformity-guided optimisers (with SAM, ASAM).
+- genlab.gaze: MoEGaze, appearance-routed experts for cross-domain gaze estimation.
+"""
+
+__version__ = "0.1.0"

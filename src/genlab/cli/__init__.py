@@ -1,0 +1,36 @@
+"""The ``genlab`` command: thin typer apps over the library; errors become one line, exit 2."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from genlab.core.errors import GenlabError
+
+app = typer.Typer(
+    name="genlab",
+    help="BER architecture search, nonuniformity measures/optimisers and MoEGaze.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _register() -> None:
+    from genlab.cli import demo, gaze, nas, optim
+
+    app.add_typer(nas.app, name="nas", help="Differentiable architecture search (BER, DARTS, beta-DARTS).")
+    app.add_typer(optim.app, name="optim", help="Nonuniformity measures and optimisers (SAM, COV, CSAM...).")
+    app.add_typer(gaze.app, name="gaze", help="MoEGaze: appearance-routed experts for gaze estimation.")
+    app.command("demo")(demo.demo)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, turning GenlabError into one line on stderr and exit code 2."""
+    _register()
+    try:
+        app(args=argv)
+    except GenlabError as exc:
+        print(f"genlab: {exc.kind}: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,1 @@
+"""Method-agnostic machinery shared by nas, optim and gaze: runs, data, training, reports."""

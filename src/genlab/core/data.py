@@ -1,0 +1,289 @@
+"""Datasets: embedded scikit-learn digits, CIFAR-10/100 and ImageNet16 from disk, splits.
+
+Digits (embedded, no download): 1,797 grey 8x8 images of 10 classes, values 0..16.
+genlab scales them to [0, 1], optionally resizes them bilinearly to ``size`` x ``size``
+(default 8: the native resolution) and standardises with the training mean/std.
+Split (stratified, seeded): 20% test (360 images), the rest 50/50 into the
+"train" and "val" halves that bilevel search uses (718 / 719 images); plain
+training uses train+val.
+
+CIFAR-10/100 are read from the python-pickle batches in a folder the user gives,
+with a restricted unpickler that admits only dicts, lists, bytes, strings, numbers
+and numpy arrays: never arbitrary objects.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
+from genlab.core.seeding import make_generator
+
+DATASETS = ("digits", "cifar10", "cifar100", "imagenet16")
+
+
+@dataclass
+class Split:
+    """Tensors of one split: images (N, C, H, W) float32, labels (N,) int64."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    def to(self, device) -> Split:
+        return Split(self.images.to(device), self.labels.to(device))
+
+
+@dataclass
+class ImageData:
+    """A classification data set split for bilevel search: train, val (search halves), test."""
+
+    name: str
+    train: Split
+    val: Split
+    test: Split
+    num_classes: int
+    in_channels: int
+    size: int
+
+    def train_full(self) -> Split:
+        """train + val: what plain (non-bilevel) training uses."""
+        return Split(
+            torch.cat([self.train.images, self.val.images]),
+            torch.cat([self.train.labels, self.val.labels]),
+        )
+
+
+def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int):
+    """Indices of a seeded stratified split into len(fractions) parts (fractions sum to 1)."""
+    if abs(sum(fractions) - 1) > 1e-9:
+        raise ConfigError(f"split fractions must sum to 1, got {fractions}")
+    rng = np.random.default_rng(seed)
+    parts: list[list[int]] = [[] for _ in fractions]
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        rng.shuffle(idx)
+        bounds = np.round(np.cumsum((0,) + fractions) * len(idx)).astype(int)
+        for p in range(len(fractions)):
+            parts[p].extend(idx[bounds[p] : bounds[p + 1]].tolist())
+    return [np.array(sorted(p), dtype=np.int64) for p in parts]
+
+
+def _standardise(splits: list[torch.Tensor]) -> list[torch.Tensor]:
+    ref = splits[0]
+    mean = ref.mean(dim=(0, 2, 3), keepdim=True)
+    std = ref.std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-6)
+    return [(s - mean) / std for s in splits]
+
+
+def load_digits_data(size: int = 8, seed: int = 0, test_fraction: float = 0.2) -> ImageData:
+    """scikit-learn digits, resized to ``size`` and split train/val/test (see module doc)."""
+    from sklearn.datasets import load_digits
+
+    require_positive("size", size)
+    if not 0 < test_fraction < 1:
+        raise ConfigError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    bunch = load_digits()
+    x = torch.from_numpy(bunch.images.astype(np.float32) / 16.0).unsqueeze(1)
+    if size != 8:
+        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+    y = bunch.target.astype(np.int64)
+    rest = (1 - test_fraction) / 2
+    tr, va, te = stratified_split(y, (rest, rest, test_fraction), seed)
+    xs = _standardise([x[tr], x[va], x[te]])
+    yt = torch.from_numpy(y)
+    return ImageData(
+        "digits", Split(xs[0], yt[tr]), Split(xs[1], yt[va]), Split(xs[2], yt[te]), 10, 1, size
+    )
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """Unpickler admitting only numpy array reconstruction besides builtin containers."""
+
+    _ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("_codecs", "encode"),
+    }
+
+    def find_class(self, module, name):
+        if (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"forbidden object {module}.{name}")
+
+
+def safe_unpickle(path: Path) -> dict:
+    """Read a pickled dict of arrays/lists/bytes/numbers; anything else is a DataError."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        data = _RestrictedUnpickler(io.BytesIO(path.read_bytes()), encoding="latin1").load()
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(f"{path}: not a readable CIFAR-style pickle batch ({exc})") from exc
+    if not isinstance(data, dict):
+        raise DataError(f"{path}: expected a dict batch, got {type(data).__name__}")
+    return {k.decode() if isinstance(k, bytes) else k: v for k, v in data.items()}
+
+
+def _batch_arrays(path: Path, label_key: str, side: int) -> tuple[np.ndarray, np.ndarray]:
+    batch = safe_unpickle(path)
+    for key in ("data", label_key):
+        if key not in batch:
+            raise DataError(f"{path}: missing key {key!r} (found {sorted(batch)})")
+    data = np.asarray(batch["data"], dtype=np.uint8)
+    labels = np.asarray(batch[label_key], dtype=np.int64)
+    if data.ndim != 2 or data.shape[1] != 3 * side * side or len(data) != len(labels):
+        raise DataError(
+            f"{path}: expected data of shape (N, {3 * side * side}) and N labels, "
+            f"got {data.shape} and {labels.shape}"
+        )
+    return data.reshape(-1, 3, side, side), labels
+
+
+CIFAR_FILES = {
+    "cifar10": (["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5"],
+                ["test_batch"], "labels", 10),
+    "cifar100": (["train"], ["test"], "fine_labels", 100),
+}
+
+
+def _find_folder(root: Path, files: list[str]) -> Path:
+    """The folder under ``root`` (itself or one level down) holding ``files``."""
+    for cand in [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []:
+        if all((cand / f).is_file() for f in files):
+            return cand
+    raise DataError(f"{root}: no folder with {', '.join(files)} found (CIFAR python batches)")
+
+
+def load_cifar(name: str, root: str | Path, seed: int = 0, val_fraction: float = 0.5) -> ImageData:
+    """CIFAR-10/100 python batches from ``root``; the training set is split train/val."""
+    require_choice("dataset", name, tuple(CIFAR_FILES))
+    train_files, test_files, label_key, classes = CIFAR_FILES[name]
+    folder = _find_folder(Path(root), train_files + test_files)
+    xtr, ytr = zip(*(_batch_arrays(folder / f, label_key, 32) for f in train_files))
+    xte, yte = zip(*(_batch_arrays(folder / f, label_key, 32) for f in test_files))
+    return _finish(name, np.concatenate(xtr), np.concatenate(ytr), np.concatenate(xte),
+                   np.concatenate(yte), classes, seed, val_fraction)
+
+
+def load_imagenet16(root: str | Path, seed: int = 0, val_fraction: float = 0.5,
+                    num_classes: int = 120) -> ImageData:
+    """ImageNet16 batches (train_data_batch_1..10, val_data; labels 1-based), first classes."""
+    train_files = [f"train_data_batch_{i}" for i in range(1, 11)]
+    folder = _find_folder(Path(root), train_files + ["val_data"])
+    xtr, ytr = zip(*(_batch_arrays(folder / f, "labels", 16) for f in train_files))
+    xte, yte = _batch_arrays(folder / "val_data", "labels", 16)
+    xtr, ytr = np.concatenate(xtr), np.concatenate(ytr) - 1
+    yte = yte - 1
+    keep_tr, keep_te = ytr < num_classes, yte < num_classes
+    return _finish("imagenet16", xtr[keep_tr], ytr[keep_tr], xte[keep_te], yte[keep_te],
+                   num_classes, seed, val_fraction)
+
+
+def _finish(name, xtr, ytr, xte, yte, classes, seed, val_fraction) -> ImageData:
+    if not 0 < val_fraction < 1:
+        raise ConfigError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    tr, va = stratified_split(ytr, (1 - val_fraction, val_fraction), seed)
+    to_t = lambda a: torch.from_numpy(a.astype(np.float32) / 255.0)  # noqa: E731
+    xs = _standardise([to_t(xtr[tr]), to_t(xtr[va]), to_t(xte)])
+    side = xtr.shape[-1]
+    return ImageData(
+        name,
+        Split(xs[0], torch.from_numpy(ytr[tr])),
+        Split(xs[1], torch.from_numpy(ytr[va])),
+        Split(xs[2], torch.from_numpy(yte)),
+        classes, 3, side,
+    )
+
+
+def load_image_data(name: str, root: str | Path | None = None, *, size: int = 8,
+                    seed: int = 0) -> ImageData:
+    """Dispatch on the data set name; real data sets need ``root``."""
+    require_choice("dataset", name, DATASETS)
+    if name == "digits":
+        return load_digits_data(size=size, seed=seed)
+    if root is None:
+        raise ConfigError(f"dataset {name!r} needs --data-root pointing at its files")
+    if name == "imagenet16":
+        return load_imagenet16(root, seed=seed)
+    return load_cifar(name, root, seed=seed)
+
+
+class Batches:
+    """Seeded mini-batches over an in-memory Split; epoch ``e`` is shuffled by its own stream.
+
+    Iterating is deterministic given (seed, epoch): a resumed run sees the same batches.
+    """
+
+    def __init__(self, split: Split, batch_size: int, *, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False):
+        require_positive("batch_size", batch_size)
+        if len(split) == 0:
+            raise DataError("cannot make batches from an empty split")
+        self.split, self.batch_size, self.shuffle = split, batch_size, shuffle
+        self.seed, self.drop_last = seed, drop_last
+
+    def __len__(self) -> int:
+        n = len(self.split)
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def epoch(self, epoch: int):
+        n = len(self.split)
+        if self.shuffle:
+            order = torch.randperm(n, generator=make_generator(self.seed, epoch))
+        else:
+            order = torch.arange(n)
+        for b in range(len(self)):
+            idx = order[b * self.batch_size : (b + 1) * self.batch_size]
+            yield self.split.images[idx], self.split.labels[idx]
+
+    def __iter__(self):
+        return self.epoch(0)
+
+
+def augment_images(x: torch.Tensor, generator: torch.Generator, *, shift: float = 1.5,
+                   rotate_deg: float = 15.0, noise: float = 0.2, erase: float = 0.5) -> torch.Tensor:
+    """Batched random shift (pixels), rotation, Gaussian noise and random erasing.
+
+    One affine grid_sample for the whole batch; erasing blanks a random square of a
+    quarter of the side in a fraction ``erase`` of the images. Draws come only from
+    ``generator`` so a run is reproducible.
+    """
+    n, _, h, w = x.shape
+    dev = x.device
+    u = lambda *s: torch.rand(*s, generator=generator).to(dev)  # noqa: E731
+    if shift > 0 or rotate_deg > 0:
+        ang = (u(n) * 2 - 1) * math.radians(rotate_deg)
+        tx = (u(n) * 2 - 1) * shift * 2 / w
+        ty = (u(n) * 2 - 1) * shift * 2 / h
+        cos, sin = torch.cos(ang), torch.sin(ang)
+        theta = torch.stack([torch.stack([cos, -sin, tx], 1), torch.stack([sin, cos, ty], 1)], 1)
+        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        x = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+    if noise > 0:
+        x = x + noise * torch.randn(x.shape, generator=generator).to(dev)
+    if erase > 0:
+        side = max(1, h // 4)
+        hit = (u(n) < erase).view(n, 1, 1, 1)
+        top = (u(n) * (h - side + 1)).long().view(n, 1, 1)
+        left = (u(n) * (w - side + 1)).long().view(n, 1, 1)
+        rows = torch.arange(h, device=dev).view(1, h, 1)
+        cols = torch.arange(w, device=dev).view(1, 1, w)
+        box = ((rows >= top) & (rows < top + side) & (cols >= left) & (cols < left + side))
+        x = torch.where(hit & box.unsqueeze(1), torch.zeros((), device=dev), x)
+    return x

@@ -1,0 +1,59 @@
+"""Errors genlab raises for bad input; the CLI prints each on one line and exits with 2."""
+
+from __future__ import annotations
+
+
+class GenlabError(Exception):
+    """Base of every error caused by the user's input (files, options, data)."""
+
+    kind = "error"
+
+
+class ConfigError(GenlabError, ValueError):
+    """An option has a value outside its domain (non-positive size, unknown name, ...)."""
+
+    kind = "bad option"
+
+
+class DataError(GenlabError):
+    """A data file is missing, unreadable, or not in the expected format."""
+
+    kind = "bad data"
+
+
+class SpecError(GenlabError, ValueError):
+    """A textual specification (architecture string, label header, ...) does not parse."""
+
+    kind = "bad specification"
+
+
+class CheckpointError(GenlabError):
+    """A checkpoint is missing, corrupt, or belongs to another configuration."""
+
+    kind = "bad checkpoint"
+
+
+class RunExistsError(GenlabError):
+    """The output folder already holds a run; refuse to overwrite it."""
+
+    kind = "run exists"
+
+
+class DivergedError(GenlabError):
+    """Training produced a non-finite loss; the last good checkpoint is kept."""
+
+    kind = "diverged"
+
+
+def require_positive(name: str, value: float, *, allow_zero: bool = False) -> None:
+    """Raise ConfigError unless ``value`` is positive (or non-negative with allow_zero)."""
+    ok = value >= 0 if allow_zero else value > 0
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"{name} must be {bound}, got {value}")
+
+
+def require_choice(name: str, value: str, choices) -> None:
+    """Raise ConfigError unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ConfigError(f"unknown {name} {value!r}; expected one of: {', '.join(choices)}")

@@ -1,0 +1,42 @@
+"""Progress bars for long work (rich), silent when disabled or when not on a terminal."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+console = Console(stderr=True)
+
+
+def progress_enabled(requested: bool | None = None) -> bool:
+    """Show bars when asked, or by default when stderr is a terminal and GENLAB_QUIET is unset."""
+    if requested is not None:
+        return requested
+    return sys.stderr.isatty() and not os.environ.get("GENLAB_QUIET")
+
+
+@contextlib.contextmanager
+def progress(total: int, description: str, enabled: bool | None = None, completed: int = 0):
+    """Yield ``tick(n=1, **fields)``; fields (e.g. loss=0.3) are shown beside the bar."""
+    if not progress_enabled(enabled):
+        yield lambda n=1, **fields: None
+        return
+    bar = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console,
+        transient=False,
+    )
+    with bar:
+        task = bar.add_task(description, total=total, completed=completed, info="")
+
+        def tick(n: int = 1, **fields):
+            info = " ".join(
+                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in fields.items()
+            )
+            bar.update(task, advance=n, info=info)
+
+        yield tick
