@@ -1,0 +1,155 @@
+"""The NAS-Bench-201 accuracy table: judge a searched cell by its 200-epoch test accuracy.
+
+The table is a CSV with one row per architecture and the columns below (public data derived from
+NATS-Bench). genlab never ships it: the user points at it with ``--nb201-table`` or the
+environment variable GENLAB_NB201_TABLE.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from genlab.core.errors import ConfigError, DataError, GenlabError
+from genlab.nas.genotype import Genotype
+
+ENV_VAR = "GENLAB_NB201_TABLE"
+COLUMNS = {
+    "cifar10": "CIFAR10TestAccuracy200Epochs",
+    "cifar100": "CIFAR100TestAccuracy200Epochs",
+    "imagenet16": "ImageNetTestAccuracy200Epochs",
+}
+ARCH_COLUMN = "ArchitectureString"
+REQUIRED = (*COLUMNS.values(), ARCH_COLUMN, "UniqueString")
+DATASETS = tuple(COLUMNS)
+
+
+class ArchitectureNotFound(GenlabError, KeyError):
+    """The architecture is well formed but absent from the table."""
+
+    kind = "not in table"
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass
+class NB201Table:
+    """Accuracies (percent) of every architecture, keyed by its official string."""
+
+    path: Path
+    rows: dict[str, dict[str, float]]
+    _sorted: dict[str, list[float]] = field(default_factory=dict, repr=False)
+
+    _cache = {}  # class-level: (resolved path, mtime, size) -> NB201Table
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> NB201Table:
+        """Read the table from ``path`` (or $GENLAB_NB201_TABLE); cached per file version."""
+        if path is None or str(path) == "":
+            path = os.environ.get(ENV_VAR, "")
+            if not path:
+                raise ConfigError("no NAS-Bench-201 table given: pass --nb201-table PATH or set "
+                                  f"{ENV_VAR} to the accuracy CSV")
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise DataError(f"NAS-Bench-201 table {p} does not exist or is not a file")
+        st = p.stat()
+        key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+        if key not in cls._cache:
+            cls._cache[key] = cls(p, _read_rows(p))
+        return cls._cache[key]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __contains__(self, arch) -> bool:
+        return _key(arch) in self.rows
+
+    def lookup(self, arch: Genotype | str) -> dict[str, float]:
+        """{'cifar10', 'cifar100', 'imagenet16'} test accuracies (%) of one architecture."""
+        key = _key(arch)
+        if key not in self.rows:
+            raise ArchitectureNotFound(f"architecture {key} is not in the NAS-Bench-201 table "
+                                       f"{self.path}")
+        return dict(self.rows[key])
+
+    def percentile(self, arch: Genotype | str, dataset: str = "cifar10") -> float:
+        """Share (%) of all architectures whose accuracy is strictly below this one's."""
+        acc = self.lookup(arch)[dataset]
+        values = self._values(dataset)
+        below = _bisect_left(values, acc)
+        return 100.0 * below / len(values)
+
+    def best(self, dataset: str = "cifar10") -> tuple[str, float]:
+        """The architecture with the highest accuracy on ``dataset`` and that accuracy."""
+        arch = max(self.rows, key=lambda a: self.rows[a][dataset])
+        return arch, self.rows[arch][dataset]
+
+    def stats(self, max_param_free: int | None = None) -> dict:
+        """Mean/median/max accuracy per dataset of all cells or those with <= k param-free ops."""
+        selected = [
+            acc for arch, acc in self.rows.items()
+            if max_param_free is None
+            or Genotype.from_string(arch).param_free_count() <= max_param_free
+        ]
+        out = {"count": len(selected), "max_param_free": max_param_free}
+        for ds in DATASETS:
+            vals = [a[ds] for a in selected]
+            out[ds] = {
+                "mean": statistics.fmean(vals) if vals else math.nan,
+                "median": statistics.median(vals) if vals else math.nan,
+                "max": max(vals) if vals else math.nan,
+            }
+        return out
+
+    def _values(self, dataset: str) -> list[float]:
+        if dataset not in COLUMNS:
+            raise ConfigError(f"unknown dataset {dataset!r}; expected one of: {', '.join(COLUMNS)}")
+        if dataset not in self._sorted:
+            self._sorted[dataset] = sorted(a[dataset] for a in self.rows.values())
+        return self._sorted[dataset]
+
+
+def _key(arch: Genotype | str) -> str:
+    """Canonical string of a Genotype or an architecture string (SpecError if malformed)."""
+    if isinstance(arch, Genotype):
+        return arch.to_string()
+    return Genotype.from_string(arch).to_string()
+
+
+def _bisect_left(values: list[float], x: float) -> int:
+    import bisect
+
+    return bisect.bisect_left(values, x)
+
+
+def _read_rows(p: Path) -> dict[str, dict[str, float]]:
+    """Parse the CSV; DataError naming the file for missing columns or unparsable rows."""
+    try:
+        fh = p.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read NAS-Bench-201 table {p}: {exc}") from exc
+    with fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        missing = [c for c in REQUIRED if c not in header]
+        if missing:
+            raise DataError(f"NAS-Bench-201 table {p} lacks column(s) {', '.join(missing)}; "
+                            f"expected columns {', '.join(REQUIRED)}")
+        rows = {}
+        for lineno, row in enumerate(reader, start=2):
+            try:
+                arch = row[ARCH_COLUMN].strip()
+                rows[arch] = {ds: float(row[col]) for ds, col in COLUMNS.items()}
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise DataError(f"NAS-Bench-201 table {p}, line {lineno}: cannot parse row "
+                                f"({exc}); expected numbers in {', '.join(COLUMNS.values())}"
+                                ) from exc
+    if not rows:
+        raise DataError(f"NAS-Bench-201 table {p} has no rows")
+    return rows
