@@ -1,12 +1,47 @@
-"""`genlab demo`: each method's main job on embedded data, one report."""
+"""`genlab demo`: each method's main job on embedded data, one report (report.html / .md)."""
 
 from __future__ import annotations
 
+import importlib
+import time
 from pathlib import Path
 
 import typer
 
+# (section key, module with demo_section, title)
+SECTIONS = [
+    ("nas", "genlab.nas.demo", "BER architecture search"),
+    ("optim", "genlab.optim.studies.demo", "Nonuniformity"),
+    ("gaze", "genlab.gaze.demo", "MoEGaze"),
+]
 
-def demo(out: Path = typer.Option(Path("runs/demo"), help="Output folder for the demo report.")):
-    """Run every section of the demo and write report.html."""
-    typer.echo(f"demo output: {out}")
+
+def demo(
+    out: Path = typer.Option(Path("runs/demo"), help="Output folder of the demo report."),
+    nb201_table: Path = typer.Option(None, help="NB201 accuracy CSV to judge searched cells."),
+    only: str = typer.Option("", help="Comma-separated sections to run (nas, optim, gaze)."),
+    full: bool = typer.Option(False, help="Full budgets instead of the quick demo ones."),
+):
+    """Run every method on embedded data (digits, rendered eyes) and write one report."""
+    from genlab.core.report import Report
+
+    wanted = {s.strip() for s in only.split(",") if s.strip()} or {k for k, _, _ in SECTIONS}
+    out.mkdir(parents=True, exist_ok=True)
+    report = Report("genlab demo")
+    report.text("Every figure below was produced by `genlab demo` on embedded data; rerun it to "
+                "reproduce them. Sub-run folders hold config.json, metrics.jsonl and plots.")
+    timings = []
+    for key, module, title in SECTIONS:
+        if key not in wanted:
+            continue
+        t0 = time.perf_counter()
+        typer.echo(f"== {title} ==")
+        section = importlib.import_module(module).demo_section
+        kwargs = {"nb201_table": str(nb201_table) if nb201_table else None} if key == "nas" else {}
+        section(out / key, report, quick=not full, **kwargs)
+        timings.append({"section": title, "seconds": time.perf_counter() - t0})
+        report.write(out)  # keep a readable report after each section
+    report.heading("Timing")
+    report.table(timings, digits=0)
+    path = report.write(out)
+    typer.echo(f"report: {path} (and {out / 'report.md'})")

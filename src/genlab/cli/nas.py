@@ -1,7 +1,142 @@
-"""`genlab nas ...` commands."""
+"""`genlab nas ...`: search, train, lookup, bench. Thin wrappers over genlab.nas."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
 app = typer.Typer(no_args_is_help=True)
+
+
+
+def _defaults():
+    from genlab.nas.search import SearchConfig
+
+    return SearchConfig()
+
+
+TABLE_HELP = "NB201 accuracy CSV (default: $GENLAB_NB201_TABLE); judges the result, never selects."
+REG_HELP = ("none (DARTS) | beta (beta-DARTS) | ber (our BER default) | ber-kl | ber-batch "
+            "(the two BER variants, our reconstruction).")
+
+
+@app.command()
+def search(
+    out: Path = typer.Option(..., help="Run folder to create (or continue with --resume)."),
+    space: str = typer.Option("nb201", help="Search space (nb201)."),
+    dataset: str = typer.Option("digits", help="digits (embedded) | cifar10 | cifar100 | imagenet16."),
+    data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits)."),
+    reg: str = typer.Option("ber", help=REG_HELP),
+    reg_strength: float = typer.Option(None, help="lambda_0 (default: per regulariser, see docs)."),
+    reg_schedule: str = typer.Option(None, help="up | down | constant (BER variants)."),
+    steps: int = typer.Option(_defaults().steps, help="Bilevel steps (the budget)."),
+    seed: int = typer.Option(0),
+    size: int = typer.Option(_defaults().size, help="Input resolution (digits are resized)."),
+    channels: int = typer.Option(_defaults().channels, "--channels", "-C", help="C of the supernet."),
+    cells: int = typer.Option(_defaults().cells, "--cells", "-N", help="Cells per stage (NB201: 5)."),
+    batch_size: int = typer.Option(_defaults().batch_size),
+    arch_lr: float = typer.Option(_defaults().arch_lr, help="Adam lr of alpha (DARTS: 3e-4)."),
+    arch_weight_decay: float = typer.Option(_defaults().arch_weight_decay,
+                                            help="Adam weight decay of alpha (DARTS: 1e-3)."),
+    augment: bool = typer.Option(True, help="Augment train and val batches (digits proxy)."),
+    device: str = typer.Option("cpu", help="cpu | cuda | auto."),
+    nb201_table: Path = typer.Option(None, help=TABLE_HELP),
+    resume: bool = typer.Option(False, help="Continue a killed run in --out."),
+):
+    """Search a cell by first-order bilevel optimisation with the chosen regulariser."""
+    from genlab.nas.search import SearchConfig, run_search
+
+    cfg = SearchConfig(space=space, dataset=dataset, data_root=_s(data_root), size=size,
+                       channels=channels, cells=cells, batch_size=batch_size, steps=steps,
+                       reg=reg, reg_strength=reg_strength, reg_schedule=reg_schedule, seed=seed,
+                       device=device, arch_lr=arch_lr, arch_weight_decay=arch_weight_decay,
+                       augment=augment, nb201_table=_s(nb201_table))
+    s = run_search(cfg, out, resume=resume)
+    typer.echo(f"genotype        {s['genotype']}")
+    typer.echo(f"param-free ops  {s['param_free_ops']}   mean entropy {s['mean_entropy']:.3f}"
+               f"   Hessian eig {s['hessian_eig']:.4g}   {s['search_seconds']:.0f} s")
+    if "nb201" in s:
+        n = s["nb201"]
+        typer.echo(f"NB201 test acc  {n['cifar10']:.2f} / {n['cifar100']:.2f} / {n['imagenet16']:.2f}"
+                   "  (CIFAR-10 / CIFAR-100 / ImageNet16-120)")
+    typer.echo(f"outputs in {out}")
+
+
+@app.command()
+def train(
+    arch: str = typer.Argument(..., help="Official NB201 architecture string."),
+    out: Path = typer.Option(..., help="Run folder."),
+    dataset: str = typer.Option("digits"),
+    data_root: Path = typer.Option(None),
+    size: int = typer.Option(8),
+    channels: int = typer.Option(16, "--channels", "-C"),
+    cells: int = typer.Option(1, "--cells", "-N"),
+    epochs: int = typer.Option(30),
+    batch_size: int = typer.Option(64),
+    lr: float = typer.Option(0.05),
+    seed: int = typer.Option(0),
+    device: str = typer.Option("cpu"),
+    resume: bool = typer.Option(False),
+):
+    """Retrain an architecture from scratch and report its test accuracy and parameter count."""
+    from genlab.nas.retrain import RetrainConfig, retrain
+
+    cfg = RetrainConfig(arch=arch, dataset=dataset, data_root=_s(data_root), size=size,
+                        channels=channels, cells=cells, epochs=epochs, batch_size=batch_size,
+                        lr=lr, seed=seed, device=device)
+    s = retrain(cfg, out, resume=resume)
+    typer.echo(f"test accuracy {s['test_acc']:.2f}%   parameters {s['params']:,}   outputs in {out}")
+
+
+@app.command()
+def lookup(
+    arch: str = typer.Argument(..., help="Official NB201 architecture string."),
+    nb201_table: Path = typer.Option(None, help=TABLE_HELP),
+):
+    """Print the NB201 test accuracies (CIFAR-10 / CIFAR-100 / ImageNet16-120) of a cell."""
+    from genlab.core.errors import ConfigError
+    from genlab.nas.search import resolve_table
+
+    table = resolve_table(_s(nb201_table))
+    if table is None:
+        raise ConfigError("no NB201 table: pass --nb201-table PATH or set GENLAB_NB201_TABLE")
+    acc = table.lookup(arch)
+    typer.echo(f"{acc['cifar10']:.2f} / {acc['cifar100']:.2f} / {acc['imagenet16']:.2f}")
+
+
+@app.command()
+def bench(
+    out: Path = typer.Option(..., help="Bench folder (sub-runs inside; --resume continues)."),
+    regs: str = typer.Option("none,beta,ber", help="Comma-separated regularisers."),
+    seeds: str = typer.Option("0,1,2", help="Comma-separated seeds."),
+    steps: int = typer.Option(_defaults().steps),
+    retrain_epochs: int = typer.Option(30, help="0 skips retraining."),
+    device: str = typer.Option("cpu"),
+    nb201_table: Path = typer.Option(None, help=TABLE_HELP),
+    resume: bool = typer.Option(False),
+):
+    """Search and retrain every regulariser x seed; write bench.md, bench.json and bench.png."""
+    from genlab.nas.bench import BenchConfig, run_bench
+    from genlab.nas.search import SearchConfig
+
+    cfg = BenchConfig(regs=_csv(regs, str), seeds=_csv(seeds, int),
+                      search=SearchConfig(steps=steps, device=device,
+                                          nb201_table=_s(nb201_table)),
+                      retrain_epochs=retrain_epochs)
+    run_bench(cfg, out, resume=resume)
+    typer.echo((Path(out) / "bench.md").read_text())
+    typer.echo(f"outputs in {out}")
+
+
+def _s(path) -> str | None:
+    return None if path is None else str(path)
+
+
+def _csv(text: str, kind):
+    from genlab.core.errors import ConfigError
+
+    try:
+        return [kind(t.strip()) for t in text.split(",") if t.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"cannot read list {text!r}: {exc}") from exc

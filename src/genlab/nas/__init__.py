@@ -1,0 +1,35 @@
+"""BER and differentiable architecture search (DARTS family) with collapse diagnostics.
+
+Public API: ``build_network(arch_string, num_classes, C=16, N=5, in_channels=3)``,
+``Genotype``, ``NB201SuperNet``, ``NB201Table``, ``SearchConfig``/``run_search``,
+``RetrainConfig``/``retrain``, ``BenchConfig``/``run_bench``, ``make_regularizer``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "build_network": "genlab.nas.networks",
+    "Genotype": "genlab.nas.genotype",
+    "derive_genotype": "genlab.nas.genotype",
+    "NB201SuperNet": "genlab.nas.supernet",
+    "NB201Table": "genlab.nas.table",
+    "get_space": "genlab.nas.spaces",
+    "SearchConfig": "genlab.nas.search",
+    "run_search": "genlab.nas.search",
+    "RetrainConfig": "genlab.nas.retrain",
+    "retrain": "genlab.nas.retrain",
+    "BenchConfig": "genlab.nas.bench",
+    "run_bench": "genlab.nas.bench",
+    "make_regularizer": "genlab.nas.regularizers",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    """Import the submodule holding ``name`` on first use (keeps `import genlab.nas` light)."""
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'genlab.nas' has no attribute {name!r}")
