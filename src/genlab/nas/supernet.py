@@ -1,0 +1,192 @@
+"""The NAS-Bench-201 weight-sharing supernet, computed per source node rather than per edge.
+
+DARTS mixed op (Liu et al., ICLR-19, eq. 2) on every edge of the NB201 cell:
+    node_i = sum_{j<i} sum_k w_{i<-j,k} op_k(node_j),   w_e = softmax(alpha_e).
+The textbook implementation applies every op of every edge separately. Here the work is
+regrouped without changing the result (checked against a per-edge implementation in tests and in
+benchmarks/nas_step.py):
+- ops that read node j are computed once for all of node j's out-edges: one ReLU, one 1x1 conv
+  and one 3x3 conv whose output channels stack the edges' kernels, one avg-pool;
+- BatchNorm without affine parameters is per channel, so one BN over the stacked channels equals
+  the per-edge BNs; the softmax weight of each edge becomes that BN's per-channel scale, so
+  w * BN(conv(x)) costs nothing extra and its gradient w.r.t. w comes from the BN backward;
+- `none` contributes zero and is skipped; the softmax is computed once per forward.
+The conv biases of the reference (present there because its BN is not affine) are omitted: a
+per-channel constant before a batch-statistics BN cancels exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from genlab.core.errors import ConfigError, require_positive
+from genlab.nas.genotype import Genotype, derive_genotype
+from genlab.nas.ops import CONV_KERNELS, Head, ResidualBlock, Stem, stage_channels
+from genlab.nas.spaces import NB201_EDGES, NB201_NODES, NB201_OPS, edge_name
+
+
+def edge_index(target: int, source: int) -> int:
+    """Row of edge (target <- source) in NB201_EDGES."""
+    return target * (target - 1) // 2 + source
+
+
+class SearchCell(nn.Module):
+    """NB201 search cell; forward(x, weights) with weights the (6, K) softmax of arch params."""
+
+    def __init__(self, channels: int, ops: Sequence[str] = NB201_OPS,
+                 track_running_stats: bool = True, bn_momentum: float = 0.1,
+                 bn_eps: float = 1e-5):
+        super().__init__()
+        self.channels = channels
+        self.ops = tuple(ops)
+        self.col = {name: k for k, name in enumerate(self.ops)}
+        self.track_running_stats = track_running_stats
+        self.bn_momentum = bn_momentum
+        self.bn_eps = bn_eps
+        self.convs = nn.ParameterDict()
+        for j in range(NB201_NODES):
+            fan_out = (NB201_NODES - j) * channels
+            for name, k in CONV_KERNELS.items():
+                if name not in self.col:
+                    continue
+                w = torch.empty(fan_out, channels, k, k)
+                for s in range(NB201_NODES - j):  # same init as one nn.Conv2d per edge
+                    nn.init.kaiming_uniform_(w[s * channels:(s + 1) * channels], a=5 ** 0.5)
+                self.convs[f"{name}_from{j}"] = nn.Parameter(w)
+                if track_running_stats:
+                    self.register_buffer(f"{name}_from{j}_mean", torch.zeros(fan_out))
+                    self.register_buffer(f"{name}_from{j}_var", torch.ones(fan_out))
+        # rows of the (6, K) weights for the out-edges of each source node, in slot order
+        for j in range(NB201_NODES):
+            rows = [edge_index(i, j) for i in range(j + 1, NB201_NODES + 1)]
+            self.register_buffer(f"rows_from{j}", torch.tensor(rows), persistent=False)
+
+    def edge_weight(self, edge: str, op: str) -> torch.Tensor:
+        """View of the conv kernel of ``op`` on ``edge`` (e.g. '2<-0') inside the stacked one."""
+        target, source = (int(v) for v in edge.split("<-"))
+        slot = target - source - 1
+        c = self.channels
+        return self.convs[f"{op}_from{source}"][slot * c:(slot + 1) * c]
+
+    def _conv_bn(self, r: torch.Tensor, name: str, j: int, scale: torch.Tensor) -> torch.Tensor:
+        """Stacked conv of node j for all its out-edges, then BN scaled per edge by ``scale``."""
+        key = f"{name}_from{j}"
+        k = CONV_KERNELS[name]
+        y = F.conv2d(r, self.convs[key], padding=k // 2)
+        use_batch = self.training or not self.track_running_stats
+        mean = getattr(self, f"{key}_mean") if self.track_running_stats else None
+        var = getattr(self, f"{key}_var") if self.track_running_stats else None
+        weight = scale.repeat_interleave(self.channels)
+        return F.batch_norm(y, mean, var, weight, None, use_batch, self.bn_momentum, self.bn_eps)
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        c = self.channels
+        col = self.col
+        conv_names = [n for n in CONV_KERNELS if n in col]
+        nodes = [x]
+        sources = []  # per source node: (stacked conv outputs, pooled node)
+        for i in range(1, NB201_NODES + 1):
+            h = nodes[i - 1]
+            rows = getattr(self, f"rows_from{i - 1}")
+            r = F.relu(h) if conv_names else None
+            convs = [self._conv_bn(r, n, i - 1, weights[rows, col[n]]) for n in conv_names]
+            pooled = (F.avg_pool2d(h, 3, 1, 1, count_include_pad=False)
+                      if "avg_pool_3x3" in col else None)
+            sources.append((convs, pooled))
+            acc = None
+            for j in range(i):
+                e = edge_index(i, j)
+                slot = i - j - 1
+                convs_j, pooled_j = sources[j]
+                for y in convs_j:
+                    part = y[:, slot * c:(slot + 1) * c]
+                    acc = part if acc is None else acc + part
+                for name, t in (("skip_connect", nodes[j]), ("avg_pool_3x3", pooled_j)):
+                    if name in col:
+                        w = weights[e, col[name]]
+                        acc = t * w if acc is None else torch.addcmul(acc, t, w)
+            if acc is None:  # only `none` in the space
+                acc = torch.zeros_like(x)
+            nodes.append(acc)
+        return nodes[-1]
+
+
+class NB201SuperNet(nn.Module):
+    """NAS-Bench-201 macro skeleton with SearchCells sharing one (6, K) arch-parameter matrix."""
+
+    def __init__(self, C: int = 16, N: int = 5, num_classes: int = 10, in_channels: int = 3,
+                 ops: Sequence[str] = NB201_OPS, init_scale: float = 1e-3,
+                 track_running_stats: bool = True):
+        super().__init__()
+        for name, value in (("C", C), ("N", N), ("num_classes", num_classes),
+                            ("in_channels", in_channels)):
+            if not isinstance(value, int):
+                raise ConfigError(f"{name} must be an integer, got {value!r}")
+            require_positive(name, value)
+        require_positive("init_scale", init_scale, allow_zero=True)
+        ops = tuple(ops)
+        unknown = [o for o in ops if o not in NB201_OPS]
+        if unknown or not ops or len(set(ops)) != len(ops):
+            raise ConfigError(f"supernet ops must be distinct names from {', '.join(NB201_OPS)}; "
+                              f"got {', '.join(ops) or 'nothing'}")
+        self.C, self.N, self.ops = C, N, ops
+        self.stem = Stem(in_channels, C)
+        self.cells = nn.ModuleList()
+        c_prev = C
+        for c, is_res in stage_channels(C, N):
+            if is_res:
+                self.cells.append(ResidualBlock(c_prev, c, 2))
+            else:
+                self.cells.append(SearchCell(c, ops, track_running_stats))
+            c_prev = c
+        self.head = Head(c_prev, num_classes)
+        self.arch_params = nn.Parameter(init_scale * torch.randn(len(NB201_EDGES), len(ops)))
+
+    def arch_parameters(self) -> list[nn.Parameter]:
+        """[arch_params]: the (6, K) logits alpha, rows NB201_EDGES, columns ``ops``."""
+        return [self.arch_params]
+
+    def weight_parameters(self) -> list[nn.Parameter]:
+        """Every parameter except the arch params."""
+        return [p for n, p in self.named_parameters() if n != "arch_params"]
+
+    def search_cells(self) -> list[SearchCell]:
+        """The 3N search cells in forward order."""
+        return [m for m in self.cells if isinstance(m, SearchCell)]
+
+    def arch_weights(self) -> torch.Tensor:
+        """softmax(alpha) per edge, shape (6, K)."""
+        return torch.softmax(self.arch_params, dim=-1)
+
+    def forward(self, x: torch.Tensor, return_cells: bool = False):
+        """Logits, or (logits, [(cell_input, cell_output) per search cell])."""
+        weights = self.arch_weights()
+        h = self.stem(x)
+        pairs = []
+        for cell in self.cells:
+            if isinstance(cell, SearchCell):
+                out = cell(h, weights)
+                if return_cells:
+                    pairs.append((h, out))
+                h = out
+            else:
+                h = cell(h)
+        logits = self.head(h)
+        return (logits, pairs) if return_cells else logits
+
+    def genotype(self) -> Genotype:
+        """Argmax per edge over all ops (AutoDL convention)."""
+        return derive_genotype(self.arch_params, self.ops)
+
+    def edge_weight(self, cell: int, edge: str, op: str) -> torch.Tensor:
+        """Conv kernel of ``op`` on ``edge`` in search cell number ``cell`` (a view)."""
+        if edge not in NB201_EDGES or op not in CONV_KERNELS:
+            raise ConfigError(f"no conv kernel for edge {edge!r}, op {op!r}")
+        return self.search_cells()[cell].edge_weight(edge, op)
+
+
+__all__ = ["NB201SuperNet", "SearchCell", "edge_index", "edge_name"]
