@@ -1,0 +1,74 @@
+"""Discrete NAS-Bench-201 networks: one op per cell edge, the NB201 reference training layout.
+
+Same macro skeleton as the supernet (stem, N cells, residual block, N cells, residual block,
+N cells, BN-ReLU, global pool, linear). Cell convs are ReLU-Conv-BN with an affine BN and no conv
+bias, as in the NB201 training networks, so parameter counts match NAS-Bench-201's.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from genlab.core.errors import ConfigError, require_positive
+from genlab.nas.genotype import Genotype
+from genlab.nas.ops import Head, ResidualBlock, Stem, make_op, stage_channels
+from genlab.nas.spaces import edge_name
+
+
+class InferCell(nn.Module):
+    """A discrete NB201 cell: node_i = sum_j op_{i<-j}(node_j), edges keyed 'i<-j'."""
+
+    def __init__(self, genotype: Genotype, channels: int):
+        super().__init__()
+        self.genotype = genotype
+        self.edges = nn.ModuleDict({
+            edge_name(i, j): make_op(op, channels, affine=True, track_running_stats=True)
+            for i, node in enumerate(genotype.nodes, start=1) for op, j in node
+        })
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        nodes = [x]
+        for i, node in enumerate(self.genotype.nodes, start=1):
+            nodes.append(sum(self.edges[edge_name(i, j)](nodes[j]) for _, j in node))
+        return nodes[-1]
+
+
+class NB201Network(nn.Module):
+    """The NAS-Bench-201 network of one genotype."""
+
+    def __init__(self, genotype: Genotype, num_classes: int, C: int = 16, N: int = 5,
+                 in_channels: int = 3):
+        super().__init__()
+        for name, value in (("C", C), ("N", N), ("num_classes", num_classes),
+                            ("in_channels", in_channels)):
+            if not isinstance(value, int):
+                raise ConfigError(f"{name} must be an integer, got {value!r}")
+            require_positive(name, value)
+        self.genotype = genotype
+        self.stem = Stem(in_channels, C)
+        self.cells = nn.ModuleList()
+        c_prev = C
+        for c, is_res in stage_channels(C, N):
+            self.cells.append(ResidualBlock(c_prev, c, 2) if is_res else InferCell(genotype, c))
+            c_prev = c
+        self.head = Head(c_prev, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        for cell in self.cells:
+            h = cell(h)
+        return self.head(h)
+
+
+def build_network(arch_string: str | Genotype, num_classes: int, C: int = 16, N: int = 5,
+                  in_channels: int = 3) -> nn.Module:
+    """The discrete NB201 network of an official architecture string (or Genotype)."""
+    genotype = arch_string if isinstance(arch_string, Genotype) else Genotype.from_string(
+        arch_string)
+    return NB201Network(genotype, num_classes, C, N, in_channels)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters (NAS-Bench-201 reports this / 1e6 as 'MB')."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
