@@ -1,0 +1,31 @@
+"""Nonuniformity and sharpness: SAM-family optimisers (this file's registry), measures, studies.
+
+``make_optimizer(name, params, **kw)`` builds any optimiser by name; names are
+listed in ``OPTIMIZERS``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from genlab.core.errors import require_choice
+from genlab.optim.perturb import bn_update_disabled, disable_sync
+from genlab.optim.sam import SAM
+
+ASAM = SAM  # ASAM is SAM(..., adaptive=True); make_optimizer("asam", ...) sets the flag.
+
+_BUILDERS = {
+    "sgd": lambda params, **kw: torch.optim.SGD(params, **kw),
+    "sam": lambda params, **kw: SAM(params, **kw),
+    "asam": lambda params, **kw: SAM(params, adaptive=True, **kw),
+}
+OPTIMIZERS = tuple(_BUILDERS)
+
+
+def make_optimizer(name: str, params, **kw) -> torch.optim.Optimizer:
+    """Optimiser ``name`` (one of OPTIMIZERS) over ``params``; ``kw`` go to its constructor."""
+    require_choice("optimizer", name, OPTIMIZERS)
+    return _BUILDERS[name](params, **kw)
+
+
+__all__ = ["ASAM", "OPTIMIZERS", "SAM", "bn_update_disabled", "disable_sync", "make_optimizer"]

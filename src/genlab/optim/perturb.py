@@ -1,0 +1,174 @@
+"""Shared machinery of the perturb-then-step optimisers (SAM, ASAM, SAMGCM, CSAM family).
+
+Every such optimiser wraps a *base* optimiser (SGD by default) that makes the
+actual update. The wrapper and the base share the same ``param_groups`` dicts, so
+an LR scheduler attached to the wrapper changes the base optimiser's lr too.
+
+The helpers here fix what users of public SAM code run into:
+
+- ``bn_update_disabled(model)``: the extra (perturbed) forward passes must not
+  update BatchNorm running statistics; inside the context every BatchNorm layer
+  normalises with the batch statistics but leaves its buffers alone.
+- ``disable_sync(model)``: under DistributedDataParallel the first (perturbation)
+  pass needs no gradient all-reduce; this is ``model.no_sync()`` for a DDP model
+  and a no-op otherwise.
+- ``max_grad_norm``: clipping is applied to the gradient that makes the update
+  (the one at the perturbed point), after the weights are restored.
+- the perturbation is undone by copying back the saved weights (exact), into
+  buffers allocated once and reused every step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator
+
+import torch
+from torch import nn
+
+from genlab.core.errors import ConfigError, require_positive
+
+_NORM_GUARD = 1e-12
+
+
+@contextlib.contextmanager
+def bn_update_disabled(model: nn.Module | None) -> Iterator[None]:
+    """Inside the block BatchNorm layers of ``model`` use batch statistics without updating them."""
+    if model is None:
+        yield
+        return
+    saved = []
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.track_running_stats:
+            saved.append(module)
+            module.track_running_stats = False
+    try:
+        yield
+    finally:
+        for module in saved:
+            module.track_running_stats = True
+
+
+def disable_sync(model: nn.Module | None):
+    """``model.no_sync()`` for a DistributedDataParallel model, a no-op context otherwise."""
+    no_sync = getattr(model, "no_sync", None)
+    if model is None or no_sync is None:
+        return contextlib.nullcontext()
+    return no_sync()
+
+
+def check_lr(kwargs: dict) -> None:
+    """ConfigError when the base optimiser's ``lr`` is negative."""
+    if "lr" in kwargs and not isinstance(kwargs["lr"], torch.Tensor):
+        require_positive("lr", kwargs["lr"], allow_zero=True)
+
+
+def params_with_grad(param_groups: list[dict]) -> list[torch.Tensor]:
+    """All parameters that currently hold a gradient (parameters without one are skipped)."""
+    return [p for group in param_groups for p in group["params"] if p.grad is not None]
+
+
+def global_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Euclidean norm of the concatenation of ``tensors`` (0 for an empty list)."""
+    if not tensors:
+        return torch.zeros(())
+    norms = torch._foreach_norm(tensors)
+    return torch.linalg.vector_norm(torch.stack(norms))
+
+
+def finite_scale(numerator: float, norm: torch.Tensor) -> float:
+    """``numerator / (norm + 1e-12)``; 0 when ``norm`` is not finite (e.g. AMP overflow)."""
+    value = float(norm)
+    if not math.isfinite(value):
+        return 0.0
+    return numerator / (value + _NORM_GUARD)
+
+
+class PerturbedOptimizer(torch.optim.Optimizer):
+    """Base of optimisers that evaluate the gradient at ``w + e`` and update ``w`` with it.
+
+    Subclasses compute the perturbation; this class owns the base optimiser, the
+    weight backup, the restore, the clipping and checkpointing of both states.
+    """
+
+    def __init__(self, params, base_optimizer: Callable | None, own_defaults: dict,
+                 base_kwargs: dict, *, model: nn.Module | None = None,
+                 max_grad_norm: float | None = None):
+        check_lr(base_kwargs)
+        if max_grad_norm is not None:
+            require_positive("max_grad_norm", max_grad_norm)
+        base_optimizer = torch.optim.SGD if base_optimizer is None else base_optimizer
+        super().__init__(params, dict(**own_defaults, **base_kwargs))
+        self.base_optimizer = base_optimizer(self.param_groups, **base_kwargs)
+        self.param_groups = self.base_optimizer.param_groups
+        self.defaults.update(self.base_optimizer.defaults)
+        self.model = model
+        self.max_grad_norm = max_grad_norm
+        self._backup: dict[torch.Tensor, torch.Tensor] = {}
+        self._perturbed: list[torch.Tensor] = []
+
+    # -- perturbation and restore -------------------------------------------------
+    @torch.no_grad()
+    def _save(self, params: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Copy ``params`` into reusable backup buffers; returns the buffers."""
+        buffers = []
+        for p in params:
+            buf = self._backup.get(p)
+            if buf is None or buf.shape != p.shape or buf.dtype != p.dtype:
+                buf = torch.empty_like(p, memory_format=torch.preserve_format)
+                self._backup[p] = buf
+            buffers.append(buf)
+        if params:
+            torch._foreach_copy_(buffers, params)
+        self._perturbed = list(params)
+        return buffers
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        """Put the unperturbed weights back (idempotent; a no-op when nothing is perturbed)."""
+        if self._perturbed:
+            torch._foreach_copy_(self._perturbed, [self._backup[p] for p in self._perturbed])
+        self._perturbed = []
+
+    @torch.no_grad()
+    def _perturb(self, params: list[torch.Tensor], eps: list[torch.Tensor]) -> None:
+        """Save ``params`` and move them to ``params + eps``."""
+        self._save(params)
+        if params:
+            torch._foreach_add_(params, eps)
+
+    @torch.no_grad()
+    def second_step(self, zero_grad: bool = False) -> None:
+        """Restore the weights, clip the (perturbed-point) gradient, let the base optimiser step."""
+        self.restore()
+        if self.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params_with_grad(self.param_groups), self.max_grad_norm)
+        self.base_optimizer.step()
+        if zero_grad:
+            self.zero_grad()
+
+    # -- checkpoints --------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """The wrapper's own state (e.g. CSAM momentum, K-FAC factors) plus the base optimiser's."""
+        sd = super().state_dict()
+        sd["base_optimizer"] = self.base_optimizer.state_dict()
+        return sd
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state_dict = dict(state_dict)
+        if "base_optimizer" not in state_dict:
+            raise ConfigError("optimizer state_dict lacks 'base_optimizer': not saved by "
+                              f"{type(self).__name__}")
+        base = state_dict.pop("base_optimizer")
+        super().load_state_dict(state_dict)
+        self.base_optimizer.load_state_dict(base)
+        self.base_optimizer.param_groups = self.param_groups
+
+    def _run_closure(self, closure: Callable, *, perturbed: bool, sync: bool = True):
+        """Zero grads and run ``closure`` (BN frozen when perturbed, all-reduce only when sync)."""
+        self.zero_grad()
+        sync_ctx = contextlib.nullcontext() if sync else disable_sync(self.model)
+        bn_ctx = bn_update_disabled(self.model) if perturbed else contextlib.nullcontext()
+        with torch.enable_grad(), sync_ctx, bn_ctx:
+            return closure()
