@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from genlab.core.errors import require_choice
+from genlab.optim.nonuniform import COV, SAMGCM, per_sample_closure
 from genlab.optim.perturb import bn_update_disabled, disable_sync
 from genlab.optim.sam import SAM
 
@@ -18,6 +19,8 @@ _BUILDERS = {
     "sgd": lambda params, **kw: torch.optim.SGD(params, **kw),
     "sam": lambda params, **kw: SAM(params, **kw),
     "asam": lambda params, **kw: SAM(params, adaptive=True, **kw),
+    "cov": lambda params, **kw: COV(params, **kw),
+    "samgcm": lambda params, **kw: SAMGCM(params, **kw),
 }
 OPTIMIZERS = tuple(_BUILDERS)
 
@@ -28,4 +31,5 @@ def make_optimizer(name: str, params, **kw) -> torch.optim.Optimizer:
     return _BUILDERS[name](params, **kw)
 
 
-__all__ = ["ASAM", "OPTIMIZERS", "SAM", "bn_update_disabled", "disable_sync", "make_optimizer"]
+__all__ = ["ASAM", "COV", "OPTIMIZERS", "SAM", "SAMGCM", "bn_update_disabled", "disable_sync",
+           "make_optimizer", "per_sample_closure"]
