@@ -1,0 +1,179 @@
+"""ETH-XGaze h5 files: writer (for synthetic data) and a lazy, validating reader.
+
+Layout of the normalised ETH-XGaze release (Zhang et al. 2020, one file per subject,
+``subject0000.h5`` ...): ``face_patch`` (N, 224, 224, 3) uint8 **BGR**, ``face_gaze``
+(N, 2) float (pitch, yaw) radians, ``face_head_pose`` (N, 2), plus ``frame_index``,
+``cam_index`` and ``face_mat_norm``. The reader needs only ``face_patch`` and
+``face_gaze``; test-split files without ``face_gaze`` are rejected with a clear error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import cv2
+import h5py
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from genlab.core.errors import DataError
+
+REQUIRED_KEYS = ("face_patch", "face_gaze")
+
+
+def write_xgaze_h5(folder: str | Path, batch) -> list[Path]:
+    """Write a rendered batch as ETH-XGaze h5 files, one per subject; return their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for sid in np.unique(batch.subject):
+        rows = np.flatnonzero(batch.subject == sid)
+        path = folder / f"subject{int(sid):04d}.h5"
+        tmp = path.with_name(f".{path.name}.tmp")
+        with h5py.File(tmp, "w") as f:
+            f.create_dataset("face_patch", data=batch.images[rows][..., ::-1],
+                             chunks=(1, *batch.images.shape[1:]))
+            f.create_dataset("face_gaze", data=batch.gaze[rows].astype(np.float32))
+            f.create_dataset("face_head_pose", data=batch.head_pose[rows].astype(np.float32))
+            f.create_dataset("frame_index", data=rows.reshape(-1, 1).astype(np.int64))
+            f.create_dataset("cam_index", data=np.zeros((len(rows), 1), np.int64))
+            f.create_dataset("face_mat_norm", data=np.tile(np.eye(3, dtype=np.float32),
+                                                           (len(rows), 1, 1)))
+            f.create_dataset("appearance", data=batch.appearance[rows].astype(np.float32))
+            f.attrs["domain"] = str(getattr(batch, "domain", ""))
+            f.attrs["subject_id"] = int(sid)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def _resolve(paths) -> list[Path]:
+    if isinstance(paths, (str, Path)):
+        p = Path(paths)
+        if p.is_dir():
+            files = sorted(p.glob("*.h5"))
+            if not files:
+                raise DataError(f"{p}: folder holds no .h5 files (expected subject0000.h5 ...)")
+            return files
+        paths = [p]
+    files = [Path(p) for p in paths]
+    if not files:
+        raise DataError("ETHXGaze: no h5 files given")
+    for p in files:
+        if not p.is_file():
+            raise DataError(f"{p}: no such ETH-XGaze h5 file")
+    return files
+
+
+def _validate(path: Path) -> tuple[int, int | None]:
+    """Check one file's keys and shapes; return (number of samples, subject id or None)."""
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise DataError(f"{path}: not a readable HDF5 file ({exc})") from exc
+    with f:
+        for key in REQUIRED_KEYS:
+            if key not in f:
+                raise DataError(f"{path}: missing dataset {key!r} (ETH-XGaze files hold "
+                                f"face_patch (N,H,W,3) uint8 BGR and face_gaze (N,2))")
+        patch, gaze = f["face_patch"], f["face_gaze"]
+        if patch.ndim != 4 or patch.shape[-1] != 3:
+            raise DataError(f"{path}: face_patch must be (N, H, W, 3) BGR, got {patch.shape}")
+        if gaze.ndim != 2 or gaze.shape[1] != 2:
+            raise DataError(f"{path}: face_gaze must be (N, 2) (pitch, yaw), got {gaze.shape}")
+        if patch.shape[0] != gaze.shape[0]:
+            raise DataError(f"{path}: face_patch has {patch.shape[0]} samples but face_gaze "
+                            f"has {gaze.shape[0]}")
+        if "face_head_pose" in f and f["face_head_pose"].shape != (gaze.shape[0], 2):
+            raise DataError(f"{path}: face_head_pose must be ({gaze.shape[0]}, 2), got "
+                            f"{f['face_head_pose'].shape}")
+        sid = f.attrs.get("subject_id")
+        return int(patch.shape[0]), (int(sid) if sid is not None else None)
+
+
+class ETHXGaze(Dataset):
+    """ETH-XGaze-style h5 files (a folder or a list), read lazily.
+
+    h5 handles are opened on first access in each process (keyed by pid) and dropped
+    when the data set is pickled for DataLoader workers. ``size`` = (H, W) resizes.
+    """
+
+    def __init__(self, paths, size: tuple[int, int] | None = None, fraction: float = 1.0,
+                 seed: int = 0):
+        from genlab.gaze.datasets import fraction_indices
+
+        self.files = _resolve(paths)
+        self.size = tuple(size) if size is not None else None
+        file_idx, row_idx, subject = [], [], []
+        for k, path in enumerate(self.files):
+            n, sid = _validate(path)
+            if sid is None:
+                m = re.search(r"(\d+)", path.stem)
+                sid = int(m.group(1)) if m else k
+            file_idx.append(np.full(n, k))
+            row_idx.append(np.arange(n))
+            subject.append(np.full(n, sid))
+        keep = fraction_indices(sum(len(a) for a in file_idx), fraction, seed)
+        self._file = np.concatenate(file_idx)[keep]
+        self._row = np.concatenate(row_idx)[keep]
+        self.subject = np.concatenate(subject)[keep].astype(np.int64)
+        self._handles: dict[int, dict[int, h5py.File]] = {}
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def _handle(self, k: int) -> h5py.File:
+        per_pid = self._handles.setdefault(os.getpid(), {})
+        if k not in per_pid:
+            try:
+                per_pid[k] = h5py.File(self.files[k], "r")
+            except OSError as exc:
+                raise DataError(f"{self.files[k]}: not a readable HDF5 file ({exc})") from exc
+        return per_pid[k]
+
+    def __getitem__(self, i):
+        k, row = int(self._file[i]), int(self._row[i])
+        f = self._handle(k)
+        try:
+            patch = np.asarray(f["face_patch"][row])
+            gaze = np.asarray(f["face_gaze"][row], dtype=np.float32)
+        except (OSError, KeyError) as exc:
+            raise DataError(f"{self.files[k]}: cannot read sample {row} ({exc})") from exc
+        rgb = np.ascontiguousarray(patch[..., ::-1])
+        if self.size is not None and rgb.shape[:2] != self.size:
+            shrink = rgb.shape[0] > self.size[0]
+            rgb = cv2.resize(rgb, (self.size[1], self.size[0]),
+                             interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+        image = torch.from_numpy(rgb).permute(2, 0, 1).float().div_(255.0)
+        return image, torch.from_numpy(gaze)
+
+    def close(self) -> None:
+        """Close this process's open h5 handles."""
+        for f in self._handles.pop(os.getpid(), {}).values():
+            f.close()
+
+    def __enter__(self) -> ETHXGaze:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_handles"] = {}  # h5py handles must not cross process boundaries
+        return state
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def xgaze_files(paths: Sequence[str | Path] | str | Path) -> list[Path]:
+    """The h5 files a path (folder) or list of paths names, checked to exist."""
+    return _resolve(paths)

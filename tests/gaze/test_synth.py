@@ -1,0 +1,160 @@
+"""Renderer: determinism, shapes, geometry self-check, domains, glasses and arrows."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from genlab.core.errors import ConfigError, RunExistsError
+from genlab.gaze.draw import draw_gaze_arrows
+from genlab.gaze.synth import (
+    APPEARANCE_NAMES,
+    DOMAINS,
+    _iris_centroids,
+    iris_centre_check,
+    render_domain,
+    render_eyes,
+    render_to_folder,
+    sample_subjects,
+)
+from genlab.gaze.synth_domains import sample_gaze_head
+from genlab.gaze.synth_render import CLEAN
+
+CROSS = ("broad-e", "broad-g", "narrow-m", "narrow-d")
+
+
+def test_render_domain_shapes_and_dtypes():
+    b = render_domain("broad-e", 12, seed=0, size=(32, 48))
+    assert b.images.shape == (12, 32, 48, 3) and b.images.dtype == np.uint8
+    assert b.gaze.shape == (12, 2) and b.gaze.dtype == np.float32
+    assert b.head_pose.shape == (12, 2) and b.subject.shape == (12,)
+    assert b.appearance.shape == (12, len(APPEARANCE_NAMES)) and b.appearance.dtype == np.float32
+    assert b.images.std() > 10  # not a blank image
+
+
+def test_render_is_deterministic_by_seed():
+    a = render_domain("narrow-m", 10, seed=3)
+    b = render_domain("narrow-m", 10, seed=3)
+    c = render_domain("narrow-m", 10, seed=4)
+    np.testing.assert_array_equal(a.images, b.images)
+    np.testing.assert_array_equal(a.gaze, b.gaze)
+    assert not np.array_equal(a.images, c.images)
+
+
+def test_iris_centre_follows_geometry():
+    r = iris_centre_check()
+    for axis in ("yaw", "pitch"):
+        assert abs(r[axis]["slope_ratio"] - 1.0) < 0.05, r[axis]
+        assert r[axis]["correlation"] > 0.998, r[axis]
+        assert r[axis]["max_residual_px"] < 0.5, r[axis]
+
+
+def test_positive_yaw_moves_iris_to_image_left_and_up_pitch_moves_it_up():
+    s = replace(sample_subjects("broad-e", 1, 0)[0], iris_rgb=(0.1, 0.25, 0.95), aperture=1.5,
+                glasses=False, kappa=(0.0, 0.0))
+    gaze = np.radians([[0.0, -15.0], [0.0, 15.0], [15.0, 0.0], [-15.0, 0.0]]).astype(np.float32)
+    imgs = render_eyes(gaze, [s] * 4, np.zeros_like(gaze), np.random.default_rng(0),
+                       conditions=CLEAN)
+    c = _iris_centroids(imgs)
+    assert c[1, 0] < c[0, 0] - 3  # +yaw: iris further left (camera's left)
+    assert c[2, 1] < c[3, 1] - 3  # +pitch (up): iris higher (smaller y)
+
+
+def test_kappa_offsets_iris_from_visual_axis():
+    s = replace(sample_subjects("broad-e", 1, 0)[0], iris_rgb=(0.1, 0.25, 0.95), aperture=1.5,
+                glasses=False, kappa=(0.0, 0.0))
+    k = replace(s, kappa=(0.0, float(np.radians(5.0))))
+    g = np.zeros((1, 2), np.float32)
+    imgs = render_eyes(np.repeat(g, 2, 0), [s, k], np.zeros((2, 2), np.float32),
+                       np.random.default_rng(0), conditions=CLEAN)
+    c = _iris_centroids(imgs)
+    # optical = visual - kappa: yaw -5 deg moves the iris to the image right
+    assert c[1, 0] > c[0, 0] + 0.8
+
+
+def test_glasses_magnify_iris_displacement():
+    s = replace(sample_subjects("broad-e", 1, 0)[0], iris_rgb=(0.1, 0.25, 0.95), aperture=1.5,
+                glasses=True, frame_rgb=(0.0, 0.0, 0.0), kappa=(0.0, 0.0))
+    plus, minus = replace(s, lens_power=8.0), replace(s, lens_power=-8.0)
+    gaze = np.radians([[0.0, -20.0], [0.0, 20.0]] * 2).astype(np.float32)
+    imgs = render_eyes(gaze, [plus, plus, minus, minus], np.zeros_like(gaze),
+                       np.random.default_rng(0), conditions=CLEAN)
+    c = _iris_centroids(imgs)
+    assert abs(c[0, 0] - c[1, 0]) > 1.15 * abs(c[2, 0] - c[3, 0])
+
+
+def test_looking_down_lowers_upper_lid():
+    s = replace(sample_subjects("broad-e", 1, 0)[0], glasses=False)
+    gaze = np.radians([[20.0, 0.0], [-20.0, 0.0]]).astype(np.float32)
+    imgs = render_eyes(gaze, [s, s], np.zeros_like(gaze), np.random.default_rng(0),
+                       conditions=CLEAN).astype(np.float32)
+    # sclera is bright and unsaturated; count such pixels: the open eye area
+    bright = (imgs.min(-1) > 150) & (imgs.max(-1) - imgs.min(-1) < 40)
+    assert bright[0].sum() > 1.2 * bright[1].sum()
+
+
+def test_domains_exist_differ_and_have_disjoint_subjects():
+    for name in (*CROSS, "mixed"):
+        assert name in DOMAINS
+    ids = {d: {s.subject_id for s in sample_subjects(d, 30, 0)} for d in CROSS}
+    for i, a in enumerate(CROSS):
+        for b in CROSS[i + 1:]:
+            assert not ids[a] & ids[b]
+    means = {d: render_domain(d, 24, seed=1).images.mean(axis=(0, 1, 2)) for d in CROSS}
+    for i, a in enumerate(CROSS):
+        for b in CROSS[i + 1:]:
+            assert np.abs(means[a] - means[b]).max() > 1.0, (a, b)
+
+
+def test_targets_hold_appearances_rare_not_absent_in_sources():
+    subj = {d: sample_subjects(d, 600, 0) for d in CROSS}
+    frac = lambda d, f: np.mean([f(s) for s in subj[d]])  # noqa: E731
+    glasses = lambda s: s.glasses  # noqa: E731
+    dark = lambda s: s.skin_tone > 0.7  # noqa: E731
+    for src in ("broad-e", "broad-g"):
+        assert 0.0 < frac(src, glasses) < frac("narrow-m", glasses)
+        assert 0.0 < frac(src, dark) < frac("narrow-m", dark)
+        assert 0.0 < frac(src, glasses) < frac("narrow-d", glasses)
+    rng = np.random.default_rng(0)
+    spread = {d: np.degrees(sample_gaze_head(DOMAINS[d], 4000, rng)[0]).std(0) for d in CROSS}
+    assert spread["broad-g"][1] > spread["broad-e"][1] > spread["narrow-m"][1]
+    assert spread["broad-e"][1] > spread["narrow-d"][1]
+
+
+def test_bad_inputs_raise_config_error():
+    s = sample_subjects("broad-e", 2, 0)
+    with pytest.raises(ConfigError):
+        render_eyes(np.zeros((3, 2)), s, np.zeros((3, 2)), np.random.default_rng(0))
+    with pytest.raises(ConfigError):
+        render_domain("nope", 4, 0)
+    with pytest.raises(ConfigError):
+        render_domain("broad-e", 0, 0)
+
+
+def test_draw_gaze_arrows_points_along_gaze():
+    imgs = np.zeros((2, 32, 48, 3), np.uint8)
+    gaze = np.radians([[0.0, 40.0], [-40.0, 0.0]])  # left; down
+    grid = draw_gaze_arrows(imgs, gaze, ncols=2, upscale=1)
+    assert grid.shape == (34, 100, 3)
+    for k, (dx, dy) in enumerate([(-1, 0), (0, 1)]):
+        tile = grid[:32, k * 50:k * 50 + 48].astype(int)
+        green = np.argwhere((tile[..., 1] > 150) & (tile[..., 0] < 80))
+        centre = green.mean(0)  # (row, col)
+        assert np.sign(round(centre[1] - 24, 0)) == dx or dx == 0
+        assert np.sign(round(centre[0] - 16, 0)) == dy or dy == 0
+        if dx:
+            assert (centre[1] - 24) * dx > 3
+        if dy:
+            assert (centre[0] - 16) * dy > 3
+
+
+def test_render_to_folder_writes_h5_grid_summary_and_refuses_overwrite(tmp_path):
+    out = tmp_path / "run"
+    summary = render_to_folder(20, "narrow-d", 0, out, size=(32, 48))
+    assert summary["count"] == 20
+    assert (out / "samples.png").is_file() and (out / "config.json").is_file()
+    assert json.loads((out / "summary.json").read_text())["domain"] == "narrow-d"
+    assert len(list(out.glob("subject*.h5"))) == summary["subjects"]
+    with pytest.raises(RunExistsError):
+        render_to_folder(20, "narrow-d", 0, out, size=(32, 48))
