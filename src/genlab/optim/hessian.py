@@ -1,0 +1,235 @@
+"""Curvature measures from Hessian-vector products: lambda_max, tr H, nonuniformity s.
+
+- Hessian-vector product Hv by double backward through the mean loss (chunked: the mean
+  loss of n samples is sum_c (n_c / n) L_c, so Hv = sum_c (n_c / n) H_c v).
+- lambda_max(H): power iteration on v -> Hv (returns the eigenvalue of largest magnitude,
+  the usual practice, e.g. PyHessian) or Lanczos with full reorthogonalisation (returns the
+  largest algebraic eigenvalue of the Krylov tridiagonal matrix).
+- tr H: Hutchinson's estimator tr H = E_z z^T H z with Rademacher z; the standard error of
+  the mean over probes is reported with the estimate.
+- Nonuniformity of curvature (Wu, Ma & E 2018, "How SGD selects the global minima",
+  definition of non-uniformity): Sigma_H = (1/n) sum_i H_i^2 - H^2, s = sqrt(lambda_max(Sigma_H)).
+  Sigma_H is the covariance of the per-sample Hessians (positive semi-definite), so power
+  iteration on v -> (1/n) sum_i H_i (H_i v) - H (H v) converges to its top eigenvalue.
+  Per-sample HVPs H_i v are forward-over-reverse (torch.func.jvp of grad), vmapped.
+
+BatchNorm: ``bn_mode="eval"`` (running statistics) everywhere; lambda_max and tr H also
+accept ``bn_mode="batch"`` (statistics of each evaluated chunk; running statistics restored).
+The per-sample nonuniformity needs eval mode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.func import grad, jvp, vmap
+
+from genlab.core.errors import require_choice, require_positive
+from genlab.optim.per_sample import (
+    chunks,
+    collect,
+    fill_none,
+    flatten,
+    flatten_batched,
+    measuring,
+    require_per_sample_mode,
+    sample_loss_fn,
+    trainable,
+    unflatten,
+)
+
+
+@dataclass
+class TraceEstimate:
+    """Hutchinson estimate of tr H with the standard error of the mean over probes."""
+
+    value: float
+    stderr: float
+    probes: int
+
+
+def _params(model: nn.Module) -> list[torch.Tensor]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def _size_dtype(model: nn.Module) -> tuple[int, torch.dtype]:
+    params = _params(model)
+    return sum(p.numel() for p in params), params[0].dtype
+
+
+def hvp(model: nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Tensor,
+        v: torch.Tensor, chunk_size: int | None = None) -> torch.Tensor:
+    """H v for the mean loss over (x, y) in the model's current mode (double backward)."""
+    params = _params(model)
+    out = torch.zeros_like(v)
+    n = len(x)
+    vs = unflatten(v, {str(i): p for i, p in enumerate(params)})
+    for sl in chunks(n, chunk_size):
+        loss = loss_fn(model(x[sl]), y[sl]) * (sl.stop - sl.start) / n
+        gs = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+        dot = sum((g * vs[str(i)]).sum() for i, g in enumerate(gs) if g is not None)
+        if not isinstance(dot, torch.Tensor) or not dot.requires_grad:
+            continue
+        hv = torch.autograd.grad(dot, params, allow_unused=True)
+        out += flatten(fill_none(hv, params))
+    return out.detach()
+
+
+def _random_unit(d: int, seed: int, device, dtype) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    v = torch.randn(d, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
+    return v / v.norm()
+
+
+def power_iteration(operator: Callable[[torch.Tensor], torch.Tensor], d: int, *,
+                    iterations: int = 100, tol: float = 1e-4, seed: int = 0,
+                    device="cpu", dtype=torch.float32) -> float:
+    """Dominant eigenvalue (largest magnitude, signed) of a symmetric linear operator."""
+    require_positive("iterations", iterations)
+    v = _random_unit(d, seed, device, dtype)
+    lam = 0.0
+    for _ in range(iterations):
+        w = operator(v)
+        new = float(v @ w)
+        norm = float(w.norm())
+        if norm == 0.0 or not math.isfinite(norm):
+            return 0.0 if norm == 0.0 else new
+        v = w / norm
+        if abs(new - lam) <= tol * max(abs(new), 1e-12):
+            return new
+        lam = new
+    return lam
+
+
+def lanczos_top(operator: Callable[[torch.Tensor], torch.Tensor], d: int, *,
+                iterations: int = 30, seed: int = 0, device="cpu",
+                dtype=torch.float32) -> float:
+    """Largest algebraic eigenvalue by Lanczos with full reorthogonalisation."""
+    require_positive("iterations", iterations)
+    k = min(iterations, d)
+    basis = [_random_unit(d, seed, device, dtype)]
+    alphas, betas = [], []
+    for j in range(k):
+        w = operator(basis[j])
+        alpha = float(basis[j] @ w)
+        alphas.append(alpha)
+        for q in basis:  # full reorthogonalisation (twice is enough)
+            w = w - (q @ w) * q
+        for q in basis:
+            w = w - (q @ w) * q
+        beta = float(w.norm())
+        if j == k - 1 or beta < 1e-10:
+            break
+        betas.append(beta)
+        basis.append(w / beta)
+    t = torch.diag(torch.tensor(alphas, dtype=torch.float64))
+    for i, b in enumerate(betas[: len(alphas) - 1]):
+        t[i, i + 1] = t[i + 1, i] = b
+    return float(torch.linalg.eigvalsh(t).max())
+
+
+def hessian_top_eigenvalue(model: nn.Module, loss_fn: Callable, inputs, targets=None, *,
+                           method: str = "power", iterations: int = 100, tol: float = 1e-4,
+                           chunk_size: int | None = 256, seed: int = 0,
+                           bn_mode: str = "eval") -> float:
+    """lambda_max of the Hessian of the mean loss: ``power`` (largest |lambda|) or ``lanczos``."""
+    require_choice("method", method, ("power", "lanczos"))
+    x, y = collect(inputs, targets)
+    d, dtype = _size_dtype(model)
+    with measuring(model, bn_mode):
+        op = lambda v: hvp(model, loss_fn, x, y, v, chunk_size)  # noqa: E731
+        if method == "power":
+            return power_iteration(op, d, iterations=iterations, tol=tol, seed=seed,
+                                   device=x.device, dtype=dtype)
+        return lanczos_top(op, d, iterations=iterations, seed=seed, device=x.device,
+                           dtype=dtype)
+
+
+def hessian_trace(model: nn.Module, loss_fn: Callable, inputs, targets=None, *,
+                  probes: int = 100, chunk_size: int | None = 256, seed: int = 0,
+                  bn_mode: str = "eval") -> TraceEstimate:
+    """Hutchinson tr H with Rademacher probes; returns the estimate and its standard error."""
+    require_positive("probes", probes)
+    x, y = collect(inputs, targets)
+    d, dtype = _size_dtype(model)
+    gen = torch.Generator().manual_seed(seed)
+    values = []
+    with measuring(model, bn_mode):
+        for _ in range(probes):
+            z = (torch.randint(0, 2, (d,), generator=gen) * 2 - 1).to(device=x.device, dtype=dtype)
+            values.append(float(z @ hvp(model, loss_fn, x, y, z, chunk_size)))
+    vals = torch.tensor(values, dtype=torch.float64)
+    stderr = float(vals.std(unbiased=True) / math.sqrt(probes)) if probes > 1 else math.inf
+    return TraceEstimate(float(vals.mean()), stderr, probes)
+
+
+# -- nonuniformity of curvature --------------------------------------------------------------
+def _per_sample_hvp_fn(model: nn.Module, loss_fn: Callable):
+    """hv(params, x_i, y_i, t) = H_i t by forward-over-reverse differentiation."""
+    f = sample_loss_fn(model, loss_fn)
+
+    def hv(params, x, y, tangent):
+        return jvp(lambda p: grad(f)(p, x, y), (params,), (tangent,))[1]
+
+    return hv
+
+
+def _second_moment_vmap(model, loss_fn, x, y, v, chunk_size) -> tuple[torch.Tensor, torch.Tensor]:
+    """((1/n) sum_i H_i^2 v, (1/n) sum_i H_i v) with vmapped per-sample HVPs."""
+    params = trainable(model)
+    hv = _per_sample_hvp_fn(model, loss_fn)
+    shared = vmap(hv, in_dims=(None, 0, 0, None))
+    own = vmap(hv, in_dims=(None, 0, 0, 0))
+    vt = unflatten(v, params)
+    sq, first = torch.zeros_like(v), torch.zeros_like(v)
+    for sl in chunks(len(x), chunk_size):
+        u = shared(params, x[sl], y[sl], vt)  # H_i v, batched
+        w = own(params, x[sl], y[sl], u)  # H_i (H_i v)
+        sq += flatten_batched(w).sum(0)
+        first += flatten_batched(u).sum(0)
+    return (sq / len(x)).detach(), (first / len(x)).detach()
+
+
+def _second_moment_loop(model, loss_fn, x, y, v, chunk_size) -> tuple[torch.Tensor, torch.Tensor]:
+    """Same as the vmap version with one double-backward per sample."""
+    sq, first = torch.zeros_like(v), torch.zeros_like(v)
+    for i in range(len(x)):
+        xi, yi = x[i : i + 1], y[i : i + 1]
+        u = hvp(model, loss_fn, xi, yi, v)
+        sq += hvp(model, loss_fn, xi, yi, u)
+        first += u
+    return sq / len(x), first / len(x)
+
+
+def curvature_nonuniformity(model: nn.Module, loss_fn: Callable, inputs, targets=None, *,
+                            iterations: int = 50, tol: float = 1e-4,
+                            chunk_size: int | None = 128, method: str = "vmap",
+                            solver: str = "power", seed: int = 0,
+                            bn_mode: str = "eval") -> float:
+    """s = sqrt(lambda_max(Sigma_H)) of Wu, Ma & E (2018); power iteration or Lanczos (eval BN).
+
+    ``method`` makes the per-sample HVPs (vmap or a loop); ``solver`` finds the top eigenvalue.
+    """
+    require_choice("method", method, ("vmap", "loop"))
+    require_choice("solver", solver, ("power", "lanczos"))
+    require_per_sample_mode(model, bn_mode)
+    x, y = collect(inputs, targets)
+    d, dtype = _size_dtype(model)
+    moment = _second_moment_vmap if method == "vmap" else _second_moment_loop
+
+    def op(v):
+        sq, hv_mean = moment(model, loss_fn, x, y, v, chunk_size)
+        return sq - hvp(model, loss_fn, x, y, hv_mean, chunk_size)
+
+    with measuring(model, "eval"):
+        if solver == "power":
+            lam = power_iteration(op, d, iterations=iterations, tol=tol, seed=seed,
+                                  device=x.device, dtype=dtype)
+        else:
+            lam = lanczos_top(op, d, iterations=iterations, seed=seed, device=x.device,
+                              dtype=dtype)
+    return math.sqrt(max(lam, 0.0))
