@@ -42,6 +42,18 @@ def test_render_is_deterministic_by_seed():
     assert not np.array_equal(a.images, c.images)
 
 
+def test_render_is_independent_of_thread_count():
+    s = sample_subjects("broad-g", 3, 0)
+    rng = np.random.default_rng(5)
+    gaze, head = sample_gaze_head(DOMAINS["broad-g"], 20, rng)
+    traits = [s[i % 3] for i in range(20)]
+    one = render_eyes(gaze, traits, head, np.random.default_rng(1), conditions=DOMAINS["broad-g"],
+                      workers=1)
+    two = render_eyes(gaze, traits, head, np.random.default_rng(1), conditions=DOMAINS["broad-g"],
+                      workers=2)
+    np.testing.assert_array_equal(one, two)
+
+
 def test_iris_centre_follows_geometry():
     r = iris_centre_check()
     for axis in ("yaw", "pitch"):

@@ -33,7 +33,9 @@ along +z; lengths in eyeball radii ``rho`` (pixels per radius = ``0.19 * W * eye
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import cv2
 import numpy as np
@@ -43,8 +45,10 @@ from genlab.gaze.geometry import pitchyaw_to_vector
 from genlab.gaze.synth_domains import DomainSpec, SubjectTraits
 
 RHO_PER_WIDTH = 0.19  # eyeball radius in pixels per image width
-D_LID, D_BROW, D_GLASSES = 0.8, 1.3, 2.2  # depth of head-attached planes (eyeball radii)
-CHUNK = 32  # images rendered together (keeps temporaries in cache)
+# depth of head-attached planes in eyeball radii; the lids wrap the eyeball, so their
+# effective parallax is small, the brow and the glasses sit further forward
+D_LID, D_BROW, D_GLASSES = 0.35, 1.3, 2.2
+CHUNK = 8  # images rendered together (temporaries stay in cache)
 
 CLEAN = DomainSpec(
     name="clean", description="studio conditions for self-checks: frontal light, no noise",
@@ -104,45 +108,66 @@ def _smooth_clip(d):
     return np.clip(d + 0.5, 0.0, 1.0)
 
 
-def _render_chunk(gaze, head, T, C, H, W, cap_light):
-    """Float RGB images (n, H, W, 3) in [0, 1] before the camera effects."""
-    n = gaze.shape[0]
-    col = lambda a: a.reshape(n, 1, 1)  # noqa: E731
-    f32 = np.float32
-    rho = col(RHO_PER_WIDTH * W * T["eye_size"] * C["scale"])
-    cx = col(W / 2.0 + C["shift"][:, 0])
-    cy = col(H * 0.6 + C["shift"][:, 1])
-    xs = (np.arange(W, dtype=f32) + 0.5)[None, None, :]
-    ys = (np.arange(H, dtype=f32) + 0.5)[None, :, None]
-    x0 = (xs - cx) / rho
-    y0 = (ys - cy) / rho
+class _Frame:
+    """Per-chunk geometry: pixel grids in eyeball radii and per-image broadcast columns."""
 
-    face = pitchyaw_to_vector(head.astype(f32))  # forward vector of the face
-    fx, fy = col(face[:, 0]), col(face[:, 1])
-    cyaw, cpit = col(np.cos(head[:, 1])), col(np.cos(head[:, 0]))
+    def __init__(self, gaze, head, T, C, H, W):
+        n = gaze.shape[0]
+        self.n, self.H, self.W = n, H, W
+        self.col = lambda a: np.asarray(a, np.float32).reshape(n, 1, 1)
+        col = self.col
+        self.rho = col(RHO_PER_WIDTH * W * T["eye_size"] * C["scale"])
+        self.cx = col(W / 2.0 + C["shift"][:, 0])
+        self.cy = col(H * 0.6 + C["shift"][:, 1])
+        self.xs = (np.arange(W, dtype=np.float32) + 0.5)[None, None, :]
+        self.ys = (np.arange(H, dtype=np.float32) + 0.5)[None, :, None]
+        self.x0 = (self.xs - self.cx) / self.rho
+        self.y0 = (self.ys - self.cy) / self.rho
+        face = pitchyaw_to_vector(head.astype(np.float32))  # forward vector of the face
+        self.fx, self.fy = col(face[:, 0]), col(face[:, 1])
+        self.cyaw, self.cpit = col(np.cos(head[:, 1])), col(np.cos(head[:, 0]))
+        light = pitchyaw_to_vector(C["light_py"])
+        self.l = [col(light[:, i]) for i in range(3)]
+        self.amb, self.inten = col(C["ambient"]), col(C["intensity"])
 
-    # glasses: frame ring (from true coordinates) and lens magnification (remaps x, y)
-    ga = (x0 - D_GLASSES * fx) / cyaw - 0.1
-    gb = (y0 - D_GLASSES * fy) / cpit + 0.2
+    def head_coords(self, x, y, depth):
+        """Coordinates on a head-attached plane ``depth`` radii in front of the eyeball."""
+        return (x - depth * self.fx) / self.cyaw, (y - depth * self.fy) / self.cpit
+
+    def eye_window(self, margin: float = 1.25) -> tuple[slice, slice]:
+        """Rows and columns that can show the eyeball of any image in the chunk."""
+        r = self.rho.ravel() * margin
+        cx, cy = self.cx.ravel(), self.cy.ravel()
+        c0 = int(max(0, np.floor((cx - r).min()))), int(min(self.W, np.ceil((cx + r).max())))
+        r0 = int(max(0, np.floor((cy - r).min()))), int(min(self.H, np.ceil((cy + r).max())))
+        return slice(*r0), slice(*c0)
+
+
+def _glasses(F: _Frame, T):
+    """Lens mask, frame coverage and the lens-remapped coordinates (x, y)."""
+    ga, gb = F.head_coords(F.x0, F.y0, D_GLASSES)
+    ga, gb = ga - 0.1, gb + 0.2
     sup = (ga / 1.85) ** 4 + (gb / 1.35) ** 4
-    has_g = col(T["glasses"].astype(f32))
+    has_g = F.col(T["glasses"])
     lens = (sup < 1.0) * has_g
-    frame_alpha = has_g * _smooth_clip((np.minimum(sup - 1.0, 1.5 - sup)) * rho * 0.25)
-    m = col(1.0 / (1.0 - 0.015 * T["lens_power"]))
-    lcx, lcy = D_GLASSES * fx + 0.1, D_GLASSES * fy - 0.2
-    x = np.where(lens > 0, lcx + (x0 - lcx) / m, x0)
-    y = np.where(lens > 0, lcy + (y0 - lcy) / m, y0)
+    frame_alpha = has_g * _smooth_clip(np.minimum(sup - 1.0, 1.5 - sup) * F.rho * 0.25)
+    m = F.col(1.0 / (1.0 - 0.015 * T["lens_power"]))
+    lcx, lcy = D_GLASSES * F.fx + 0.1, D_GLASSES * F.fy - 0.2
+    inside = lens > 0
+    x = np.where(inside, lcx + (F.x0 - lcx) / m, F.x0)
+    y = np.where(inside, lcy + (F.y0 - lcy) / m, F.y0)
+    refl = 0.12 * np.exp(-(((ga + 0.7 * gb - 0.6) / 0.35) ** 2)) * lens
+    return lens, frame_alpha, refl, x, y
 
-    light = pitchyaw_to_vector(cap_light["light_py"])
-    lx, ly, lz = (col(light[:, i]) for i in range(3))
-    amb, inten = col(cap_light["ambient"]), col(cap_light["intensity"])
 
-    # ---- eyeball
+def _eyeball(F: _Frame, T, C, gaze, x, y, rho):
+    """Shaded eyeball colour (premultiplied by its coverage), coverage and glint on a window."""
+    f32, col = np.float32, F.col
+    lx, ly, lz = F.l
     s = x * x + y * y
     z = -np.sqrt(np.maximum(1.0 - s, 0.0))
-    on_ball = _smooth_clip((1.0 - np.sqrt(s)) * rho)
-    ndl = np.maximum(x * lx + y * ly + z * lz, 0.0)
-    ball_shade = amb + inten * ndl
+    cover = _smooth_clip((1.0 - np.sqrt(s)) * rho)
+    shade = F.amb + F.inten * np.maximum(x * lx + y * ly + z * lz, 0.0)
 
     optical = pitchyaw_to_vector((gaze - T["kappa"]).astype(f32))
     ox, oy, oz = (col(optical[:, i]) for i in range(3))
@@ -151,7 +176,7 @@ def _render_chunk(gaze, head, T, C, H, W, cap_light):
     zi = (d - x * ox - y * oy) / oz
     qx, qy, qz = x - d * ox, y - d * oy, zi - d * oz
     r = np.sqrt(qx * qx + qy * qy + qz * qz) / si
-    # local frame of the iris plane for the texture angle
+    # iris texture angle in a frame of the iris plane
     e1n = np.sqrt(ox * ox + oz * oz)
     e1x, e1z = -oz / e1n, ox / e1n
     e2x, e2y, e2z = oy * e1z, oz * e1x - ox * e1z, -oy * e1x
@@ -160,36 +185,36 @@ def _render_chunk(gaze, head, T, C, H, W, cap_light):
     k1, k2 = col(T["tex_k"][:, 0]), col(T["tex_k"][:, 1])
     tex = (1.0 + 0.22 * np.cos(k1 * phi + col(tp[:, 0]) + 5.0 * r)
            + 0.12 * np.cos(k2 * phi + col(tp[:, 1]) - 3.0 * r))
-    collar = 1.0 - 0.25 * np.exp(-((r - 0.45) / 0.08) ** 2)
-    limb = 1.0 - 0.65 * np.clip((r - 0.8) / 0.2, 0.0, 1.0) ** 2
-    iris_shade = (tex * collar * limb)[..., None]
-    iris_rgb = T["iris_rgb"][:, None, None, :] * iris_shade
+    tex *= 1.0 - 0.25 * np.exp(-((r - 0.45) / 0.08) ** 2)  # collarette
+    tex *= 1.0 - 0.65 * np.clip((r - 0.8) / 0.2, 0.0, 1.0) ** 2  # limbal ring
     inner = np.clip(1.0 - r / 0.5, 0.0, 1.0)[..., None]
-    iris_rgb = iris_rgb * (1.0 - 0.3 * inner) + 0.3 * inner * np.array([0.35, 0.25, 0.1], f32)
+    iris = T["iris_rgb"][:, None, None, :] * (tex[..., None] * (1.0 - 0.3 * inner))
+    iris += 0.3 * inner * np.array([0.35, 0.25, 0.1], f32)
     iris_px = si * rho
-    a_iris = _smooth_clip((1.0 - r) * iris_px)[..., None]
-    pupil = col(0.42 - 0.12 * cap_light["intensity"])
-    a_pupil = _smooth_clip((pupil - r) * iris_px)[..., None]
-    sclera = np.array([0.93, 0.9, 0.86], f32) * (1.0 - 0.3 * s * s)[..., None]
-    sclera = sclera + np.array([0.05, -0.04, -0.04], f32) * (s * s)[..., None]
-    ball = sclera * (1 - a_iris) + iris_rgb * a_iris
-    ball = ball * (1 - a_pupil) + 0.02 * a_pupil
-    ball = ball * ball_shade[..., None]
+    a_iris = _smooth_clip((1.0 - r) * iris_px)
+    pupil = col(0.42 - 0.12 * C["intensity"])
+    a_pupil = _smooth_clip((pupil - r) * iris_px)
+    s2 = (s * s)[..., None]
+    sclera = np.array([0.93, 0.9, 0.86], f32) + np.array([-0.23, -0.31, -0.3], f32) * s2
+    ball = sclera + (iris - sclera) * a_iris[..., None]
+    ball = ball * ((1.0 - 0.98 * a_pupil) * shade * cover)[..., None]
 
-    # glint on the corneal sphere
+    # glint: mirror reflection on the corneal sphere (centre 0.45 o, radius 0.65)
     hx, hy, hz = lx, ly, lz - 1.0
     hn = np.sqrt(hx * hx + hy * hy + hz * hz)
     gx = 0.45 * ox + 0.65 * hx / hn
     gy = 0.45 * oy + 0.65 * hy / hn
-    cos_h = (hx * ox + hy * oy + hz * oz) / hn
-    glint_vis = (cos_h > np.cos(np.radians(40.0))).astype(f32)
-    gd2 = ((x - gx) ** 2 + (y - gy) ** 2) * rho * rho
-    glint = glint_vis * inten * 1.4 * np.exp(-gd2 / (2 * np.maximum(0.045 * rho, 0.6) ** 2))
+    visible = ((hx * ox + hy * oy + hz * oz) / hn > np.cos(np.radians(40.0))).astype(f32)
+    width2 = 2 * np.maximum(0.045 * rho, 0.6) ** 2
+    glint = visible * F.inten * 1.4 * np.exp(-((x - gx) ** 2 + (y - gy) ** 2) * rho * rho / width2)
+    return ball, cover, glint
 
-    # ---- eyelids in head-attached coordinates
-    a = (x - D_LID * fx) / cyaw
-    b = (y - D_LID * fy) / cpit
-    pe = col(gaze[:, 0] - head[:, 0])
+
+def _eyelids(F: _Frame, T, gaze, head, x, y):
+    """Head-attached lid geometry: opening coverage and the quantities skin shading needs."""
+    col, rho = F.col, F.rho
+    a, b = F.head_coords(x, y, D_LID)
+    pe = col(gaze[:, 0] - head[:, 0])  # eye-in-head pitch
     ap = col(T["aperture"])
     hu = np.clip(ap * (0.55 + 0.7 * np.sin(pe)), 0.08, 1.2)
     hl = np.clip(ap * 0.5 * (1.0 - 0.3 * np.sin(pe)), 0.15, 0.9)
@@ -200,91 +225,105 @@ def _render_chunk(gaze, head, T, C, H, W, cap_light):
     yl = hl * base**0.9 * (1.0 - 0.1 * u)
     du = (bt - yu) * rho
     dl = (yl - bt) * rho
-    opening = _smooth_clip(np.minimum(du, dl))
-    lid_shadow = 1.0 - 0.5 * np.exp(-np.maximum(du, 0.0) / (0.18 * rho))
+    canthus = (1.0 - np.abs(u)) * 1.2 * rho  # distance to the nearer eye corner (pixels)
+    opening = _smooth_clip(np.minimum(np.minimum(du, dl), canthus))
+    return dict(a=a, b=b, ap=ap, base=base, bt=bt, yu=yu, yl=yl, du=du, dl=dl, opening=opening)
 
-    caruncle = np.array([0.85, 0.6, 0.6], f32) * T["skin_rgb"][:, None, None, :]
-    eye = ball * on_ball[..., None] + caruncle * (1.0 - on_ball[..., None]) * 0.6
-    eye = eye * lid_shadow[..., None] + glint[..., None] * opening[..., None]
 
-    # ---- skin, crease, lashes, brow
+def _skin(F: _Frame, T, lid, x, y):
+    """Shaded skin with lid crease and margin, lashes and the brow."""
+    col, rho = F.col, F.rho
+    lx, ly, lz = F.l
+    a, b, bt, base, du, dl = lid["a"], lid["b"], lid["bt"], lid["base"], lid["du"], lid["dl"]
+    tp = T["tex"]
     nsx, nsy = 0.25 * a, 0.25 * (b + 0.3)
     nsn = np.sqrt(nsx * nsx + nsy * nsy + 1.0)
-    skin_shade = amb + inten * np.maximum((nsx * lx + nsy * ly - lz) / nsn, 0.0)
-    socket = 1.0 - 0.22 * np.exp(-(a * a / 2.0 + (b + 0.1) ** 2 / 0.7))
-    crease_y = -(0.55 * ap + 0.4) * base**0.6
+    skin_shade = F.amb + F.inten * np.maximum((nsx * lx + nsy * ly - lz) / nsn, 0.0)
+    shade = skin_shade * (1.0 - 0.22 * np.exp(-(a * a / 2.0 + (b + 0.1) ** 2 / 0.7)))  # socket
     inside_lids = np.clip(base * 8.0, 0.0, 1.0)  # fades the lid lines out at the canthi
-    crease = 1.0 - 0.2 * inside_lids * np.exp(-(((bt - crease_y) * rho) / (0.06 * rho + 0.8)) ** 2)
-    skin_tex = 1.0 + 0.05 * np.cos(9.0 * a + col(tp[:, 2])) * np.cos(7.0 * b + col(tp[:, 3]))
-    margin = 1.0 - 0.45 * inside_lids * np.exp(-((du + 0.05 * rho) / (0.05 * rho + 0.5)) ** 2)
-    lash_band = np.clip(1.0 + (bt - yu) / 0.25, 0.0, 1.0) * (du < 0) * (base > 0.05)
+    crease_y = -(0.55 * lid["ap"] + 0.4) * base**0.6
+    shade *= 1.0 - 0.2 * inside_lids * np.exp(-(((bt - crease_y) * rho) / (0.06 * rho + 0.8)) ** 2)
+    shade *= 1.0 + 0.03 * np.cos(7.0 * a + 4.0 * b + col(tp[:, 2])) + 0.02 * np.cos(
+        3.0 * a - 8.0 * b + col(tp[:, 3]))
+    shade *= 1.0 - 0.45 * inside_lids * np.exp(-((du + 0.05 * rho) / (0.05 * rho + 0.5)) ** 2)
+    lash_band = np.clip(1.0 + (bt - lid["yu"]) / 0.25, 0.0, 1.0) * (du < 0) * (base > 0.05)
     lash = col(T["lash_density"]) * lash_band**1.5 * (
-        0.5 + 0.5 * np.cos(45.0 * a + 9.0 * (bt - yu) + col(tp[:, 4])))
-    low_band = np.clip(1.0 - (bt - yl) / 0.12, 0.0, 1.0) * (dl < 0) * (base > 0.1)
+        0.5 + 0.5 * np.cos(45.0 * a + 9.0 * (bt - lid["yu"]) + col(tp[:, 4])))
+    low_band = np.clip(1.0 - (bt - lid["yl"]) / 0.12, 0.0, 1.0) * (dl < 0) * (base > 0.1)
     lash = np.maximum(lash, 0.35 * col(T["lash_density"]) * low_band)
-    shade = skin_shade * socket * crease * skin_tex * margin * (1.0 - 0.8 * lash)
-    skin = T["skin_rgb"][:, None, None, :] * shade[..., None]
+    skin = T["skin_rgb"][:, None, None, :] * (shade * (1.0 - 0.8 * lash))[..., None]
 
-    ab = (x - D_BROW * fx) / cyaw
-    bb = (y - D_BROW * fy) / cpit
+    ab, bb = F.head_coords(x, y, D_BROW)
     yb = -col(T["brow_height"]) - col(T["brow_arch"]) * np.clip(1 - ((ab - 0.1) / 1.8) ** 2, 0, 1)
     tb = col(T["brow_thickness"]) * np.sqrt(np.clip(1 - ((ab + 0.2) / 2.0) ** 2, 0, 1))
-    hair = 0.8 + 0.1 * np.cos(31.0 * ab + 17.0 * bb + col(tp[:, 5])) + 0.1 * np.cos(
-        23.0 * ab - 11.0 * bb + col(tp[:, 2]))
-    brow = _smooth_clip((tb / 2 - np.abs(bb - yb)) * rho) * hair
+    hair = 0.8 + 0.2 * np.cos(31.0 * ab + 17.0 * bb + col(tp[:, 5]))
+    brow = (_smooth_clip((tb / 2 - np.abs(bb - yb)) * rho) * (tb > 0.02) * hair)[..., None]
     hair_rgb = T["hair_rgb"][:, None, None, :] * skin_shade[..., None]
-    skin = skin * (1 - brow[..., None]) + hair_rgb * brow[..., None]
+    return skin + (hair_rgb - skin) * brow
 
-    op = opening[..., None]
-    img = skin * (1 - op) + eye * op
 
-    # ---- glasses: lens tint and reflection, then the frame on top
-    refl = 0.12 * np.exp(-(((ga + 0.7 * gb - 0.6) / 0.35) ** 2)) * lens
-    img = img * (1 - 0.06 * lens[..., None]) + (refl * inten)[..., None]
-    frame = T["frame_rgb"][:, None, None, :] * (amb + 0.8 * inten)[..., None]
-    img = img * (1 - frame_alpha[..., None]) + frame * frame_alpha[..., None]
+def _render_chunk(gaze, head, T, C, H, W):
+    """Float RGB images (n, H, W, 3) in [0, 1] before the camera effects."""
+    F = _Frame(gaze, head, T, C, H, W)
+    lens, frame_alpha, refl, x, y = _glasses(F, T)
+    lid = _eyelids(F, T, gaze, head, x, y)
 
-    # ---- light colour and side shadow
-    ramp = 1.0 - np.abs(col(cap_light["side"])) * (
-        0.5 + 0.5 * np.sign(col(cap_light["side"])) * (xs / W * 2.0 - 1.0))
-    img = img * cap_light["light_rgb"][:, None, None, :] * ramp[..., None]
+    caruncle = (np.array([0.85, 0.6, 0.6], np.float32) * 0.6) * T["skin_rgb"][:, None, None, :]
+    eye = np.broadcast_to(caruncle, (F.n, H, W, 3)).copy()
+    glint = np.zeros((F.n, H, W), np.float32)
+    rows, cols = F.eye_window()
+    ball, cover, g = _eyeball(F, T, C, gaze, x[:, rows, cols], y[:, rows, cols], F.rho)
+    eye[:, rows, cols] = ball + eye[:, rows, cols] * (1.0 - cover)[..., None]
+    glint[:, rows, cols] = g
+    du = lid["du"]
+    lid_shadow = 1.0 - 0.5 * np.exp(-np.maximum(du, 0.0) / (0.18 * F.rho))
+    op = lid["opening"]
+    eye = eye * (lid_shadow * op)[..., None] + (glint * op)[..., None]
+
+    img = _skin(F, T, lid, x, y) * (1.0 - op)[..., None] + eye
+    img = img * (1.0 - 0.06 * lens[..., None]) + (refl * F.inten)[..., None]
+    frame = T["frame_rgb"][:, None, None, :] * (F.amb + 0.8 * F.inten)[..., None]
+    img = img + (frame - img) * frame_alpha[..., None]
+
+    side = F.col(C["side"])
+    ramp = 1.0 - np.abs(side) * (0.5 + 0.5 * np.sign(side) * (F.xs / W * 2.0 - 1.0))
+    img = img * (C["light_rgb"][:, None, None, :] * ramp[..., None])
     return np.clip(img, 0.0, 1.0)
 
 
-def _camera_effects(img: np.ndarray, cap: dict, idx: np.ndarray,
-                    rng: np.random.Generator) -> np.ndarray:
-    """Resolution loss, blur, sensor noise and JPEG on uint8 RGB images (in place order)."""
+def _camera_effects(img: np.ndarray, C: dict, rng: np.random.Generator) -> np.ndarray:
+    """Resolution loss, blur, sensor noise and JPEG: float [0, 1] -> uint8 RGB images."""
     n, H, W, _ = img.shape
-    out = np.empty((n, H, W, 3), np.uint8)
-    noise = rng.normal(size=(n, H, W, 3)).astype(np.float32)
+    im = img * np.float32(255.0)
     for k in range(n):
-        i = idx[k]
-        im = img[k]
-        res = float(cap["res"][i])
+        res = float(C["res"][k])
         if res < 0.98:
-            small = cv2.resize(im, (max(2, round(W * res)), max(2, round(H * res))),
+            small = cv2.resize(im[k], (max(2, round(W * res)), max(2, round(H * res))),
                                interpolation=cv2.INTER_AREA)
-            im = cv2.resize(small, (W, H), interpolation=cv2.INTER_LINEAR)
-        sigma = float(cap["blur"][i])
+            im[k] = cv2.resize(small, (W, H), interpolation=cv2.INTER_LINEAR)
+        sigma = float(C["blur"][k])
         if sigma > 0.05:
-            im = cv2.GaussianBlur(im, (0, 0), sigma)
-        im = im * 255.0 + noise[k] * cap["noise"][i]
-        im8 = np.clip(im + 0.5, 0, 255).astype(np.uint8)
-        q = int(cap["jpeg"][i])
+            im[k] = cv2.GaussianBlur(im[k], (0, 0), sigma)
+    noise = C["noise"]
+    if np.any(noise > 0):
+        im += rng.standard_normal(im.shape, dtype=np.float32) * noise.reshape(n, 1, 1, 1)
+    out = np.clip(im + 0.5, 0, 255).astype(np.uint8)
+    for k in range(n):
+        q = int(C["jpeg"][k])
         if q < 100:
-            ok, buf = cv2.imencode(".jpg", im8[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, q])
-            im8 = cv2.imdecode(buf, cv2.IMREAD_COLOR)[..., ::-1]
-        out[k] = im8
+            ok, buf = cv2.imencode(".jpg", out[k, :, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, q])
+            out[k] = cv2.imdecode(buf, cv2.IMREAD_COLOR)[..., ::-1]
     return out
 
 
 def render_eyes(gaze: np.ndarray, traits: Sequence[SubjectTraits], head_pose: np.ndarray,
                 rng: np.random.Generator, size: tuple[int, int] = (64, 96),
-                conditions: DomainSpec | None = None) -> np.ndarray:
+                conditions: DomainSpec | None = None, workers: int | None = None) -> np.ndarray:
     """Render eye images (N, H, W, 3) uint8 RGB for visual-axis gaze and head pose (N, 2) radians.
 
     ``conditions`` supplies the capture distribution (lighting, blur, noise, JPEG);
-    None means clean studio conditions. Deterministic given ``rng``'s state.
+    None means clean studio conditions. Deterministic given ``rng``'s state, whatever the
+    number of ``workers`` (threads; default :func:`default_workers`).
     """
     gaze = np.asarray(gaze, dtype=np.float32)
     head = np.asarray(head_pose, dtype=np.float32)
@@ -300,11 +339,27 @@ def render_eyes(gaze: np.ndarray, traits: Sequence[SubjectTraits], head_pose: np
     spec = conditions or CLEAN
     T = _traits_arrays(traits)
     cap = _capture(spec, n, rng)
+    starts = list(range(0, n, CHUNK))
+    seeds = rng.integers(0, 2**63 - 1, len(starts))  # one noise stream per chunk
     out = np.empty((n, H, W, 3), np.uint8)
-    for start in range(0, n, CHUNK):
-        sl = slice(start, min(n, start + CHUNK))
-        Tc = {k: v[sl] for k, v in T.items()}
-        Cc = {k: v[sl] for k, v in cap.items()}
-        img = _render_chunk(gaze[sl], head[sl], Tc, Cc, H, W, Cc)
-        out[sl] = _camera_effects(img.astype(np.float32), cap, np.arange(sl.start, sl.stop), rng)
+
+    def work(k: int) -> None:
+        sl = slice(starts[k], min(n, starts[k] + CHUNK))
+        Tc = {key: v[sl] for key, v in T.items()}
+        Cc = {key: v[sl] for key, v in cap.items()}
+        img = _render_chunk(gaze[sl], head[sl], Tc, Cc, H, W)
+        out[sl] = _camera_effects(img, Cc, np.random.default_rng(int(seeds[k])))
+
+    workers = default_workers() if workers is None else int(workers)
+    if workers <= 1 or len(starts) == 1:
+        for k in range(len(starts)):
+            work(k)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(work, range(len(starts))))
     return out
+
+
+def default_workers() -> int:
+    """Render threads by default: 2 where the machine has them (numpy/OpenCV drop the GIL)."""
+    return max(1, min(2, os.cpu_count() or 1))
