@@ -1,0 +1,114 @@
+"""Small digit classifiers for the studies: MLP, CNN (with BatchNorm) and a patch Transformer.
+
+All are built from plain values by :func:`build_model` so a run's config.json rebuilds them.
+The Transformer (ours, ViT-style, Dosovitskiy et al. 2021) cuts the image into
+``patch`` x ``patch`` patches (an 8 x 8 digit and patch 2 give 16 tokens), embeds them
+linearly, adds learned position embeddings, applies ``depth`` pre-norm blocks of
+multi-head self-attention and an MLP, and classifies the mean token. Attention is written
+out (no fused kernels) so torch.func transforms (vmap, jvp) go through it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from genlab.core.errors import ConfigError, require_choice, require_positive
+
+ARCHS = ("mlp", "cnn", "transformer")
+
+
+class MLP(nn.Module):
+    def __init__(self, in_features: int, width: int, depth: int, num_classes: int):
+        super().__init__()
+        layers, d = [], in_features
+        for _ in range(depth):
+            layers += [nn.Linear(d, width), nn.ReLU()]
+            d = width
+        layers.append(nn.Linear(d, num_classes))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x.flatten(1))
+
+
+class CNN(nn.Module):
+    """``depth`` 3x3 conv-BN-ReLU blocks (a 2x2 max-pool after the first), mean-pool, linear."""
+
+    def __init__(self, in_channels: int, width: int, depth: int, num_classes: int):
+        super().__init__()
+        blocks, c = [], in_channels
+        for i in range(depth):
+            blocks += [nn.Conv2d(c, width, 3, padding=1, bias=False), nn.BatchNorm2d(width),
+                       nn.ReLU()]
+            if i == 0:
+                blocks.append(nn.MaxPool2d(2))
+            c = width
+        self.features = nn.Sequential(*blocks)
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, x):
+        return self.head(self.features(x).mean(dim=(2, 3)))
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // self.heads), dim=-1)
+        return self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = SelfAttention(dim, heads)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class PatchTransformer(nn.Module):
+    def __init__(self, in_channels: int, image_size: int, width: int, depth: int,
+                 num_classes: int, patch: int = 2, heads: int = 2):
+        super().__init__()
+        if image_size % patch or width % heads:
+            raise ConfigError(f"transformer: image size {image_size} must be divisible by the "
+                              f"patch {patch} and width {width} by the heads {heads}")
+        self.patch = patch
+        tokens = (image_size // patch) ** 2
+        self.embed = nn.Linear(in_channels * patch * patch, width)
+        self.pos = nn.Parameter(0.02 * torch.randn(1, tokens, width))
+        self.blocks = nn.Sequential(*[Block(width, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, x):
+        p = F.unfold(x, self.patch, stride=self.patch).transpose(1, 2)  # (b, tokens, c*p*p)
+        h = self.blocks(self.embed(p) + self.pos)
+        return self.head(self.norm(h).mean(1))
+
+
+def build_model(arch: str, width: int, depth: int, *, in_channels: int = 1, image_size: int = 8,
+                num_classes: int = 10) -> nn.Module:
+    """A classifier by name (mlp, cnn, transformer) with ``depth`` hidden layers/blocks."""
+    require_choice("arch", arch, ARCHS)
+    require_positive("width", width)
+    require_positive("depth", depth)
+    if arch == "mlp":
+        return MLP(in_channels * image_size**2, width, depth, num_classes)
+    if arch == "cnn":
+        return CNN(in_channels, width, depth, num_classes)
+    return PatchTransformer(in_channels, image_size, width, depth, num_classes)

@@ -1,0 +1,236 @@
+"""Digit classification with any optimiser of genlab.optim, then every measure of the result.
+
+The model trains on the digits train+val split (1,437 images) with optionally noisy labels,
+through genlab.core.trainer.Trainer (atomic per-epoch checkpoints, resume). At the end the
+summary holds train (noisy labels) and clean test loss/accuracy, the generalization gaps
+``gap_loss = test_loss - train_loss`` and ``gap_acc = train_acc - test_acc``, and every
+measure of :func:`genlab.optim.measures.all_measures` on the training set (training labels).
+
+Optimisers whose closure returns per-sample losses (COV, SAMGCM) get a per-sample closure;
+every other optimiser the Trainer's mean-loss closure.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import genlab.optim as optim_pkg
+from genlab.core.data import Batches, Split, load_digits_data
+from genlab.core.errors import CheckpointError, ConfigError, require_choice, require_positive
+from genlab.core.runs import CONFIG, RunDir, load_checkpoint, read_json
+from genlab.core.seeding import seed_everything
+from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
+from genlab.optim.measures import MeasureConfig, all_measures
+from genlab.optim.studies.models import build_model
+from genlab.optim.studies.noise import NOISE_KINDS, corrupt_labels
+
+PER_SAMPLE_OPTIMIZERS = ("cov", "samgcm")
+# Classes behind make_optimizer's names, to pass each only the options it accepts.
+_CLASS_NAMES = {"sam": "SAM", "asam": "SAM", "cov": "COV", "samgcm": "SAMGCM",
+                "csam_identity": "CSAM_Identity", "csam": "CSAM",
+                "acsam_identity": "ACSAM_Identity"}
+
+
+@dataclass
+class TrainConfig:
+    arch: str = "mlp"
+    width: int = 64
+    depth: int = 2
+    optimizer: str = "sgd"
+    lr: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    batch_size: int = 32
+    epochs: int = 20
+    rho: float = 0.05  # SAM/ASAM/SAMGCM radius; CSAM family: both radii
+    lam: float = 0.1  # COV penalty weight
+    xi: float = 1e-6  # SAMGCM damping
+    label_noise: float = 0.0
+    noise_kind: str = "symmetric"
+    seed: int = 0
+    measure: bool = True
+    measure_samples: int = 512
+    curvature_samples: int = 128
+    measure_iterations: int = 30
+    measure_probes: int = 20
+    device: str = "cpu"
+
+    def validate(self) -> None:
+        require_positive("lr", self.lr)
+        require_positive("momentum", self.momentum, allow_zero=True)
+        require_positive("weight_decay", self.weight_decay, allow_zero=True)
+        for name in ("width", "depth", "batch_size", "epochs", "rho", "xi", "measure_samples",
+                     "curvature_samples", "measure_iterations", "measure_probes"):
+            require_positive(name, getattr(self, name))
+        require_positive("lam", self.lam, allow_zero=True)
+        require_choice("optimizer", self.optimizer, optim_pkg.OPTIMIZERS)
+        require_choice("noise_kind", self.noise_kind, NOISE_KINDS)
+        if not 0 <= self.label_noise < 1:
+            raise ConfigError(f"label_noise must be in [0, 1), got {self.label_noise}")
+
+    def measure_config(self) -> MeasureConfig:
+        return MeasureConfig(n_samples=self.measure_samples,
+                             curvature_samples=self.curvature_samples,
+                             batch_size=self.batch_size, power_iterations=self.measure_iterations,
+                             trace_probes=self.measure_probes, seed=self.seed)
+
+
+def build_optimizer(cfg: TrainConfig, model: nn.Module, n_total: int) -> torch.optim.Optimizer:
+    """make_optimizer(cfg.optimizer, ...) with the options that optimiser's constructor takes."""
+    base = {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay}
+    extra = {"rho": cfg.rho, "rho1": cfg.rho, "rho2": cfg.rho, "lam": cfg.lam, "xi": cfg.xi,
+             "n_total": n_total, "model": model}
+    cls = getattr(optim_pkg, _CLASS_NAMES.get(cfg.optimizer, ""), None)
+    if cls is not None:
+        accepted = {name for klass in cls.__mro__ if "__init__" in vars(klass)
+                    for name in inspect.signature(klass.__init__).parameters}
+        base.update({k: v for k, v in extra.items() if k in accepted})
+    return optim_pkg.make_optimizer(cfg.optimizer, model.parameters(), **base)
+
+
+class PerSampleTrainer(Trainer):
+    """Trainer whose closure returns per-sample losses (the COV/SAMGCM protocol)."""
+
+    def __init__(self, *args, per_sample_loss, **kw):
+        super().__init__(*args, **kw)
+        self.per_sample_loss = per_sample_loss
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        loss = self.optimizer.step(lambda: self.per_sample_loss(self.model(x), y))
+        return float(loss.detach())
+
+
+def split_scores(model: nn.Module, split: Split, device, batch_size: int = 512) -> dict:
+    """Mean cross-entropy and accuracy over a split (eval mode)."""
+    batches = Batches(split, batch_size, shuffle=False)
+    res = evaluate(model, batches, nn.CrossEntropyLoss(), device, metric=accuracy)
+    return {"loss": res["loss"], "acc": res["metric"]}
+
+
+def prepare(cfg: TrainConfig):
+    """(data, training split with noisy labels, model) for a config, seeded."""
+    seed_everything(cfg.seed)
+    data = load_digits_data(size=8, seed=cfg.seed)
+    train = data.train_full()
+    if cfg.label_noise > 0:
+        train = Split(train.images, corrupt_labels(train.labels, cfg.label_noise, cfg.noise_kind,
+                                                   num_classes=data.num_classes, seed=cfg.seed))
+    model = build_model(cfg.arch, cfg.width, cfg.depth, in_channels=data.in_channels,
+                        image_size=data.size, num_classes=data.num_classes)
+    return data, train, model
+
+
+def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
+                 progress_bar: bool | None = None) -> dict:
+    """Train, evaluate and measure one digits model; writes a run folder and returns summary."""
+    cfg.validate()
+    device = resolve_device(cfg.device)
+    run = RunDir(out, {"command": "optim train", **asdict(cfg)}, resume=resume)
+    data, train, model = prepare(cfg)
+    model.to(device)
+    optimizer = build_optimizer(cfg, model, len(train))
+    loss_fn = nn.CrossEntropyLoss()
+    kw = dict(device=device, seed=cfg.seed, progress_bar=progress_bar,
+              name=f"{cfg.arch}/{cfg.optimizer}")
+    if cfg.optimizer in PER_SAMPLE_OPTIMIZERS:
+        trainer = PerSampleTrainer(model, optimizer, loss_fn,
+                                   per_sample_loss=nn.CrossEntropyLoss(reduction="none"), **kw)
+    else:
+        trainer = Trainer(model, optimizer, loss_fn, **kw)
+    batches = Batches(train, cfg.batch_size, seed=cfg.seed)
+    test = data.test.to(device)
+
+    def on_epoch(epoch, m):
+        return {"test_acc": split_scores(m, test, device)["acc"]}
+
+    result = trainer.fit(batches.epoch, cfg.epochs, run=run, on_epoch=on_epoch)
+    summary = finish(model, train.to(device), test, device, cfg)
+    summary["train_seconds"] = result.seconds
+    _plot_curves(run)
+    run.write_summary(summary)
+    return summary
+
+
+def finish(model: nn.Module, train: Split, test: Split, device, cfg: TrainConfig) -> dict:
+    """Scores, gaps and (if cfg.measure) every measure of a trained model."""
+    tr, te = split_scores(model, train, device), split_scores(model, test, device)
+    summary = {"train_loss": tr["loss"], "train_acc": tr["acc"], "test_loss": te["loss"],
+               "test_acc": te["acc"], "gap_loss": te["loss"] - tr["loss"],
+               "gap_acc": tr["acc"] - te["acc"]}
+    if cfg.measure:
+        order = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
+        x, y = train.images[order], train.labels[order]
+        summary["measures"] = all_measures(model, nn.CrossEntropyLoss(), x, y,
+                                           cfg.measure_config())
+    return summary
+
+
+def _plot_curves(run: RunDir) -> None:
+    from genlab.core.report import figure
+
+    rows = run.metrics()
+    if not rows:
+        return
+    fig, axes = figure(ncols=2, width=4.2)
+    axes[0][0].plot([r["epoch"] for r in rows], [r["train_loss"] for r in rows])
+    axes[0][0].set(xlabel="epoch", ylabel="train loss", yscale="log")
+    axes[0][1].plot([r["epoch"] for r in rows], [r["test_acc"] for r in rows])
+    axes[0][1].set(xlabel="epoch", ylabel="clean test accuracy")
+    run.save_figure(fig, "curves.png")
+
+
+def load_trained(checkpoint: str | Path, config: str | Path | None = None
+                 ) -> tuple[nn.Module, TrainConfig]:
+    """Rebuild the model of an ``optim train`` run from its config.json and load checkpoint.pt."""
+    checkpoint = Path(checkpoint)
+    if checkpoint.is_dir():
+        checkpoint = checkpoint / "checkpoint.pt"
+    config = Path(config) if config is not None else checkpoint.parent / CONFIG
+    if not config.is_file():
+        raise CheckpointError(f"{config}: no config.json to rebuild the model of {checkpoint}")
+    raw = read_json(config)
+    known = {k: v for k, v in raw.items() if k in TrainConfig.__dataclass_fields__}
+    try:
+        cfg = TrainConfig(**known)
+        cfg.validate()
+    except (TypeError, ConfigError) as exc:
+        raise CheckpointError(f"{config}: not the config of an `optim train` run ({exc})") from exc
+    state = load_checkpoint(checkpoint)
+    if "model" not in state:
+        raise CheckpointError(f"{checkpoint}: no model weights (key 'model') in the checkpoint")
+    _, _, model = prepare(cfg)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as exc:
+        first = str(exc).splitlines()[0]
+        raise CheckpointError(
+            f"{checkpoint}: weights do not fit the {cfg.arch} (width {cfg.width}, depth "
+            f"{cfg.depth}) described by {config}: {first}") from exc
+    return model, cfg
+
+
+def measure_checkpoint(checkpoint: str | Path, out: str | Path, *,
+                       config: str | Path | None = None,
+                       measure: MeasureConfig | None = None, resume: bool = False) -> dict:
+    """Every measure (and the gaps) of a trained model, in a new run folder."""
+    model, cfg = load_trained(checkpoint, config)
+    mcfg = measure or cfg.measure_config()
+    mcfg.validate()
+    run = RunDir(out, {"command": "optim measure", "checkpoint": str(checkpoint),
+                       "train_config": asdict(cfg), **asdict(mcfg)}, resume=resume)
+    data, train, _ = prepare(cfg)
+    device = torch.device("cpu")
+    tr, te = split_scores(model, train, device), split_scores(model, data.test, device)
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
+    measures = all_measures(model, nn.CrossEntropyLoss(), train.images[order],
+                            train.labels[order], mcfg)
+    summary = {"train_loss": tr["loss"], "train_acc": tr["acc"], "test_loss": te["loss"],
+               "test_acc": te["acc"], "gap_loss": te["loss"] - tr["loss"],
+               "gap_acc": tr["acc"] - te["acc"], "measures": measures}
+    run.write_summary(summary)
+    return summary
