@@ -89,7 +89,7 @@ class MoEGaze(nn.Module):
         gaze_feat_dim: int = 64,
         expert_hidden: int = 64,
         temperature: float = 0.1,
-        routing: str = "hard-train-soft-infer",
+        routing: str = "soft",
         balance: str = "switch",
         appearance_stage: int = 2,
         appearance_grad: bool = False,
