@@ -188,7 +188,7 @@ class SAMGCM(PerturbedOptimizer):
             raise ConfigError("SAMGCM.step needs a closure returning per-sample losses")
         group = self.param_groups[0]
         params = _trainable(self.param_groups)
-        self.zero_grad()
+        self._drop_grads()
         with torch.enable_grad():
             losses = _check_losses(closure(), "SAMGCM")
             grads = per_sample_grads(losses, params)

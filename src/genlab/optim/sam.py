@@ -18,6 +18,7 @@ zeroes them before each call). genlab's ``Trainer.step`` closure fits as is.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -58,25 +59,27 @@ class SAM(PerturbedOptimizer):
         per_group, scaled_grads = [], []
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
+            grads = [p.grad for p in params]
             ts = self._scaled(group, params)
-            tg = [p.grad if t is None else p.grad * t for p, t in zip(params, ts, strict=True)]
-            per_group.append((group, params, ts, tg))
-            scaled_grads.extend(tg)
-        norm = global_norm(scaled_grads)
-        if not torch.isfinite(norm):         # AMP overflow: no perturbation this step
-            self._perturbed = []
-            if zero_grad:
-                self.zero_grad()
-            return
+            if group["adaptive"]:
+                grads = [g if t is None else g * t for g, t in zip(grads, ts, strict=True)]
+            per_group.append((group, params, ts, grads))
+            scaled_grads.extend(grads)
+        norm = float(global_norm(scaled_grads))      # one host sync per step
         all_params, all_eps = [], []
-        for group, params, ts, tg in per_group:
-            scale = finite_scale(group["rho"], norm)
-            eps = [g * scale if t is None else g * t * scale for g, t in zip(tg, ts, strict=True)]
-            all_params.extend(params)
-            all_eps.extend(eps)
+        if math.isfinite(norm):                      # AMP overflow: no perturbation this step
+            for group, params, ts, tg in per_group:
+                scale = finite_scale(group["rho"], norm)
+                if group["adaptive"]:
+                    eps = [g * scale if t is None else g * t * scale
+                           for g, t in zip(tg, ts, strict=True)]
+                else:
+                    eps = torch._foreach_mul(tg, scale) if tg else []
+                all_params.extend(params)
+                all_eps.extend(eps)
         self._perturb(all_params, all_eps)
         if zero_grad:
-            self.zero_grad()
+            self._drop_grads()
 
     @torch.no_grad()
     def step(self, closure: Callable | None = None):
