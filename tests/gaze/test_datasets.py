@@ -113,6 +113,7 @@ def test_ethxgaze_reads_real_layout_bgr_to_rgb_and_subject(tmp_path):
     resized = ETHXGaze([tmp_path / "subject0003.h5"], size=(4, 3))
     assert resized[0][0].shape == (3, 4, 3)
     assert len(ETHXGaze(tmp_path, fraction=0.5, seed=1)) == 3
+    assert len(ETHXGaze([tmp_path])) == 6  # a folder inside a list expands too
 
 
 def test_ethxgaze_handles_pickle_and_workers(tmp_path):
@@ -185,7 +186,7 @@ def test_ethxgaze_malformed_files_name_file_and_expectation(tmp_path, case, expe
 
 
 def test_ethxgaze_missing_paths(tmp_path):
-    with pytest.raises(DataError, match="no such"):
+    with pytest.raises(DataError, match="subject0042.h5: no such"):
         ETHXGaze([tmp_path / "subject0042.h5"])
     with pytest.raises(DataError, match="no .h5"):
         ETHXGaze(tmp_path)

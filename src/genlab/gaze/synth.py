@@ -48,8 +48,14 @@ class SynthBatch:
 
 
 def render_domain(domain: str, count: int, seed: int, size: tuple[int, int] = (64, 96),
-                  n_subjects: int | None = None) -> SynthBatch:
-    """Render ``count`` images of a domain; deterministic in (domain, count, seed, size, n)."""
+                  n_subjects: int | None = None, progress: bool | None = None) -> SynthBatch:
+    """Render ``count`` images of a domain; deterministic in (domain, count, seed, size, n).
+
+    Images are shared out evenly over the domain's subjects (``n_subjects`` overrides
+    their number). ``progress`` shows a bar (default: on a terminal).
+    """
+    from genlab.core.progress import progress as progress_bar
+
     require_positive("count", count)
     spec = get_domain(domain)
     n_subj = spec.n_subjects if n_subjects is None else n_subjects
@@ -60,7 +66,8 @@ def render_domain(domain: str, count: int, seed: int, size: tuple[int, int] = (6
     owner = rng.permutation(np.arange(count) % n_subj)
     gaze, head = sample_gaze_head(spec, count, rng)
     traits = [subjects[i] for i in owner]
-    images = render_eyes(gaze, traits, head, rng, size=size, conditions=spec)
+    with progress_bar(count, f"render {spec.name}", enabled=progress) as tick:
+        images = render_eyes(gaze, traits, head, rng, size=size, conditions=spec, on_chunk=tick)
     appearance = np.stack([s.appearance_vector() for s in subjects])[owner]
     ids = np.array([s.subject_id for s in subjects], dtype=np.int64)[owner]
     return SynthBatch(images, gaze, head, ids, appearance, spec.name)

@@ -280,3 +280,36 @@ def domain_table() -> list[dict]:
                                        "blur_sigma", "resolution_scale", "noise_std",
                                        "jpeg_quality")})
     return rows
+
+
+def domain_statistics(domain: str, n_subjects: int = 2000, n_images: int = 20000,
+                      seed: int = 0) -> dict:
+    """Sampled shares of appearances and spreads of labels of a domain (for the docs table)."""
+    spec = get_domain(domain)
+    subjects = sample_subjects(spec, n_subjects, seed)
+    gaze, head = sample_gaze_head(spec, n_images, np.random.default_rng([seed, 3]))
+    g, h = np.degrees(gaze), np.degrees(head)
+    share = lambda f: float(np.mean([f(s) for s in subjects]))  # noqa: E731
+    return {
+        "domain": spec.name,
+        "glasses": share(lambda s: s.glasses),
+        "dark_skin(tone>0.7)": share(lambda s: s.skin_tone > 0.7),
+        "light_iris(blue/grey/green)": share(lambda s: s.iris_family in ("blue", "grey", "green")),
+        "tilt>6deg": share(lambda s: s.canthal_tilt_deg > 6),
+        "small_aperture(<0.85)": share(lambda s: s.aperture < 0.85),
+        "gaze_pitch_mean": float(g[:, 0].mean()), "gaze_pitch_std": float(g[:, 0].std()),
+        "gaze_yaw_std": float(g[:, 1].std()), "head_yaw_std": float(h[:, 1].std()),
+    }
+
+
+def domain_markdown() -> str:
+    """Markdown tables of the domains' parameters and sampled statistics."""
+    from genlab.core.report import markdown_table
+
+    rows = domain_table()
+    for r in rows:
+        for k, v in r.items():
+            if isinstance(v, (tuple, list)):
+                r[k] = "/".join(f"{x:g}" for x in v)
+    stats = [domain_statistics(d) for d in DOMAINS]
+    return markdown_table(rows, digits=2) + "\n" + markdown_table(stats, digits=2)

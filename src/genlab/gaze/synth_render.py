@@ -34,7 +34,7 @@ along +z; lengths in eyeball radii ``rho`` (pixels per radius = ``0.19 * W * eye
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import cv2
@@ -318,12 +318,14 @@ def _camera_effects(img: np.ndarray, C: dict, rng: np.random.Generator) -> np.nd
 
 def render_eyes(gaze: np.ndarray, traits: Sequence[SubjectTraits], head_pose: np.ndarray,
                 rng: np.random.Generator, size: tuple[int, int] = (64, 96),
-                conditions: DomainSpec | None = None, workers: int | None = None) -> np.ndarray:
+                conditions: DomainSpec | None = None, workers: int | None = None,
+                on_chunk: Callable[[int], None] | None = None) -> np.ndarray:
     """Render eye images (N, H, W, 3) uint8 RGB for visual-axis gaze and head pose (N, 2) radians.
 
     ``conditions`` supplies the capture distribution (lighting, blur, noise, JPEG);
     None means clean studio conditions. Deterministic given ``rng``'s state, whatever the
-    number of ``workers`` (threads; default :func:`default_workers`).
+    number of ``workers`` (threads; default :func:`default_workers`). ``on_chunk(n)`` is
+    called after each block of ``n`` images (e.g. a progress bar's tick).
     """
     gaze = np.asarray(gaze, dtype=np.float32)
     head = np.asarray(head_pose, dtype=np.float32)
@@ -349,6 +351,8 @@ def render_eyes(gaze: np.ndarray, traits: Sequence[SubjectTraits], head_pose: np
         Cc = {key: v[sl] for key, v in cap.items()}
         img = _render_chunk(gaze[sl], head[sl], Tc, Cc, H, W)
         out[sl] = _camera_effects(img, Cc, np.random.default_rng(int(seeds[k])))
+        if on_chunk is not None:
+            on_chunk(sl.stop - sl.start)
 
     workers = default_workers() if workers is None else int(workers)
     if workers <= 1 or len(starts) == 1:

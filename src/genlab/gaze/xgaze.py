@@ -52,20 +52,22 @@ def write_xgaze_h5(folder: str | Path, batch) -> list[Path]:
 
 
 def _resolve(paths) -> list[Path]:
+    """h5 files named by a path or a list of paths; folders expand to their sorted *.h5."""
     if isinstance(paths, (str, Path)):
-        p = Path(paths)
+        paths = [paths]
+    files: list[Path] = []
+    for p in map(Path, paths):
         if p.is_dir():
-            files = sorted(p.glob("*.h5"))
-            if not files:
+            found = sorted(p.glob("*.h5"))
+            if not found:
                 raise DataError(f"{p}: folder holds no .h5 files (expected subject0000.h5 ...)")
-            return files
-        paths = [p]
-    files = [Path(p) for p in paths]
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise DataError(f"{p}: no such ETH-XGaze h5 file or folder")
     if not files:
         raise DataError("ETHXGaze: no h5 files given")
-    for p in files:
-        if not p.is_file():
-            raise DataError(f"{p}: no such ETH-XGaze h5 file")
     return files
 
 
