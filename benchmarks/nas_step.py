@@ -19,6 +19,7 @@ process running a few steps, and the ratio ours/reference.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import resource
 import statistics
@@ -138,18 +139,35 @@ def grads_by_ours_name(ours: NB201SuperNet, ref: ReferenceSuperNet) -> list[tupl
     return out
 
 
-def max_differences(ours, ref, x, y) -> dict:
-    """Largest |logit| and |grad| differences (relative to the largest value) after one backward."""
-    for m in (ours, ref):
-        m.zero_grad(set_to_none=True)
-    lo, lr = ours(x), ref(x)
-    F.cross_entropy(lo, y).backward()
-    F.cross_entropy(lr, y).backward()
+def _grad_error(ours, ref) -> float:
+    """Largest |grad difference| per parameter, relative to that parameter's largest |grad|."""
     worst = 0.0
     for _, g, h in grads_by_ours_name(ours, ref):
         scale = max(h.abs().max().item(), 1e-12)
-        worst = max(worst, (g - h).abs().max().item() / scale)
-    return {"logits": (lo - lr).abs().max().item(), "grads_rel": worst}
+        worst = max(worst, (g.double() - h.double()).abs().max().item() / scale)
+    return worst
+
+
+def max_differences(ours, ref, x, y) -> dict:
+    """Logit and gradient differences of ours vs the reference after one backward.
+
+    ``float64``: both in double precision (the implementations must agree to rounding);
+    ``float32_vs_float64``: ours in float32 against the double-precision reference, i.e. the
+    float32 error of ours (the float32 reference has its own, often larger, error).
+    """
+    out = {}
+    ours64, ref64 = copy.deepcopy(ours).double(), copy.deepcopy(ref).double()
+    for name, a, b, xa in (("float64", ours64, ref64, x.double()),
+                           ("float32_vs_float64", ours, ref64, x)):
+        for m in (a, b):
+            m.zero_grad(set_to_none=True)
+        la, lb = a(xa), b(x.double())
+        F.cross_entropy(la, y).backward()
+        F.cross_entropy(lb, y).backward()
+        out[name] = {"logits_abs": (la.double() - lb).abs().max().item(),
+                     "grads_rel": _grad_error(a, b)}
+        a.zero_grad(set_to_none=True)
+    return out
 
 
 # ----------------------------------------------------------------------------- timing
@@ -191,16 +209,24 @@ def make_batches(cfg, seed=1):
     return xt, yt, xv, yv
 
 
-def worker_time(cfg, steps, warmup, channels_last=False):
-    """Interleaved timing of ours and the reference; also their output differences."""
+def make_models(cfg, impl, seed=0):
+    """The model of one implementation: 'ours', 'ours_nchw' (no channels_last) or 'reference'."""
+    ours, ref = make_pair(cfg, seed)
+    if impl == "reference":
+        return ref
+    ours.channels_last = impl == "ours"
+    return ours
+
+
+IMPLS = ("ours", "ours_nchw", "reference")
+
+
+def worker_time(cfg, steps, warmup):
+    """Interleaved timing of ours, ours without channels_last, and the reference."""
     ours, ref = make_pair(cfg)
     data = make_batches(cfg)
     diff = max_differences(ours, ref, data[2][:16], data[3][:16])
-    if channels_last:
-        ours = ours.to(memory_format=torch.channels_last)
-        data = tuple(d.to(memory_format=torch.channels_last) if d.dim() == 4 else d
-                     for d in data)
-    runners = {"ours": Bilevel(ours), "reference": Bilevel(ref)}
+    runners = {impl: Bilevel(make_models(cfg, impl)) for impl in IMPLS}
     times = {k: [] for k in runners}
     for s in range(warmup + steps):
         for name, r in runners.items():
@@ -210,14 +236,12 @@ def worker_time(cfg, steps, warmup, channels_last=False):
                 times[name].append(time.perf_counter() - t0)
     return {"ms": {k: 1000 * statistics.median(v) for k, v in times.items()},
             "ms_all": {k: [round(1000 * t, 2) for t in v] for k, v in times.items()},
-            "max_abs_logit_diff": diff["logits"], "max_rel_grad_diff": diff["grads_rel"]}
+            "equality": diff}
 
 
 def worker_memory(cfg, impl, steps=2):
     """Peak RSS growth (MiB) of a few bilevel steps of one implementation in this process."""
-    ours, ref = make_pair(cfg)
-    model = ours if impl == "ours" else ref
-    del ours, ref
+    model = make_models(cfg, impl)
     data = make_batches(cfg)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     runner = Bilevel(model)
@@ -233,7 +257,7 @@ def run_worker(args):
     if args.memory:
         res = worker_memory(cfg, args.memory)
     else:
-        res = worker_time(cfg, args.steps, args.warmup, args.channels_last)
+        res = worker_time(cfg, args.steps, args.warmup)
     print(json.dumps(res))
 
 
@@ -257,10 +281,9 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=5, help="timed steps per implementation")
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--channels-last", action="store_true", help="run ours in channels_last")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-RSS subprocesses")
     p.add_argument("--worker", help=argparse.SUPPRESS)
-    p.add_argument("--memory", choices=["ours", "reference"], help=argparse.SUPPRESS)
+    p.add_argument("--memory", choices=IMPLS, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         return run_worker(args)
@@ -270,23 +293,26 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for cfg in configs:
-        res = {"config": cfg, **spawn(cfg, args, ["--channels-last"] if args.channels_last
-                                      else [])}
+        res = {"config": cfg, **spawn(cfg, args, [])}
         res["ratio"] = res["ms"]["ours"] / res["ms"]["reference"]
+        res["ratio_nchw"] = res["ms"]["ours_nchw"] / res["ms"]["reference"]
         if not args.no_memory:
             mem = {impl: spawn(cfg, args, ["--memory", impl])["peak_rss_delta_mib"]
                    for impl in ("ours", "reference")}
             res["peak_rss_delta_mib"] = mem
             res["memory_ratio"] = mem["ours"] / max(mem["reference"], 1e-9)
         results.append(res)
-        line = (f"{cfg['name']:>22}: ours {res['ms']['ours']:8.1f} ms  reference "
-                f"{res['ms']['reference']:8.1f} ms  ratio {res['ratio']:.2f}")
+        line = (f"{cfg['name']:>22}: ours {res['ms']['ours']:7.1f} ms (NCHW "
+                f"{res['ms']['ours_nchw']:7.1f})  reference {res['ms']['reference']:7.1f} ms  "
+                f"ratio {res['ratio']:.2f} ({res['ratio_nchw']:.2f})")
         if "peak_rss_delta_mib" in res:
             line += (f"  peak RSS +{mem['ours']:.0f} / +{mem['reference']:.0f} MiB")
-        line += f"  max |dlogit| {res['max_abs_logit_diff']:.1e}"
+        eq = res["equality"]
+        line += (f"  float64 |dlogit| {eq['float64']['logits_abs']:.0e} grad rel "
+                 f"{eq['float64']['grads_rel']:.0e}")
         print(line, flush=True)
     meta = {"threads": args.threads, "steps": args.steps, "warmup": args.warmup,
-            "torch": torch.__version__, "channels_last": args.channels_last}
+            "torch": torch.__version__, "command": " ".join(sys.argv)}
     (args.out / "nas_step.json").write_text(json.dumps({"meta": meta, "results": results},
                                                        indent=1))
     print(f"wrote {args.out / 'nas_step.json'}")

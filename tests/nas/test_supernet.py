@@ -27,10 +27,11 @@ def bench():
     return _bench()
 
 
-def _pair(bench, ops=NB201_OPS, C=4, N=1, in_channels=3, seed=0):
+def _pair(bench, ops=NB201_OPS, C=4, N=1, in_channels=3, seed=0, channels_last=True):
     torch.manual_seed(seed)
     ref = bench.ReferenceSuperNet(C=C, N=N, num_classes=7, in_channels=in_channels, ops=ops)
-    ours = NB201SuperNet(C=C, N=N, num_classes=7, in_channels=in_channels, ops=ops)
+    ours = NB201SuperNet(C=C, N=N, num_classes=7, in_channels=in_channels, ops=ops,
+                         channels_last=channels_last)
     with torch.no_grad():
         ref.arch_params.normal_()  # far from uniform so that a wrong weighting would show
         for m in ref.modules():  # the reference's cell-conv biases cancel in BN: make them big
@@ -40,10 +41,11 @@ def _pair(bench, ops=NB201_OPS, C=4, N=1, in_channels=3, seed=0):
     return ours.double(), ref.double()
 
 
-@pytest.mark.parametrize("ops", [NB201_OPS, ("skip_connect", "nor_conv_3x3", "avg_pool_3x3"),
-                                 ("none", "nor_conv_1x1")])
-def test_same_logits_and_grads_as_reference(bench, ops):
-    ours, ref = _pair(bench, ops)
+@pytest.mark.parametrize("ops, channels_last", [
+    (NB201_OPS, True), (NB201_OPS, False),
+    (("skip_connect", "nor_conv_3x3", "avg_pool_3x3"), True), (("none", "nor_conv_1x1"), True)])
+def test_same_logits_and_grads_as_reference(bench, ops, channels_last):
+    ours, ref = _pair(bench, ops, channels_last=channels_last)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(6, 3, 8, 8, generator=g, dtype=torch.float64)
     y = torch.randint(0, 7, (6,), generator=g)

@@ -60,6 +60,7 @@ class SearchCell(nn.Module):
                 if track_running_stats:
                     self.register_buffer(f"{name}_from{j}_mean", torch.zeros(fan_out))
                     self.register_buffer(f"{name}_from{j}_var", torch.ones(fan_out))
+        self.register_buffer("pool_kernel", torch.ones(channels, 1, 3, 3), persistent=False)
         # rows of the (6, K) weights for the out-edges of each source node, in slot order
         for j in range(NB201_NODES):
             rows = [edge_index(i, j) for i in range(j + 1, NB201_NODES + 1)]
@@ -83,32 +84,45 @@ class SearchCell(nn.Module):
         weight = scale.repeat_interleave(self.channels)
         return F.batch_norm(y, mean, var, weight, None, use_batch, self.bn_momentum, self.bn_eps)
 
+    def _pool_sums(self, h: torch.Tensor) -> torch.Tensor:
+        """3x3 window sums at stride 1 (zero padding), as a depthwise conv: faster than pooling."""
+        return F.conv2d(h, self.pool_kernel.to(h.dtype), padding=1, groups=self.channels)
+
+    @staticmethod
+    def _inverse_counts(h: torch.Tensor) -> torch.Tensor:
+        """1 / (number of in-image pixels of each 3x3 window), shape (1, 1, H, W)."""
+        ones = h.new_ones(1, 1, *h.shape[-2:])
+        return 1.0 / (9.0 * F.avg_pool2d(ones, 3, 1, 1, count_include_pad=True))
+
     def forward(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         c = self.channels
         col = self.col
         conv_names = [n for n in CONV_KERNELS if n in col]
+        pool = "avg_pool_3x3" in col
+        inv_counts = self._inverse_counts(x) if pool else None
         nodes = [x]
-        sources = []  # per source node: (stacked conv outputs, pooled node)
+        sources = []  # per source node: (per conv op: outputs of its out-edges), window sums
         for i in range(1, NB201_NODES + 1):
             h = nodes[i - 1]
             rows = getattr(self, f"rows_from{i - 1}")
             r = F.relu(h) if conv_names else None
-            convs = [self._conv_bn(r, n, i - 1, weights[rows, col[n]]) for n in conv_names]
-            pooled = (F.avg_pool2d(h, 3, 1, 1, count_include_pad=False)
-                      if "avg_pool_3x3" in col else None)
-            sources.append((convs, pooled))
+            convs = [self._conv_bn(r, n, i - 1, weights[rows, col[n]]).split(c, dim=1)
+                     for n in conv_names]
+            sums = self._pool_sums(h) if pool else None
+            sources.append((convs, sums))
             acc = None
             for j in range(i):
                 e = edge_index(i, j)
                 slot = i - j - 1
-                convs_j, pooled_j = sources[j]
-                for y in convs_j:
-                    part = y[:, slot * c:(slot + 1) * c]
-                    acc = part if acc is None else acc + part
-                for name, t in (("skip_connect", nodes[j]), ("avg_pool_3x3", pooled_j)):
-                    if name in col:
-                        w = weights[e, col[name]]
-                        acc = t * w if acc is None else torch.addcmul(acc, t, w)
+                convs_j, sums_j = sources[j]
+                for parts in convs_j:
+                    acc = parts[slot] if acc is None else acc + parts[slot]
+                if "skip_connect" in col:
+                    w = weights[e, col["skip_connect"]]
+                    acc = nodes[j] * w if acc is None else torch.addcmul(acc, nodes[j], w)
+                if pool:
+                    w = inv_counts * weights[e, col["avg_pool_3x3"]]
+                    acc = sums_j * w if acc is None else torch.addcmul(acc, sums_j, w)
             if acc is None:  # only `none` in the space
                 acc = torch.zeros_like(x)
             nodes.append(acc)
@@ -120,7 +134,7 @@ class NB201SuperNet(nn.Module):
 
     def __init__(self, C: int = 16, N: int = 5, num_classes: int = 10, in_channels: int = 3,
                  ops: Sequence[str] = NB201_OPS, init_scale: float = 1e-3,
-                 track_running_stats: bool = True):
+                 track_running_stats: bool = True, channels_last: bool = True):
         super().__init__()
         for name, value in (("C", C), ("N", N), ("num_classes", num_classes),
                             ("in_channels", in_channels)):
@@ -134,6 +148,7 @@ class NB201SuperNet(nn.Module):
             raise ConfigError(f"supernet ops must be distinct names from {', '.join(NB201_OPS)}; "
                               f"got {', '.join(ops) or 'nothing'}")
         self.C, self.N, self.ops = C, N, ops
+        self.channels_last = channels_last
         self.stem = Stem(in_channels, C)
         self.cells = nn.ModuleList()
         c_prev = C
@@ -166,6 +181,8 @@ class NB201SuperNet(nn.Module):
         """Logits, or (logits, [(cell_input, cell_output) per search cell])."""
         weights = self.arch_weights()
         h = self.stem(x)
+        if self.channels_last:  # after the stem: a 1-channel input is already "channels last"
+            h = h.contiguous(memory_format=torch.channels_last)
         pairs = []
         for cell in self.cells:
             if isinstance(cell, SearchCell):
