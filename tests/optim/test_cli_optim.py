@@ -61,3 +61,56 @@ def test_bad_options_exit_2(tmp_path, capsys):
     assert run_cli(["optim", "train", "--out", str(tmp_path / "x"), "--lr", "-1"]) == 2
     assert "lr" in capsys.readouterr().err
     assert run_cli(["optim", "toy", "--out", str(tmp_path / "y"), "--seeds", "0"]) == 2
+
+
+def test_sparse_cli_and_resume(tmp_path):
+    out = tmp_path / "sp"
+    args = ["optim", "sparse", "--out", str(out), "--seeds", "1", "--epochs", "3", "--n", "20",
+            "--d", "12", "--optimizers", "sgd,samgcm,cov"]
+    assert run_cli(args) in (0, None)
+    table = read_summary(out)["table"]
+    assert [r["optimizer"] for r in table] == ["sgd", "samgcm", "cov"]
+    assert (out / "sparse_paths.png").exists()
+    # resuming a finished run recomputes nothing and gives the same table
+    assert run_cli([*args, "--resume"]) in (0, None)
+    assert read_summary(out)["table"][0]["test_loss"] == table[0]["test_loss"]
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
+    assert run_cli(["optim", "sparse", "--out", str(tmp_path / "b"), "--optimizers", "adam"]) == 2
+
+
+def test_correlate_cli_resumes_a_killed_grid(tmp_path, monkeypatch):
+    out = tmp_path / "corr"
+    args = ["optim", "correlate", "--out", str(out), "--lrs", "0.05", "--batch-sizes", "64",
+            "--widths", "4", "--depths", "1", "--optimizers", "sgd,sam", "--epochs", "1",
+            "--measure-samples", "16", "--measure-iterations", "2", "--measure-probes", "2"]
+    import genlab.optim.studies.grid as grid
+
+    real, calls = grid.train_digits, []
+
+    def killed_after_first(cfg, out_dir, **kw):
+        if calls:
+            raise KeyboardInterrupt  # the grid is killed during the second training
+        calls.append(out_dir)
+        return real(cfg, out_dir, **kw)
+
+    monkeypatch.setattr(grid, "train_digits", killed_after_first)
+    assert run_cli(args) == 130  # typer reports the interrupt as exit 130
+    monkeypatch.setattr(grid, "train_digits", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    assert run_cli([*args, "--resume"]) in (0, None)
+    assert len(calls) == 2  # only the unfinished training ran again
+    summary = read_summary(out)
+    assert summary["trainings"] == 2 and summary["hyperparameters"] == ["optimizer"]
+    assert {r["measure"] for r in summary["tau"]["gap_acc"]} >= {"trace_sigma", "m_sharpness"}
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    assert (out / "scatter_gap_acc.png").exists()
+
+
+def test_labelnoise_cli(tmp_path):
+    out = tmp_path / "ln"
+    assert run_cli(["optim", "labelnoise", "--out", str(out), "--rates", "0.4",
+                    "--optimizers", "sgd,csam_identity", "--seeds", "1", "--width", "4",
+                    "--depth", "1", "--epochs", "1"]) in (0, None)
+    rows = read_summary(out)["table"]
+    assert [r["optimizer"] for r in rows] == ["sgd", "csam_identity"]
+    assert 0 <= rows[0]["mean_40"] <= 100
+    assert run_cli(["optim", "labelnoise", "--out", str(tmp_path / "b"), "--rates", "1.5"]) == 2

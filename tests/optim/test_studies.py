@@ -70,3 +70,25 @@ def test_build_optimizer_passes_each_its_options():
         TrainConfig(lr=-1).validate()
     with pytest.raises(ConfigError):
         TrainConfig(optimizer="adamw").validate()
+
+
+def test_sparse_problem_and_diagonal_net():
+    from genlab.optim.studies.sparse import DiagonalNet, SparseConfig, fit_one, make_problem
+
+    cfg = SparseConfig(n=30, d=20, k=3, epochs=2, seeds=1)
+    prob = make_problem(cfg, 0)
+    assert float(prob["theta"].norm()) == pytest.approx(1.0)
+    assert torch.count_nonzero(prob["theta"]) == 3 and torch.all(prob["theta"][:3] > 0)
+    assert torch.allclose(prob["y_test"], prob["x_test"] @ prob["theta"])
+    net = DiagonalNet(20, 0.2, torch.Generator().manual_seed(0))
+    assert torch.allclose(net(prob["x"]), prob["x"] @ (net.u * net.v))
+    res = fit_one("sgd", cfg, 0, record_path=True)
+    beta = torch.tensor(res["final_beta"], dtype=torch.float64)
+    assert res["support_size"] == int((beta.abs() > 1e-2).sum())
+    assert res["beta_l1"] == pytest.approx(float(beta.abs().sum()))
+    test = 0.5 * float(((prob["x_test"] @ beta - prob["y_test"]) ** 2).mean())
+    assert res["test_loss"] == pytest.approx(test)
+    with pytest.raises(ConfigError):
+        SparseConfig(k=200).validate()
+    with pytest.raises(ConfigError):
+        SparseConfig(lr=-0.05).validate()

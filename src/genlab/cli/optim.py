@@ -90,3 +90,105 @@ def measure(checkpoint: Path = typer.Argument(..., help="checkpoint.pt of an `op
                          bn_mode=bn_mode, seed=seed)
     summary = measure_checkpoint(checkpoint, out, config=config, measure=mcfg, resume=resume)
     _print_summary(summary, out)
+
+
+@app.command()
+def sparse(out: Path = OUT, resume: bool = RESUME,
+           optimizers: str = typer.Option("sgd,sam,samgcm,cov", help="Comma-separated list."),
+           seeds: int = typer.Option(5, help="Seeds (problem and initialisation)."),
+           epochs: int = typer.Option(400), lr: float = typer.Option(0.05),
+           batch_size: int = typer.Option(10),
+           n: int = typer.Option(100, help="Training samples."),
+           d: int = typer.Option(150, help="Dimension."), k: int = typer.Option(3, help="Support."),
+           sam_rho: float = typer.Option(0.3), samgcm_rho: float = typer.Option(5e-4),
+           samgcm_xi: float = typer.Option(1e-6),
+           cov_lam: float = typer.Option(1.0, help="COV penalty weight (our choice)."),
+           seed: int = typer.Option(0, help="First seed.")):
+    """Sparse regression with a diagonal net: SGD vs SAM vs SAMGCM vs COV (papers.md setup)."""
+    from genlab.core.report import markdown_table
+    from genlab.optim.studies.sparse import SparseConfig, run_sparse
+
+    cfg = SparseConfig(n=n, d=d, k=k, lr=lr, batch_size=batch_size, epochs=epochs,
+                       sam_rho=sam_rho, samgcm_rho=samgcm_rho, samgcm_xi=samgcm_xi,
+                       cov_lam=cov_lam, optimizers=[o.strip() for o in optimizers.split(",")
+                                                    if o.strip()],
+                       seeds=seeds, seed=seed)
+    summary = run_sparse(cfg, out, resume=resume)
+    typer.echo(markdown_table(summary["table"], ["optimizer", "train_loss", "test_loss",
+                                                 "beta_l1", "support_size",
+                                                 "support_recovered"], digits=4))
+    typer.echo(f"outputs: {out}")
+
+
+def _floats(text: str, name: str) -> list[float]:
+    from genlab.core.errors import ConfigError
+
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"--{name}: expected comma-separated numbers, got {text!r}") from exc
+
+
+def _ints(text: str, name: str) -> list[int]:
+    values = _floats(text, name)
+    if any(v != int(v) for v in values):
+        from genlab.core.errors import ConfigError
+
+        raise ConfigError(f"--{name}: expected comma-separated integers, got {text!r}")
+    return [int(v) for v in values]
+
+
+def _names(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+@app.command()
+def correlate(out: Path = OUT, resume: bool = RESUME,
+              arch: str = typer.Option("mlp", help="mlp, cnn or transformer."),
+              lrs: str = typer.Option("0.02,0.1"), batch_sizes: str = typer.Option("16,128"),
+              widths: str = typer.Option("32,128"), depths: str = typer.Option("1,2"),
+              optimizers: str = typer.Option("sgd,sam"), epochs: int = typer.Option(15),
+              measure_samples: int = typer.Option(256),
+              measure_iterations: int = typer.Option(15, help="Power iterations (lambda_max, s)."),
+              measure_probes: int = typer.Option(10, help="Hutchinson probes for tr H."),
+              seed: int = typer.Option(0)):
+    """Grid of digits trainings; Kendall tau (plain, granulated) of each measure vs the gap."""
+    from genlab.core.report import markdown_table
+    from genlab.optim.studies.correlate import CorrelateConfig, run_correlate
+
+    cfg = CorrelateConfig(arch=arch, lrs=_floats(lrs, "lrs"),
+                          batch_sizes=_ints(batch_sizes, "batch-sizes"),
+                          widths=_ints(widths, "widths"), depths=_ints(depths, "depths"),
+                          optimizers=_names(optimizers), epochs=epochs,
+                          measure_samples=measure_samples,
+                          measure_iterations=measure_iterations, measure_probes=measure_probes,
+                          seed=seed)
+    summary = run_correlate(cfg, out, resume=resume)
+    for gap, rows in summary["tau"].items():
+        typer.echo(f"Kendall tau against {gap} ({summary['trainings']} trainings)")
+        typer.echo(markdown_table(rows, ["measure", "tau", "granulated"]))
+    typer.echo(f"outputs: {out}")
+
+
+@app.command()
+def labelnoise(out: Path = OUT, resume: bool = RESUME,
+               rates: str = typer.Option("0.2,0.4,0.6", help="Noise rates."),
+               optimizers: str = typer.Option("sgd,sam,csam_identity,acsam_identity"),
+               seeds: int = typer.Option(3), kind: str = typer.Option("symmetric",
+                                                                     help="symmetric or "
+                                                                     "asymmetric."),
+               arch: str = typer.Option("mlp"), width: int = typer.Option(128),
+               depth: int = typer.Option(2), epochs: int = typer.Option(30),
+               lr: float = typer.Option(0.05), rho: float = typer.Option(0.1),
+               seed: int = typer.Option(0, help="First seed.")):
+    """Clean test accuracy of each optimiser under label noise on digits."""
+    from genlab.core.report import markdown_table
+    from genlab.optim.studies.labelnoise import LabelNoiseConfig, run_labelnoise
+
+    cfg = LabelNoiseConfig(rates=_floats(rates, "rates"), optimizers=_names(optimizers),
+                           seeds=seeds, noise_kind=kind, arch=arch, width=width, depth=depth,
+                           epochs=epochs, lr=lr, rho=rho, seed=seed)
+    summary = run_labelnoise(cfg, out, resume=resume)
+    cols = ["optimizer"] + [f"{round(r * 100)}%" for r in cfg.rates]
+    typer.echo(markdown_table(summary["table"], cols))
+    typer.echo(f"outputs: {out}")

@@ -12,6 +12,7 @@ every other optimiser the Trainer's mean-loss closure.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -112,10 +113,16 @@ def split_scores(model: nn.Module, split: Split, device, batch_size: int = 512) 
     return {"loss": res["loss"], "acc": res["metric"]}
 
 
+@functools.lru_cache(maxsize=4)
+def _digits(seed: int):
+    """The digits split of a seed, loaded once per process (grids reuse it; never mutated)."""
+    return load_digits_data(size=8, seed=seed)
+
+
 def prepare(cfg: TrainConfig):
     """(data, training split with noisy labels, model) for a config, seeded."""
     seed_everything(cfg.seed)
-    data = load_digits_data(size=8, seed=cfg.seed)
+    data = _digits(cfg.seed)
     train = data.train_full()
     if cfg.label_noise > 0:
         train = Split(train.images, corrupt_labels(train.labels, cfg.label_noise, cfg.noise_kind,

@@ -1,0 +1,109 @@
+"""Which measure predicts the generalization gap? A grid of digits trainings and Kendall taus.
+
+Protocol (after Jiang et al. 2020, scaled down to digits; the sizes are ours): every
+combination of learning rate, batch size, width, depth and optimiser trains one model of
+one architecture for a fixed number of epochs; for each model we record the gaps
+(gap_acc = train_acc - test_acc, gap_loss = test_loss - train_loss) and every measure on
+its training set. The table gives, per measure, the plain Kendall tau over all models and
+the granulated tau (mean over hyper-parameters of the tau within groups where only that
+hyper-parameter varies). Unlike Jiang et al. the models are not trained to a common
+training loss, which leaves the optimisation state as a confounder: read taus accordingly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from genlab.core.errors import ConfigError, require_choice
+from genlab.core.report import figure
+from genlab.core.runs import RunDir
+from genlab.optim.correlation import tau_table
+from genlab.optim.studies.grid import expand, run_grid
+from genlab.optim.studies.models import ARCHS
+from genlab.optim.studies.train import TrainConfig
+
+TAU_MEASURES = ("trace_sigma", "minibatch_noise", "curvature_nonuniformity",
+                "hessian_top_eigenvalue", "hessian_trace", "m_sharpness", "average_sharpness",
+                "gradient_diversity", "noise_scale")
+GAPS = ("gap_acc", "gap_loss")
+
+
+@dataclass
+class CorrelateConfig:
+    arch: str = "mlp"
+    lrs: list[float] = field(default_factory=lambda: [0.02, 0.1])
+    batch_sizes: list[int] = field(default_factory=lambda: [16, 128])
+    widths: list[int] = field(default_factory=lambda: [32, 128])
+    depths: list[int] = field(default_factory=lambda: [1, 2])
+    optimizers: list[str] = field(default_factory=lambda: ["sgd", "sam"])
+    epochs: int = 15
+    momentum: float = 0.9
+    rho: float = 0.05
+    seed: int = 0
+    measure_samples: int = 256
+    curvature_samples: int = 64
+    measure_iterations: int = 15
+    measure_probes: int = 10
+
+    def validate(self) -> None:
+        require_choice("arch", self.arch, ARCHS)
+        for name in ("lrs", "batch_sizes", "widths", "depths", "optimizers"):
+            if not getattr(self, name):
+                raise ConfigError(f"{name}: give at least one value")
+        self.base().validate()
+        for cfg in [c for _, c in expand(self.base(), self.axes())]:
+            cfg.validate()
+
+    def axes(self) -> dict[str, list]:
+        return {"lr": self.lrs, "batch_size": self.batch_sizes, "width": self.widths,
+                "depth": self.depths, "optimizer": self.optimizers}
+
+    def base(self) -> TrainConfig:
+        return TrainConfig(arch=self.arch, epochs=self.epochs, momentum=self.momentum,
+                           rho=self.rho, seed=self.seed, measure_samples=self.measure_samples,
+                           curvature_samples=self.curvature_samples,
+                           measure_iterations=self.measure_iterations,
+                           measure_probes=self.measure_probes)
+
+
+def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False,
+                  progress_bar: bool | None = None) -> dict:
+    """Train the grid (resumable), then the tau tables and the scatter plots."""
+    cfg.validate()
+    run = RunDir(out, {"command": "optim correlate", **asdict(cfg)}, resume=resume)
+    records = run_grid(run, expand(cfg.base(), cfg.axes()), progress_bar=progress_bar,
+                       name=f"correlate {cfg.arch}")
+    varying = [h for h, vals in cfg.axes().items() if len(vals) > 1]
+    tables = {gap: tau_table(records, TAU_MEASURES, gap, varying) for gap in GAPS}
+    for gap in GAPS:
+        _scatter(run, records, gap)
+    summary = {"arch": cfg.arch, "trainings": len(records), "hyperparameters": varying,
+               "tau": tables, "records": records}
+    run.write_summary(summary)
+    return summary
+
+
+def _scatter(run: RunDir, records: list[dict], gap: str) -> None:
+    ncols = 3
+    nrows = math.ceil(len(TAU_MEASURES) / ncols)
+    fig, axes = figure(ncols=ncols, nrows=nrows, width=3.4, height=2.8)
+    opts = sorted({r["optimizer"] for r in records})
+    colors = dict(zip(opts, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple",
+                             "tab:brown", "tab:pink", "tab:gray"], strict=False))
+    for i, m in enumerate(TAU_MEASURES):
+        ax = axes[i // ncols][i % ncols]
+        for o in opts:
+            rs = [r for r in records if r["optimizer"] == o and r.get(m) is not None]
+            ax.scatter([r[m] for r in rs], [r[gap] for r in rs], s=12, color=colors[o], label=o)
+        vals = np.array([r[m] for r in records if r.get(m) is not None], dtype=float)
+        if len(vals) and np.all(vals > 0):
+            ax.set_xscale("log")
+        ax.set(xlabel=m, ylabel=gap if i % ncols == 0 else None)
+    for j in range(len(TAU_MEASURES), nrows * ncols):
+        axes[j // ncols][j % ncols].axis("off")
+    axes[0][0].legend(fontsize=7)
+    run.save_figure(fig, f"scatter_{gap}.png")

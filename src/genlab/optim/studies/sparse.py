@@ -1,0 +1,230 @@
+"""High-dimensional sparse regression with a diagonal linear network (papers.md section 2).
+
+Setup of the official code of "Beyond Sharpness" (confirmed): n = 100 training and
+n_test = 1000 test samples in d = 150 dimensions, X ~ N(0, I); theta* has |N(0, 1)| entries
+on its first k = 3 coordinates, scaled to unit norm; y = X theta* + 0.2 N(0, 1) (test labels
+clean). The model is beta = u * v (elementwise), u, v ~ 0.2 N(0, I), trained on
+||X beta - y||^2 / (2n) with mini-batches of 10, lr 0.05, 400 epochs. SAM uses rho = 0.3,
+SAMGCM rho = 5e-4 and xi = 1e-6 (solved in the Woodbury form: the batch covariance has rank
+<= 9 in 300 dimensions). COV's lambda is ours (default 1.0; its mini-batch factor
+a = (n - b) / (b (n - 1)) = 0.091), chosen so that the penalty is of the order of the loss.
+
+Reported per optimiser over seeds: train and test loss, ||beta||_1 (for comparison:
+||theta*||_1 of a unit vector with 3 entries lies between 1 and sqrt(3)), the number of
+coordinates with |beta_j| > 1e-2 and whether they contain the true support.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+import genlab.optim as optim_pkg
+from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.core.progress import progress
+from genlab.core.report import figure
+from genlab.core.runs import RunDir
+from genlab.core.seeding import make_generator
+
+SPARSE_OPTIMIZERS = ("sgd", "sam", "samgcm", "cov")
+SUPPORT_THRESHOLD = 1e-2
+
+
+@dataclass
+class SparseConfig:
+    n: int = 100
+    n_test: int = 1000
+    d: int = 150
+    k: int = 3
+    noise: float = 0.2
+    init_scale: float = 0.2
+    lr: float = 0.05
+    batch_size: int = 10
+    epochs: int = 400
+    sam_rho: float = 0.3
+    samgcm_rho: float = 5e-4
+    samgcm_xi: float = 1e-6
+    cov_lam: float = 1.0
+    optimizers: list[str] = field(default_factory=lambda: list(SPARSE_OPTIMIZERS))
+    seeds: int = 5
+    seed: int = 0
+    path_every: int = 5  # epochs between recorded |beta| (for the path plot of the first seed)
+
+    def validate(self) -> None:
+        for name in ("n", "n_test", "d", "k", "lr", "batch_size", "epochs", "sam_rho",
+                     "samgcm_rho", "samgcm_xi", "seeds", "path_every", "init_scale"):
+            require_positive(name, getattr(self, name))
+        require_positive("noise", self.noise, allow_zero=True)
+        require_positive("cov_lam", self.cov_lam, allow_zero=True)
+        if self.k > self.d:
+            raise ConfigError(f"k ({self.k}) must not exceed d ({self.d})")
+        if self.batch_size > self.n:
+            raise ConfigError(f"batch_size ({self.batch_size}) exceeds n ({self.n})")
+        if not self.optimizers:
+            raise ConfigError("optimizers: give at least one of " + ", ".join(SPARSE_OPTIMIZERS))
+        for name in self.optimizers:
+            require_choice("optimizer", name, SPARSE_OPTIMIZERS)
+
+
+class DiagonalNet(nn.Module):
+    """Linear predictor x . (u * v): a depth-2 diagonal linear network."""
+
+    def __init__(self, d: int, init_scale: float, generator: torch.Generator):
+        super().__init__()
+        self.u = nn.Parameter(init_scale * torch.randn(d, generator=generator, dtype=torch.float64))
+        self.v = nn.Parameter(init_scale * torch.randn(d, generator=generator, dtype=torch.float64))
+
+    def beta(self) -> torch.Tensor:
+        return (self.u * self.v).detach()
+
+    def forward(self, x):
+        return x @ (self.u * self.v)
+
+
+def make_problem(cfg: SparseConfig, seed: int) -> dict:
+    """X, y (noisy), X_test, y_test (clean) and theta* for one seed."""
+    g = make_generator(seed, 1)
+    theta = torch.zeros(cfg.d, dtype=torch.float64)
+    theta[: cfg.k] = torch.randn(cfg.k, generator=g, dtype=torch.float64).abs()
+    theta /= theta.norm()
+    x = torch.randn(cfg.n, cfg.d, generator=g, dtype=torch.float64)
+    y = x @ theta + cfg.noise * torch.randn(cfg.n, generator=g, dtype=torch.float64)
+    xt = torch.randn(cfg.n_test, cfg.d, generator=g, dtype=torch.float64)
+    return {"x": x, "y": y, "x_test": xt, "y_test": xt @ theta, "theta": theta}
+
+
+def half_mse(pred, y):
+    """||pred - y||^2 / (2 n): the loss of the setup."""
+    return 0.5 * ((pred - y) ** 2).mean()
+
+
+def _optimizer(name: str, model: DiagonalNet, cfg: SparseConfig):
+    if name == "sgd":
+        return optim_pkg.make_optimizer("sgd", model.parameters(), lr=cfg.lr)
+    if name == "sam":
+        return optim_pkg.make_optimizer("sam", model.parameters(), lr=cfg.lr, rho=cfg.sam_rho)
+    if name == "samgcm":
+        return optim_pkg.make_optimizer("samgcm", model.parameters(), lr=cfg.lr,
+                                        rho=cfg.samgcm_rho, xi=cfg.samgcm_xi, solver="woodbury")
+    return optim_pkg.make_optimizer("cov", model.parameters(), lr=cfg.lr, lam=cfg.cov_lam,
+                                    n_total=cfg.n)
+
+
+def fit_one(name: str, cfg: SparseConfig, seed: int, record_path: bool = False) -> dict:
+    """Train one optimiser on one seed's problem; final figures (and |beta| path if asked)."""
+    prob = make_problem(cfg, seed)
+    model = DiagonalNet(cfg.d, cfg.init_scale, make_generator(seed, 2))
+    opt = _optimizer(name, model, cfg)
+    per_sample = name in ("samgcm", "cov")
+    x, y = prob["x"], prob["y"]
+    path = []
+    t0 = time.perf_counter()
+    for epoch in range(cfg.epochs):
+        order = torch.randperm(cfg.n, generator=make_generator(seed, 3, epoch))
+        for start in range(0, cfg.n, cfg.batch_size):
+            idx = order[start : start + cfg.batch_size]
+            xb, yb = x[idx], y[idx]
+            if per_sample:
+                opt.step(lambda xb=xb, yb=yb: 0.5 * (model(xb) - yb) ** 2)
+            else:
+                def closure(xb=xb, yb=yb):
+                    opt.zero_grad()
+                    loss = half_mse(model(xb), yb)
+                    loss.backward()
+                    return loss
+
+                opt.step(closure)
+        if record_path and (epoch % cfg.path_every == 0 or epoch == cfg.epochs - 1):
+            path.append(model.beta().abs().tolist())
+    beta = model.beta()
+    with torch.no_grad():
+        train_loss = float(half_mse(model(x), y))
+        test_loss = float(half_mse(model(prob["x_test"]), prob["y_test"]))
+    found = beta.abs() > SUPPORT_THRESHOLD
+    true = prob["theta"] != 0
+    out = {
+        "optimizer": name, "seed": seed, "train_loss": train_loss, "test_loss": test_loss,
+        "beta_l1": float(beta.abs().sum()), "theta_l1": float(prob["theta"].abs().sum()),
+        "support_size": int(found.sum()), "support_recovered": bool(torch.all(found[true])),
+        "support_exact": bool(torch.equal(found, true)),
+        "beta_error": float((beta - prob["theta"]).norm()), "seconds": time.perf_counter() - t0,
+    }
+    if not all(math.isfinite(out[k]) for k in ("train_loss", "test_loss")):
+        out["diverged"] = True
+    if record_path:
+        out["path"] = path
+        out["final_beta"] = beta.tolist()
+    return out
+
+
+def aggregate(results: list[dict], optimizers: list[str]) -> list[dict]:
+    """Mean (and std) over seeds of each optimiser's figures, one row per optimiser."""
+    rows = []
+    for name in optimizers:
+        rs = [r for r in results if r["optimizer"] == name]
+        if not rs:
+            continue
+        row = {"optimizer": name, "seeds": len(rs)}
+        for key in ("train_loss", "test_loss", "beta_l1", "support_size"):
+            vals = np.array([r[key] for r in rs], dtype=float)
+            row[key] = float(vals.mean())
+            row[f"{key}_std"] = float(vals.std())
+        row["support_recovered"] = sum(r["support_recovered"] for r in rs) / len(rs)
+        row["seconds_per_run"] = float(np.mean([r["seconds"] for r in rs]))
+        rows.append(row)
+    return rows
+
+
+def run_sparse(cfg: SparseConfig, out: str | Path, *, resume: bool = False,
+               progress_bar: bool | None = None) -> dict:
+    """Every optimiser on every seed (resumable per finished run); summary, table and plots."""
+    cfg.validate()
+    run = RunDir(out, {"command": "optim sparse", **asdict(cfg)}, resume=resume)
+    state = run.resumed_state or {"results": [], "paths": {}}
+    done = {(r["optimizer"], r["seed"]) for r in state["results"]}
+    jobs = [(o, cfg.seed + s) for s in range(cfg.seeds) for o in cfg.optimizers]
+    with progress(len(jobs), "sparse regression", progress_bar, completed=len(done)) as tick:
+        for name, seed in jobs:
+            if (name, seed) in done:
+                continue
+            res = fit_one(name, cfg, seed, record_path=(seed == cfg.seed))
+            if "path" in res:
+                state["paths"][name] = {"path": res.pop("path"), "final": res.pop("final_beta")}
+            state["results"].append(res)
+            run.log(res)
+            run.save(state)
+            tick(1, opt=name, test=res["test_loss"])
+    rows = aggregate(state["results"], cfg.optimizers)
+    _plot(run, cfg, state["paths"])
+    summary = {"table": rows, "k": cfg.k, "support_threshold": SUPPORT_THRESHOLD,
+               "seeds": cfg.seeds}
+    run.write_summary(summary)
+    return summary
+
+
+def _plot(run: RunDir, cfg: SparseConfig, paths: dict) -> None:
+    names = [n for n in cfg.optimizers if n in paths]
+    if not names:
+        return
+    fig, axes = figure(ncols=len(names), nrows=2, width=3.6, height=3.0)
+    for j, name in enumerate(names):
+        p = np.array(paths[name]["path"])
+        epochs = np.arange(len(p)) * cfg.path_every
+        ax = axes[0][j]
+        ax.plot(epochs, p[:, cfg.k:], color="0.6", lw=0.5)
+        ax.plot(epochs, p[:, : cfg.k], color="tab:red", lw=1.5)
+        ax.set(title=name, xlabel="epoch", ylabel="|beta_j|" if j == 0 else None, yscale="log",
+               ylim=(1e-6, 2))
+        ax = axes[1][j]
+        final = np.abs(np.array(paths[name]["final"]))
+        ax.bar(np.arange(cfg.d), final, color=["tab:red"] * cfg.k + ["0.5"] * (cfg.d - cfg.k))
+        ax.axhline(SUPPORT_THRESHOLD, color="k", lw=0.6, ls="--")
+        ax.set(xlabel="coordinate j", ylabel="final |beta_j|" if j == 0 else None)
+    fig.suptitle(f"diagonal net, seed {cfg.seed}: true support in red")
+    run.save_figure(fig, "sparse_paths.png")
