@@ -12,7 +12,7 @@ d=150, diagonal net beta = u * v, batch 10, rho 5e-4, xi 1e-6): the Euclidean
 length of its perturbation (vs SAM's rho = 0.3) and the time of one direction
 solve, Woodbury vs dense (d = 300).
 
-    python benchmarks/optim_step.py --out runs/bench            # ~3 min on 1 core
+    python benchmarks/optim_step.py --out runs/bench            # ~5 min on 1 core
     python benchmarks/optim_step.py --out runs/bench --quick    # ~30 s
 
 Writes DIR/optim_step.json and prints Markdown tables.
@@ -148,7 +148,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    rounds, warmup = (10, 3) if args.quick else (40, 5)
+    rounds, warmup = (10, 3) if args.quick else (30, 5)
     results = {"quick": args.quick, "threads": args.threads, "models": []}
     for label, builder in (("cnn 1x8x8", small_cnn), ("mlp 64-128-10", mlp)):
         torch.manual_seed(0)

@@ -154,3 +154,15 @@ def test_samgcm_zero_gradient_no_nan_and_bad_xi():
             SAMGCM([u, v], **dict(dict(rho=0.1, xi=1e-6, lr=0.1), **bad))
     with pytest.raises(ConfigError):
         SAMGCM([u, v], lr=0.1, solver="cg")
+
+
+def test_small_xi_sets_perturbation_length_rho_over_sqrt_xi():
+    # b = 10 gradients in 300 dims: g has a part outside the span of the centred rows,
+    # on which C^-1 = 1/xi, so ||e|| -> rho / sqrt(xi) (derivation in the module doc)
+    g = torch.Generator().manual_seed(4)
+    G = torch.randn(10, 300, generator=g, dtype=torch.float64)
+    e = 5e-4 * covariance_direction(G, 1e-6, "woodbury")
+    assert float(e.norm()) == pytest.approx(5e-4 / 1e-3, rel=1e-3)
+    # with d < b the centred rows span everything: no g_perp, and ||e|| stays ~ rho / sqrt(eig C)
+    e_full = 5e-4 * covariance_direction(G[:, :5], 1e-6, "dense")
+    assert float(e_full.norm()) < 0.01 * 0.5

@@ -18,10 +18,12 @@ SAMGCM: SAM whose ball is an ellipsoid shaped by the noise covariance,
     e = rho * C^-1 g / sqrt(g^T C^-1 g),    w <- w - lr * grad L_B(w + e).
 ``solver="dense"`` builds C (d x d, O(d^3)); ``solver="woodbury"`` uses
     C^-1 g = (1/xi) [g - G_c^T (b xi I_b + G_c G_c^T)^-1 G_c g]     (O(b^2 d)),
-and ``"auto"`` picks Woodbury when d > 1000. C has rank <= b - 1 plus xi I, so
-with a small xi the Euclidean length of e is set by xi and by the part of g
-outside the span of G_c (about rho * ||g_perp|| / sqrt(xi)), not by rho alone;
-``last_perturbation_norm`` records ||e|| of the latest step.
+and ``"auto"`` picks Woodbury when d > 1000. C is xi I plus a matrix of rank
+<= b - 1, and g generally has a part g_perp outside the span of G_c's rows; on that
+part C^-1 acts as 1/xi, so when ||g_perp||^2 / xi dominates g^T C^-1 g the
+perturbation is e ~= rho * g_perp / (||g_perp|| sqrt(xi)), of Euclidean length
+rho / sqrt(xi) (0.5 for the paper's rho 5e-4, xi 1e-6) whatever the gradient:
+xi, not rho alone, sets the step's reach. ``last_perturbation_norm`` records ||e||.
 
 Closure protocol (both): ``closure()`` returns the per-sample losses, shape (b,),
 with the autograd graph, WITHOUT calling backward; ``per_sample_closure`` builds
