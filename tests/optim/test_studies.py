@@ -92,3 +92,18 @@ def test_sparse_problem_and_diagonal_net():
         SparseConfig(k=200).validate()
     with pytest.raises(ConfigError):
         SparseConfig(lr=-0.05).validate()
+
+
+@pytest.mark.slow
+def test_demo_section_writes_report_parts(tmp_path):
+    from genlab.core.report import Report
+    from genlab.optim.studies.demo import demo_section
+
+    report = Report("demo")
+    result = demo_section(tmp_path / "optim", report)
+    report.write(tmp_path)
+    text = (tmp_path / "report.md").read_text()
+    for image in ("optim/toy/toy_paths.png", "optim/sparse/sparse_paths.png",
+                  "optim/train/curves.png"):
+        assert image in text and (tmp_path / image).exists()
+    assert result["toy"]["gd_escaped"] is False

@@ -102,9 +102,9 @@ def sparse(out: Path = OUT, resume: bool = RESUME,
            d: int = typer.Option(150, help="Dimension."), k: int = typer.Option(3, help="Support."),
            sam_rho: float = typer.Option(0.3), samgcm_rho: float = typer.Option(5e-4),
            samgcm_xi: float = typer.Option(1e-6),
-           cov_lam: float = typer.Option(1.0, help="COV penalty weight (our choice)."),
+           cov_lam: float = typer.Option(10.0, help="COV penalty weight (our choice)."),
            seed: int = typer.Option(0, help="First seed.")):
-    """Sparse regression with a diagonal net: SGD vs SAM vs SAMGCM vs COV (papers.md setup)."""
+    """Sparse regression with a diagonal net: SGD vs SAM vs SAMGCM vs COV (official setup)."""
     from genlab.core.report import markdown_table
     from genlab.optim.studies.sparse import SparseConfig, run_sparse
 

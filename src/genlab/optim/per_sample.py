@@ -1,6 +1,6 @@
 """Per-sample gradients and the gradient-noise measures built on them.
 
-Notation (papers.md section 2): g_i = grad of the loss of sample i, g = (1/n) sum_i g_i.
+Notation: g_i = grad of the loss of sample i, g = (1/n) sum_i g_i.
 
 - Noise covariance Sigma = (1/n) sum_i (g_i - g)(g_i - g)^T, so
   tr Sigma = (1/n) sum_i ||g_i - g||^2 (nonuniformity magnitude; our reading of the paper).

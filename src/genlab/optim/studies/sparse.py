@@ -1,4 +1,4 @@
-"""High-dimensional sparse regression with a diagonal linear network (papers.md section 2).
+"""High-dimensional sparse regression with a diagonal linear network ("Beyond Sharpness").
 
 Setup of the official code of "Beyond Sharpness" (confirmed): n = 100 training and
 n_test = 1000 test samples in d = 150 dimensions, X ~ N(0, I); theta* has |N(0, 1)| entries
@@ -6,8 +6,9 @@ on its first k = 3 coordinates, scaled to unit norm; y = X theta* + 0.2 N(0, 1) 
 clean). The model is beta = u * v (elementwise), u, v ~ 0.2 N(0, I), trained on
 ||X beta - y||^2 / (2n) with mini-batches of 10, lr 0.05, 400 epochs. SAM uses rho = 0.3,
 SAMGCM rho = 5e-4 and xi = 1e-6 (solved in the Woodbury form: the batch covariance has rank
-<= 9 in 300 dimensions). COV's lambda is ours (default 1.0; its mini-batch factor
-a = (n - b) / (b (n - 1)) = 0.091), chosen so that the penalty is of the order of the loss.
+<= 9 in 300 dimensions). COV's lambda is ours (default 10; its mini-batch factor
+a = (n - b) / (b (n - 1)) = 0.091): the largest of 1, 5, 10, 20 that did not collapse
+beta to 0 on seed 0 (lambda = 20 does; see docs/nonuniformity.md).
 
 Reported per optimiser over seeds: train and test loss, ||beta||_1 (for comparison:
 ||theta*||_1 of a unit vector with 3 entries lies between 1 and sqrt(3)), the number of
@@ -50,7 +51,7 @@ class SparseConfig:
     sam_rho: float = 0.3
     samgcm_rho: float = 5e-4
     samgcm_xi: float = 1e-6
-    cov_lam: float = 1.0
+    cov_lam: float = 10.0
     optimizers: list[str] = field(default_factory=lambda: list(SPARSE_OPTIMIZERS))
     seeds: int = 5
     seed: int = 0

@@ -1,7 +1,7 @@
 """The 1-D two-minima toy: SGD leaves the minimum of high nonuniformity, GD stays.
 
 Source: official code of "Beyond Sharpness: The Role of Nonuniformity in Generalization"
-(papers.md section 2). Two samples with losses
+(its 1-D example). Two samples with losses
 
     f1(x) = min(x^2, 0.1 (x - 1)^2),   f2(x) = min(x^2, 1.9 (x - 1)^2),   f = (f1 + f2) / 2.
 
