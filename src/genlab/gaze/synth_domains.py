@@ -260,13 +260,23 @@ def sample_gaze_head(spec: DomainSpec, n: int, rng: np.random.Generator
         lim = np.array(spec.gaze_limit)
         gaze = np.array(spec.gaze_mean) + rng.uniform(-1.0, 1.0, (n, 2)) * lim
     elif spec.gaze_kind == "normal":
-        gaze = np.array(spec.gaze_mean) + rng.normal(size=(n, 2)) * np.array(spec.gaze_std)
-        gaze = np.clip(gaze, -np.array(spec.gaze_limit), np.array(spec.gaze_limit))
+        gaze = _truncated_normal(rng, n, spec.gaze_mean, spec.gaze_std, spec.gaze_limit)
     else:
         raise ConfigError(f"domain {spec.name}: unknown gaze_kind {spec.gaze_kind!r}")
-    head = rng.normal(size=(n, 2)) * np.array(spec.head_std)
-    head = np.clip(head, -np.array(spec.head_limit), np.array(spec.head_limit))
+    head = _truncated_normal(rng, n, (0.0, 0.0), spec.head_std, spec.head_limit)
     return np.radians(gaze).astype(np.float32), np.radians(head).astype(np.float32)
+
+
+def _truncated_normal(rng: np.random.Generator, n: int, mean, std, limit) -> np.ndarray:
+    """(n, 2) normal draws with |value| <= limit, out-of-range draws redrawn (no spikes)."""
+    mean, std, limit = (np.asarray(v, dtype=np.float64) for v in (mean, std, limit))
+    x = mean + rng.normal(size=(n, 2)) * std
+    for _ in range(50):
+        bad = np.abs(x) > limit
+        if not bad.any():
+            break
+        x[bad] = (mean + rng.normal(size=(n, 2)) * std)[bad]
+    return np.clip(x, -limit, limit)
 
 
 def domain_table() -> list[dict]:
