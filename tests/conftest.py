@@ -7,7 +7,7 @@ import pytest
 import torch
 
 os.environ.setdefault("GENLAB_QUIET", "1")
-torch.set_num_threads(min(2, torch.get_num_threads()))
+torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 _TABLE_CANDIDATES = [

@@ -40,6 +40,8 @@ def search(
     arch_weight_decay: float = typer.Option(_defaults().arch_weight_decay,
                                             help="Adam weight decay of alpha (DARTS: 1e-3)."),
     augment: bool = typer.Option(True, help="Augment train and val batches (digits proxy)."),
+    hessian_points: int = typer.Option(_defaults().hessian_points,
+                                       help="Times the alpha-Hessian eigenvalue is computed (0: never)."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
     resume: bool = typer.Option(False, help="Continue a killed run in --out."),
@@ -51,11 +53,13 @@ def search(
                        channels=channels, cells=cells, batch_size=batch_size, steps=steps,
                        reg=reg, reg_strength=reg_strength, reg_schedule=reg_schedule, seed=seed,
                        device=device, arch_lr=arch_lr, arch_weight_decay=arch_weight_decay,
-                       augment=augment, nb201_table=_s(nb201_table))
+                       augment=augment, hessian_points=hessian_points,
+                       nb201_table=_s(nb201_table))
     s = run_search(cfg, out, resume=resume)
     typer.echo(f"genotype        {s['genotype']}")
+    hess = "-" if s["hessian_eig"] is None else f"{s['hessian_eig']:.4g}"
     typer.echo(f"param-free ops  {s['param_free_ops']}   mean entropy {s['mean_entropy']:.3f}"
-               f"   Hessian eig {s['hessian_eig']:.4g}   {s['search_seconds']:.0f} s")
+               f"   Hessian eig {hess}   {s['search_seconds']:.0f} s")
     if "nb201" in s:
         n = s["nb201"]
         typer.echo(f"NB201 test acc  {n['cifar10']:.2f} / {n['cifar100']:.2f} / {n['imagenet16']:.2f}"

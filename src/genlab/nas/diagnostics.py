@@ -24,19 +24,21 @@ def mean_entropy(arch_params: torch.Tensor) -> float:
 
 
 def alpha_hessian(net, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Exact Hessian of the cross-entropy on (x, y) w.r.t. the flattened arch parameters."""
+    """Exact Hessian of the cross-entropy on (x, y) w.r.t. the flattened arch parameters.
+
+    The gradient is taken with create_graph, then all |E| x K Hessian rows come from one
+    batched (vmapped) backward pass against the identity.
+    """
     alpha = net.arch_params
     was_training = net.training
     net.train()  # search-time behaviour: BatchNorm with batch statistics
     loss = F.cross_entropy(net(x), y)
     (grad,) = torch.autograd.grad(loss, alpha, create_graph=True)
-    flat = grad.reshape(-1)
-    rows = []
-    for i in range(flat.numel()):
-        (row,) = torch.autograd.grad(flat[i], alpha, retain_graph=i + 1 < flat.numel())
-        rows.append(row.reshape(-1))
+    eye = torch.eye(alpha.numel(), dtype=alpha.dtype, device=alpha.device)
+    (rows,) = torch.autograd.grad(grad, alpha, grad_outputs=eye.reshape(-1, *alpha.shape),
+                                  is_grads_batched=True)
     net.train(was_training)
-    hess = torch.stack(rows).detach()
+    hess = rows.reshape(alpha.numel(), alpha.numel()).detach()
     return 0.5 * (hess + hess.T)
 
 
