@@ -123,7 +123,7 @@ def test_ethxgaze_handles_pickle_and_workers(tmp_path):
     clone = pickle.loads(pickle.dumps(ds))
     assert clone._handles == {}
     torch.testing.assert_close(clone[2][0], ds[2][0])
-    loader = DataLoader(ds, batch_size=3, num_workers=1)
+    loader = DataLoader(ds, batch_size=3, num_workers=1, worker_init_fn=ETHXGaze.worker_init_fn)
     batches = list(loader)
     assert sum(len(b[0]) for b in batches) == 6
     ds.close()

@@ -153,6 +153,17 @@ class ETHXGaze(Dataset):
         image = torch.from_numpy(rgb).permute(2, 0, 1).float().div_(255.0)
         return image, torch.from_numpy(gaze)
 
+    @staticmethod
+    def worker_init_fn(worker_id: int) -> None:
+        """DataLoader ``worker_init_fn``: forget h5 handles inherited from the parent (fork)."""
+        info = torch.utils.data.get_worker_info()
+        dataset = getattr(info, "dataset", None)
+        while hasattr(dataset, "dataset") and not isinstance(dataset, ETHXGaze):
+            dataset = dataset.dataset  # unwrap Subset
+        if isinstance(dataset, ETHXGaze):
+            pid = os.getpid()
+            dataset._handles = {k: v for k, v in dataset._handles.items() if k == pid}
+
     def close(self) -> None:
         """Close this process's open h5 handles."""
         for f in self._handles.pop(os.getpid(), {}).values():
