@@ -54,8 +54,9 @@ def test_render_is_independent_of_thread_count():
     np.testing.assert_array_equal(one, two)
 
 
-def test_iris_centre_follows_geometry():
-    r = iris_centre_check()
+@pytest.mark.parametrize("size", [(64, 96), (32, 48)])
+def test_iris_centre_follows_geometry(size):
+    r = iris_centre_check(size)
     for axis in ("yaw", "pitch"):
         assert abs(r[axis]["slope_ratio"] - 1.0) < 0.05, r[axis]
         assert r[axis]["correlation"] > 0.998, r[axis]
