@@ -139,21 +139,26 @@ def grads_by_ours_name(ours: NB201SuperNet, ref: ReferenceSuperNet) -> list[tupl
     return out
 
 
-def _grad_error(ours, ref) -> float:
-    """Largest |grad difference| per parameter, relative to that parameter's largest |grad|."""
+def _grad_error(ours, ref, norm: str = "max") -> float:
+    """Worst per-parameter gradient difference relative to that gradient ('max' or 'l2' norm)."""
     worst = 0.0
     for _, g, h in grads_by_ours_name(ours, ref):
-        scale = max(h.abs().max().item(), 1e-12)
-        worst = max(worst, (g.double() - h.double()).abs().max().item() / scale)
+        d = g.double() - h.double()
+        if norm == "max":
+            rel = d.abs().max().item() / max(h.abs().max().item(), 1e-12)
+        else:
+            rel = d.norm().item() / max(h.double().norm().item(), 1e-12)
+        worst = max(worst, rel)
     return worst
 
 
 def max_differences(ours, ref, x, y) -> dict:
     """Logit and gradient differences of ours vs the reference after one backward.
 
-    ``float64``: both in double precision (the implementations must agree to rounding);
-    ``float32_vs_float64``: ours in float32 against the double-precision reference, i.e. the
-    float32 error of ours (the float32 reference has its own, often larger, error).
+    ``float64``: both in double precision, max-norm errors: the implementations must agree to
+    rounding. ``float32_vs_float64``: ours in float32 against the double-precision reference,
+    relative L2 errors: float32 rounding can move a value across a ReLU's kink, which changes
+    single gradient entries by O(1) (in either implementation), so max-norms say little there.
     """
     out = {}
     ours64, ref64 = copy.deepcopy(ours).double(), copy.deepcopy(ref).double()
@@ -165,7 +170,7 @@ def max_differences(ours, ref, x, y) -> dict:
         F.cross_entropy(la, y).backward()
         F.cross_entropy(lb, y).backward()
         out[name] = {"logits_abs": (la.double() - lb).abs().max().item(),
-                     "grads_rel": _grad_error(a, b)}
+                     "grads_rel": _grad_error(a, b, "max" if name == "float64" else "l2")}
         a.zero_grad(set_to_none=True)
     return out
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from genlab.core.errors import ConfigError
 from genlab.nas.genotype import Genotype
 from genlab.nas.spaces import NB201_OPS
-from genlab.nas.supernet import NB201SuperNet
+from genlab.nas.supernet import NB201SuperNet, NodeSum
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "nas_step.py"
 
@@ -117,3 +117,24 @@ def test_genotype_and_sizes():
                dict(ops=("conv_7x7",)), dict(ops=())):
         with pytest.raises(ConfigError):
             NB201SuperNet(**kw)
+
+
+@pytest.mark.parametrize("n_plain, scaled", [(0, False), (1, True), (3, True), (2, False)])
+def test_node_sum_gradcheck(n_plain, scaled):
+    g = torch.Generator().manual_seed(n_plain)
+
+    def t():
+        return torch.randn(2, 3, 4, 4, generator=g, dtype=torch.float64, requires_grad=True)
+
+    plain = [t() for _ in range(n_plain)]
+    cl = t().detach().contiguous(memory_format=torch.channels_last).requires_grad_()
+    weighted = [t(), torch.rand((), generator=g, dtype=torch.float64, requires_grad=True),
+                cl, torch.rand((), generator=g, dtype=torch.float64, requires_grad=True)]
+    scale = torch.rand(1, 1, 4, 4, generator=g, dtype=torch.float64) if scaled else None
+    scales = (None, scale)
+    inputs = (*plain, *weighted)
+    out = NodeSum.apply(n_plain, scales, *inputs)
+    expected = sum(plain) + weighted[0] * weighted[1] + weighted[2] * weighted[3] * (
+        1.0 if scale is None else scale)
+    torch.testing.assert_close(out, expected)
+    assert torch.autograd.gradcheck(lambda *a: NodeSum.apply(n_plain, scales, *a), inputs)

@@ -34,6 +34,63 @@ def edge_index(target: int, source: int) -> int:
     return target * (target - 1) // 2 + source
 
 
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """sum(a * b) without materialising the product when both share a dense layout."""
+    if a.shape == b.shape and a.stride() == b.stride():
+        if a.is_contiguous():
+            return torch.dot(a.reshape(-1), b.reshape(-1))
+        if a.dim() == 4 and a.is_contiguous(memory_format=torch.channels_last):
+            return torch.dot(a.permute(0, 2, 3, 1).reshape(-1), b.permute(0, 2, 3, 1).reshape(-1))
+    return (a * b).sum()
+
+
+class NodeSum(torch.autograd.Function):
+    """node = sum(plain) + sum_k w_k * scale_k * t_k, accumulated in place into one tensor.
+
+    ``w_k`` are 0-dim tensors (edge weights), ``scale_k`` constant maps or None. The backward
+    gives dL/dw_k = <g * scale_k, t_k> by a dot product instead of autograd's mul + sum, and
+    dL/dt_k = w_k * scale_k * g.
+    """
+
+    @staticmethod
+    def forward(ctx, n_plain: int, scales: tuple, *tensors: torch.Tensor) -> torch.Tensor:
+        plain, rest = tensors[:n_plain], tensors[n_plain:]
+        ts, ws = rest[0::2], rest[1::2]
+        coefs = [w if sc is None else w * sc for w, sc in zip(ws, scales, strict=True)]
+        if n_plain >= 2:
+            out = torch.add(plain[0], plain[1])
+        elif n_plain == 1:
+            out = plain[0].clone()
+        else:
+            out = ts[0] * coefs[0]
+        for p in plain[2:]:
+            out.add_(p)
+        for t, c in zip(ts[1:] if n_plain == 0 else ts, coefs[1:] if n_plain == 0 else coefs,
+                        strict=True):
+            out.addcmul_(t, c)
+        ctx.n_plain, ctx.scales = n_plain, scales
+        ctx.save_for_backward(*ts, *ws)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        n = ctx.n_plain
+        saved = ctx.saved_tensors
+        k = len(saved) // 2
+        ts, ws = saved[:k], saved[k:]
+        needs = ctx.needs_input_grad[2:]
+        grads = [grad if needs[i] else None for i in range(n)]
+        for idx, (t, w, sc) in enumerate(zip(ts, ws, ctx.scales, strict=True)):
+            need_t, need_w = needs[n + 2 * idx], needs[n + 2 * idx + 1]
+            g = grad if sc is None else grad * sc
+            g_w = _dot(g, t) if need_w else None
+            g_t = None
+            if need_t:
+                g_t = g * w if sc is None else g.mul_(w)
+            grads += [g_t, g_w]
+        return (None, None, *grads)
+
+
 class SearchCell(nn.Module):
     """NB201 search cell; forward(x, weights) with weights the (6, K) softmax of arch params."""
 
@@ -110,20 +167,21 @@ class SearchCell(nn.Module):
                      for n in conv_names]
             sums = self._pool_sums(h) if pool else None
             sources.append((convs, sums))
-            acc = None
+            plain, weighted, scales = [], [], []
             for j in range(i):
                 e = edge_index(i, j)
                 slot = i - j - 1
                 convs_j, sums_j = sources[j]
-                for parts in convs_j:
-                    acc = parts[slot] if acc is None else acc + parts[slot]
+                plain.extend(parts[slot] for parts in convs_j)
                 if "skip_connect" in col:
-                    w = weights[e, col["skip_connect"]]
-                    acc = nodes[j] * w if acc is None else torch.addcmul(acc, nodes[j], w)
+                    weighted += [nodes[j], weights[e, col["skip_connect"]]]
+                    scales.append(None)
                 if pool:
-                    w = inv_counts * weights[e, col["avg_pool_3x3"]]
-                    acc = sums_j * w if acc is None else torch.addcmul(acc, sums_j, w)
-            if acc is None:  # only `none` in the space
+                    weighted += [sums_j, weights[e, col["avg_pool_3x3"]]]
+                    scales.append(inv_counts)
+            if plain or weighted:
+                acc = NodeSum.apply(len(plain), tuple(scales), *plain, *weighted)
+            else:  # only `none` in the space
                 acc = torch.zeros_like(x)
             nodes.append(acc)
         return nodes[-1]
