@@ -28,9 +28,7 @@ def _closure(name, net, x, y):
 
 
 def _make(name, net):
-    kw = dict(lr=0.1, momentum=0.9, **EXTRA.get(name, {}))
-    if name in ("csam", "csam_identity", "acsam_identity", "sam", "asam", "samgcm"):
-        kw["model"] = net
+    kw = dict(lr=0.1, momentum=0.9, model=net, **EXTRA.get(name, {}))
     return make_optimizer(name, net.parameters(), **kw)
 
 

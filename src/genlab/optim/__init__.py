@@ -2,7 +2,8 @@
 
 ``make_optimizer(name, params, **kw)`` builds any optimiser by name; names are
 listed in ``OPTIMIZERS``. Each takes the keyword arguments of its class (e.g.
-``lr``, ``momentum`` for the base SGD, ``rho``, ``model=`` for BatchNorm/DDP care).
+``lr``, ``momentum`` for the base SGD, ``rho``); every name accepts ``model=``
+(BatchNorm/DDP care, K-FAC hooks), ignored by those that do not need it.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from genlab.optim.sam import SAM
 ASAM = SAM  # ASAM is SAM(..., adaptive=True); make_optimizer("asam", ...) sets the flag.
 
 _BUILDERS = {
-    "sgd": lambda params, **kw: torch.optim.SGD(params, **kw),
+    "sgd": lambda params, model=None, **kw: torch.optim.SGD(params, **kw),
     "sam": lambda params, **kw: SAM(params, **kw),
     "asam": lambda params, **kw: SAM(params, adaptive=True, **kw),
-    "cov": lambda params, **kw: COV(params, **kw),
+    "cov": lambda params, model=None, **kw: COV(params, **kw),
     "samgcm": lambda params, **kw: SAMGCM(params, **kw),
     "csam_identity": lambda params, **kw: CSAM_Identity(params, **kw),
     "csam": lambda params, **kw: CSAM(params, **kw),
