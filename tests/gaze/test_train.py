@@ -139,3 +139,40 @@ def test_interrupted_run_resumed_equals_uninterrupted(tmp_path, tiny_task, monke
     lines = (tmp_path / "part" / "metrics.jsonl").read_text().splitlines()
     metrics = [json.loads(x) for x in lines]
     assert [m["epoch"] for m in metrics] == [0, 1, 2]
+
+
+def test_bench_plan_and_tables_hand_values():
+    from genlab.gaze.bench import BenchConfig, bench_runs, tables
+
+    cfg = BenchConfig(
+        tasks=["E->M", "G->D"],
+        seeds=2,
+        ablation_experts=[1, 4],
+        ablation_routings=["soft", "hard"],
+        ablation_seeds=1,
+    )
+    runs = bench_runs(cfg)
+    names = [n for n, _, _ in runs]
+    assert len(names) == len(set(names))
+    # 2 tasks x 2 seeds x 2 models x 2 fractions + K=1 + hard (K=4 soft is a main run)
+    assert len(runs) == 16 + 2
+    assert all(c.source == "broad-e" for _, t, c in runs if t == "E->M")
+    rows = []
+    for _, task, c in runs:
+        err = {"baseline": 10.0, "moegaze": 8.0}[c.model] + (1.0 if c.fraction < 1 else 0.0)
+        rows.append(
+            {
+                "task": task,
+                "model": c.model,
+                "experts": c.experts,
+                "routing": c.routing,
+                "fraction": c.fraction,
+                "seed": c.seed,
+                "target_mean_deg": err + c.seed,
+            }
+        )
+    t = tables(rows, cfg)
+    assert t["main"][0]["baseline 100%"] == "10.50 ± 0.71"  # seeds 0, 1 -> 10, 11
+    assert t["main"][0]["MoEGaze vs baseline"] == "+19.0%"  # (10.5 - 8.5) / 10.5
+    assert t["average_improvement_pct"] == pytest.approx(100 * 2 / 10.5)
+    assert t["experts"][0] == {"K": 1, "target error (deg)": "8.00 ± 0.00"}
