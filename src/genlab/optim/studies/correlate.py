@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from genlab.core.errors import ConfigError, require_choice
+from genlab.core.errors import ConfigError, DivergedError, require_choice
 from genlab.core.report import figure
 from genlab.core.runs import RunDir
 from genlab.optim.correlation import tau_table
@@ -78,10 +78,14 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
     records = run_grid(run, expand(cfg.base(), cfg.axes()), progress_bar=progress_bar,
                        name=f"correlate {cfg.arch}")
     varying = [h for h, vals in cfg.axes().items() if len(vals) > 1]
-    tables = {gap: tau_table(records, TAU_MEASURES, gap, varying) for gap in GAPS}
+    finished = [r for r in records if not r.get("diverged")]
+    if not finished:
+        raise DivergedError("every training of the grid diverged; lower the learning rates")
+    tables = {gap: tau_table(finished, TAU_MEASURES, gap, varying) for gap in GAPS}
     for gap in GAPS:
-        _scatter(run, records, gap)
-    summary = {"arch": cfg.arch, "trainings": len(records), "hyperparameters": varying,
+        _scatter(run, finished, gap)
+    summary = {"arch": cfg.arch, "trainings": len(records),
+               "diverged": len(records) - len(finished), "hyperparameters": varying,
                "tau": tables, "records": records}
     run.write_summary(summary)
     return summary

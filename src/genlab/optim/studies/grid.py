@@ -12,8 +12,9 @@ import itertools
 from dataclasses import replace
 from pathlib import Path
 
+from genlab.core.errors import DivergedError
 from genlab.core.progress import progress
-from genlab.core.runs import SUMMARY, RunDir, read_json
+from genlab.core.runs import SUMMARY, RunDir, read_json, write_json
 from genlab.optim.studies.train import TrainConfig, train_digits
 
 
@@ -46,8 +47,12 @@ def run_grid(run: RunDir, jobs: list[tuple[dict, TrainConfig]], *,
             if (out / SUMMARY).exists():
                 summary = read_json(out / SUMMARY)
             else:
-                summary = train_digits(cfg, out, resume=(out / "config.json").exists(),
-                                       progress_bar=False)
+                try:
+                    summary = train_digits(cfg, out, resume=(out / "config.json").exists(),
+                                           progress_bar=False)
+                except DivergedError as exc:  # a diverged setting is a result, not a crash
+                    summary = {"diverged": True, "error": str(exc)}
+                    write_json(out / SUMMARY, summary)
             record = {"key": key, **values, **_flat(summary)}
             records.append(record)
             if key not in state["done"]:

@@ -61,8 +61,8 @@ def table(records: list[dict], rates: list[float], optimizers: list[str]) -> lis
     for o in optimizers:
         row = {"optimizer": o}
         for r in rates:
-            accs = np.array([x["test_acc"] for x in records
-                             if x["optimizer"] == o and x["label_noise"] == r]) * 100
+            accs = np.array([x["test_acc"] for x in records if x["optimizer"] == o
+                             and x["label_noise"] == r and not x.get("diverged")]) * 100
             pct = round(r * 100)
             row[f"{pct}%"] = f"{accs.mean():.1f} ± {accs.std():.1f}" if len(accs) else None
             row[f"mean_{pct}"] = float(accs.mean()) if len(accs) else None
