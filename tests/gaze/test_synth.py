@@ -171,3 +171,8 @@ def test_render_to_folder_writes_h5_grid_summary_and_refuses_overwrite(tmp_path)
     assert len(list(out.glob("subject*.h5"))) == summary["subjects"]
     with pytest.raises(RunExistsError):
         render_to_folder(20, "narrow-d", 0, out, size=(32, 48))
+    for bad in ({"count": 0}, {"domain": "nope"}, {"size": (4, 48)}):
+        args = {"count": 5, "domain": "narrow-d", "size": (32, 48), **bad}
+        with pytest.raises(ConfigError):
+            render_to_folder(args["count"], args["domain"], 0, tmp_path / "bad", args["size"])
+        assert not (tmp_path / "bad").exists()  # nothing written on bad options

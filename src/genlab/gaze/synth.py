@@ -138,6 +138,9 @@ def render_to_folder(count: int, domain: str, seed: int, out: str | Path,
 
     if domain not in DOMAINS:
         raise ConfigError(f"unknown domain {domain!r}; expected one of: {', '.join(DOMAINS)}")
+    require_positive("count", count)
+    if len(size) != 2 or min(size) < 8:
+        raise ConfigError(f"size must be (height, width) of at least 8 pixels, got {size}")
     run = RunDir(out, {"command": "gaze render", "count": count, "domain": domain,
                        "seed": seed, "size": list(size)})
     batch = render_domain(domain, count, seed, size=size)
