@@ -114,3 +114,12 @@ def test_spaces_registry():
             get_space(name)
     with pytest.raises(ConfigError, match="nb201"):
         get_space("nope")
+
+
+def test_space_builds_supernet_and_network():
+    space = get_space("nb201")
+    net = space.build_supernet(C=2, N=1, num_classes=3, in_channels=1)
+    assert net.arch_params.shape == (len(space.edges), len(space.ops))
+    g = space.parse(EXAMPLE)
+    assert space.build_network(g.to_string(), 3, C=2, N=1, in_channels=1)(
+        torch.randn(2, 1, 8, 8)).shape == (2, 3)
