@@ -151,6 +151,8 @@ def correlate(out: Path = OUT, resume: bool = RESUME,
               measure_samples: int = typer.Option(256),
               measure_iterations: int = typer.Option(15, help="Power iterations (lambda_max, s)."),
               measure_probes: int = typer.Option(10, help="Hutchinson probes for tr H."),
+              min_train_acc: float = typer.Option(0.99, help="Training accuracy of the "
+                                                  "'converged' subset also tabulated."),
               seed: int = typer.Option(0)):
     """Grid of digits trainings; Kendall tau (plain, granulated) of each measure vs the gap."""
     from genlab.core.report import markdown_table
@@ -162,10 +164,14 @@ def correlate(out: Path = OUT, resume: bool = RESUME,
                           optimizers=_names(optimizers), epochs=epochs,
                           measure_samples=measure_samples,
                           measure_iterations=measure_iterations, measure_probes=measure_probes,
-                          seed=seed)
+                          min_train_acc=min_train_acc, seed=seed)
     summary = run_correlate(cfg, out, resume=resume)
     for gap, rows in summary["tau"].items():
         typer.echo(f"Kendall tau against {gap} ({summary['trainings']} trainings)")
+        typer.echo(markdown_table(rows, ["measure", "tau", "granulated"]))
+    for gap, rows in summary["tau_converged"].items():
+        typer.echo(f"Kendall tau against {gap}, {summary['converged']} converged trainings "
+                   f"(train accuracy >= {cfg.min_train_acc})")
         typer.echo(markdown_table(rows, ["measure", "tau", "granulated"]))
     typer.echo(f"outputs: {out}")
 

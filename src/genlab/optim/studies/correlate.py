@@ -7,7 +7,9 @@ one architecture for a fixed number of epochs; for each model we record the gaps
 its training set. The table gives, per measure, the plain Kendall tau over all models and
 the granulated tau (mean over hyper-parameters of the tau within groups where only that
 hyper-parameter varies). Unlike Jiang et al. the models are not trained to a common
-training loss, which leaves the optimisation state as a confounder: read taus accordingly.
+training loss, which leaves the optimisation state as a confounder; the tables are also
+given over the "converged" models only (training accuracy >= ``min_train_acc``), a
+stand-in for Jiang et al.'s common stopping criterion.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class CorrelateConfig:
     curvature_samples: int = 64
     measure_iterations: int = 15
     measure_probes: int = 10
+    min_train_acc: float = 0.99  # the "converged" subset (a stand-in for a common train loss)
 
     def validate(self) -> None:
         require_choice("arch", self.arch, ARCHS)
@@ -82,11 +85,15 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
     if not finished:
         raise DivergedError("every training of the grid diverged; lower the learning rates")
     tables = {gap: tau_table(finished, TAU_MEASURES, gap, varying) for gap in GAPS}
+    converged = [r for r in finished if r["train_acc"] >= cfg.min_train_acc]
+    tables_converged = ({gap: tau_table(converged, TAU_MEASURES, gap, varying) for gap in GAPS}
+                        if len(converged) >= 2 else {})
     for gap in GAPS:
         _scatter(run, finished, gap)
     summary = {"arch": cfg.arch, "trainings": len(records),
                "diverged": len(records) - len(finished), "hyperparameters": varying,
-               "tau": tables, "records": records}
+               "tau": tables, "converged": len(converged), "tau_converged": tables_converged,
+               "records": records}
     run.write_summary(summary)
     return summary
 
