@@ -114,9 +114,15 @@ def sparse(out: Path = OUT, resume: bool = RESUME,
                                                     if o.strip()],
                        seeds=seeds, seed=seed)
     summary = run_sparse(cfg, out, resume=resume)
-    typer.echo(markdown_table(summary["table"], ["optimizer", "train_loss", "test_loss",
-                                                 "beta_l1", "support_size",
-                                                 "support_recovered"], digits=4))
+    rows = []
+    for r in summary["table"]:
+        row = {"optimizer": r["optimizer"]}
+        for key, digits in (("train_loss", 4), ("test_loss", 4), ("beta_l1", 2),
+                            ("support_size", 1)):
+            row[key] = f"{r[key]:.{digits}f} ± {r[key + '_std']:.{digits}f}"
+        row["support_recovered"] = f"{r['support_recovered']:.0%}"
+        rows.append(row)
+    typer.echo(markdown_table(rows))
     typer.echo(f"outputs: {out}")
 
 
