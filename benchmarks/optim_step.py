@@ -4,9 +4,13 @@ Models: a small CNN (conv-BN-ReLU-pool x2, 1x8x8 input, digits-sized) and an MLP
 (64-128-10), batch 64, random inputs with a fixed seed. Every optimiser gets its
 own copy of the same initial model. Steps are interleaved (in a new random
 order every round) so CPU contention hits all alike; the figure is the median over
-rounds after warm-up. The per-sample optimisers (COV, SAMGCM) take 10-400x an
-SGD step and disturb the timing of whatever runs right after them, so they are
-interleaved in a second group with their own SGD reference. SAMGCM runs with the
+rounds after warm-up, in wall-clock time and in CPU time of the calling thread
+(the latter is far less sensitive to other processes on a shared machine). A
+third table pits SAM against SGD alone and against ``TextbookSAM``, the common
+per-parameter SAM loop, as a reference for the wrapper's overhead. The
+per-sample optimisers (COV, SAMGCM) take 10-400x an SGD step and disturb the
+timing of whatever runs right after them, so they are interleaved in a second
+group with their own SGD reference. SAMGCM runs with the
 Woodbury solver and, where d <= 2500, also with the dense d x d solver.
 
 A second part measures SAMGCM on the paper's sparse-regression setup (n=100,
@@ -14,8 +18,8 @@ d=150, diagonal net beta = u * v, batch 10, rho 5e-4, xi 1e-6): the Euclidean
 length of its perturbation (vs SAM's rho = 0.3) and the time of one direction
 solve, Woodbury vs dense (d = 300).
 
-    python benchmarks/optim_step.py --out runs/bench            # ~5 min on 1 core
-    python benchmarks/optim_step.py --out runs/bench --quick    # ~30 s
+    python benchmarks/optim_step.py --out runs/bench            # ~3 min on 1 core
+    python benchmarks/optim_step.py --out runs/bench --quick    # ~40 s
 
 Writes DIR/optim_step.json and prints Markdown tables.
 """
@@ -51,6 +55,36 @@ SETTINGS = [  # (label, registry name, extra keyword arguments)
 ]
 
 
+class TextbookSAM(torch.optim.Optimizer):
+    """Reference only: the common per-parameter SAM loop (e_w kept per parameter, w -= e_w)."""
+
+    def __init__(self, params, rho: float = 0.05, **kw):
+        super().__init__(params, dict(rho=rho, **kw))
+        self.base = torch.optim.SGD(self.param_groups, **kw)
+        self.param_groups = self.base.param_groups
+
+    @torch.no_grad()
+    def step(self, closure):
+        closure = torch.enable_grad()(closure)
+        loss = closure()
+        norm = torch.norm(torch.stack([p.grad.norm(2) for g in self.param_groups
+                                       for p in g["params"] if p.grad is not None]))
+        for group in self.param_groups:
+            scale = group["rho"] / (norm + 1e-12)
+            for p in group["params"]:
+                if p.grad is not None:
+                    self.state[p]["e_w"] = p.grad * scale
+                    p.add_(self.state[p]["e_w"])
+        self.zero_grad()
+        closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if "e_w" in self.state[p]:
+                    p.sub_(self.state[p]["e_w"])
+        self.base.step()
+        return loss
+
+
 def small_cnn() -> nn.Module:
     return nn.Sequential(
         nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
@@ -76,14 +110,18 @@ def make_closure(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor):
     return closure
 
 
-def time_model(label: str, model: nn.Module, rounds: int, warmup: int, batch: int) -> dict:
-    """Median ms per step of each optimiser on copies of ``model``; ratios to SGD."""
+def time_model(label: str, model: nn.Module, rounds: tuple[int, int], warmup: int,
+               batch: int) -> dict:
+    """Median ms per step of each optimiser on copies of ``model``; ratios to SGD.
+
+    ``rounds`` = (rounds of the cheap group, rounds of the per-sample group).
+    """
     d = sum(p.numel() for p in model.parameters())
     rows = []
-    for per_sample in (False, True):
+    for per_sample, n_rounds in zip((False, True), rounds, strict=True):
         group = [s for s in SETTINGS if s[1] == "sgd" or (s[1] in PER_SAMPLE_CLOSURE) == per_sample]
         group = [s for s in group if not (s[2].get("solver") == "dense" and d > DENSE_MAX_DIM)]
-        rows.extend(r for r in time_group(group, model, rounds, warmup, batch)
+        rows.extend(r for r in time_group(group, model, n_rounds, warmup, batch)
                     if not (per_sample and r["optimizer"] == "SGD"))
     return {"model": label, "params": d, "batch": batch, "rounds": rounds, "rows": rows}
 
@@ -103,20 +141,44 @@ def time_group(settings: list, model: nn.Module, rounds: int, warmup: int, batch
             kw["model"] = net
         runners.append((name_label, make_optimizer(name, net.parameters(), **kw),
                         make_closure(name, net, x, y)))
-    times = {lbl: [] for lbl, _, _ in runners}
+    return interleave(runners, rounds, warmup)
+
+
+def interleave(runners: list, rounds: int, warmup: int) -> list:
+    """Run (label, optimizer, closure) steps in a fresh random order each round; median
+    wall-clock and thread-CPU ms per label, ratios to the label "SGD"."""
+    wall = {lbl: [] for lbl, _, _ in runners}
+    cpu = {lbl: [] for lbl, _, _ in runners}
     order = random.Random(0)
+    runners = list(runners)
     for r in range(warmup + rounds):
         order.shuffle(runners)          # no optimiser always follows the same one
         for lbl, opt, closure in runners:
-            t0 = time.perf_counter()
+            w0, c0 = time.perf_counter(), time.thread_time()
             opt.step(closure)
-            elapsed = time.perf_counter() - t0
             if r >= warmup:
-                times[lbl].append(elapsed)
-    sgd = statistics.median(times["SGD"])
-    return [{"optimizer": lbl, "median_ms": 1e3 * statistics.median(ts),
-             "ratio_to_sgd": statistics.median(ts) / sgd, "sgd_ms_in_group": 1e3 * sgd}
-            for lbl, ts in times.items()]
+                cpu[lbl].append(time.thread_time() - c0)
+                wall[lbl].append(time.perf_counter() - w0)
+    sgd_wall, sgd_cpu = statistics.median(wall["SGD"]), statistics.median(cpu["SGD"])
+    return [{"optimizer": lbl, "median_ms": 1e3 * statistics.median(wall[lbl]),
+             "ratio_to_sgd": statistics.median(wall[lbl]) / sgd_wall,
+             "cpu_ms": 1e3 * statistics.median(cpu[lbl]),
+             "cpu_ratio_to_sgd": statistics.median(cpu[lbl]) / sgd_cpu}
+            for lbl in wall]
+
+
+def sam_against_textbook(model: nn.Module, rounds: int, warmup: int) -> list:
+    """SGD, genlab's SAM and TextbookSAM interleaved on copies of ``model`` (batch 64)."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 1, 8, 8, generator=gen)
+    y = torch.randint(0, 10, (64,), generator=gen)
+    nets = [copy.deepcopy(model) for _ in range(3)]
+    opts = [make_optimizer("sgd", nets[0].parameters(), lr=0.01, momentum=0.9),
+            make_optimizer("sam", nets[1].parameters(), lr=0.01, momentum=0.9, model=nets[1]),
+            TextbookSAM(nets[2].parameters(), lr=0.01, momentum=0.9)]
+    runners = [(lbl, opt, make_closure("sam", net, x, y)) for lbl, opt, net in
+               zip(("SGD", "SAM", "textbook SAM"), opts, nets, strict=True)]
+    return interleave(runners, rounds, warmup)
 
 
 def sparse_regression_perturbation(steps: int, seed: int = 0) -> dict:
@@ -161,14 +223,22 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    rounds, warmup = (10, 3) if args.quick else (30, 5)
+    rounds, warmup = ((12, 4), 3) if args.quick else ((60, 12), 5)
     results = {"quick": args.quick, "threads": args.threads, "models": []}
+    paired = []
     for label, builder in (("cnn 1x8x8", small_cnn), ("mlp 64-128-10", mlp)):
         torch.manual_seed(0)
         res = time_model(label, builder(), rounds, warmup, batch=64)
         results["models"].append(res)
-        print(f"\n{label} ({res['params']} parameters, batch 64, median of {rounds} rounds)")
+        print(f"\n{label} ({res['params']} parameters, batch 64, median of {rounds[0]} rounds, "
+              f"{rounds[1]} for COV/SAMGCM)")
         print(markdown_table(res["rows"], digits=2))
+        torch.manual_seed(0)
+        for row in sam_against_textbook(builder(), 5 * rounds[0], warmup):
+            paired.append({"model": label, **row})
+    results["sam_vs_sgd_paired"] = paired
+    print(f"SGD, SAM and a textbook SAM loop alone ({5 * rounds[0]} rounds)")
+    print(markdown_table(paired, digits=2))
     sparse = sparse_regression_perturbation(steps=20 if args.quick else 200)
     results["samgcm_sparse_regression"] = sparse
     print("SAMGCM on sparse regression (d=300 parameters, batch 10, rho 5e-4, xi 1e-6)")

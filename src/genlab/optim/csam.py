@@ -82,7 +82,7 @@ class _CSAMBase(PerturbedOptimizer):
                 v.append(d - m)
         self._perturb(params, self._direction(params, v))
         self._run_closure(closure, perturbed=True, sync=True)
-        self.second_step()
+        self._second_step()
         return loss
 
     def _rho2_scaled(self, params: list[torch.Tensor], directions: list[torch.Tensor],

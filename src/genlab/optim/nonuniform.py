@@ -205,5 +205,5 @@ class SAMGCM(PerturbedOptimizer):
         with torch.enable_grad():
             perturbed = _check_losses(self._run_closure(closure, perturbed=True), "SAMGCM")
             perturbed.mean().backward()
-        self.second_step()
+        self._second_step()
         return losses.mean().detach()

@@ -147,12 +147,18 @@ class PerturbedOptimizer(torch.optim.Optimizer):
     @torch.no_grad()
     def second_step(self, zero_grad: bool = False) -> None:
         """Restore the weights, clip the (perturbed-point) gradient, let the base optimiser step."""
-        self.restore()
+        self._second_step()
+        if zero_grad:
+            self._drop_grads()
+
+    def _second_step(self) -> None:
+        """second_step without its no_grad wrapper (callers hold no_grad)."""
+        if self._perturbed:
+            torch._foreach_copy_(self._perturbed, [self._backup[p] for p in self._perturbed])
+            self._perturbed = []
         if self.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(params_with_grad(self.param_groups), self.max_grad_norm)
         self._base_step()
-        if zero_grad:
-            self._drop_grads()
 
     def _base_step(self) -> None:
         """The base optimiser's step, without torch's profiling wrapper when no hooks are set.

@@ -45,41 +45,41 @@ class SAM(PerturbedOptimizer):
         super().__init__(params, base_optimizer, own, base_kwargs, model=model,
                          max_grad_norm=max_grad_norm)
 
-    @staticmethod
-    def _scaled(group: dict, params: list[torch.Tensor]) -> list[torch.Tensor | None]:
-        """T_w per parameter: |w| where ASAM scales it, None where T_w = 1."""
-        if not group["adaptive"]:
-            return [None] * len(params)
-        include_1d = group["adaptive_include_1d"]
-        return [p.abs() if (p.ndim > 1 or include_1d) else None for p in params]
-
     @torch.no_grad()
     def first_step(self, zero_grad: bool = False) -> None:
         """Move the weights to w + e (e from the current gradients) and remember w."""
-        per_group, scaled_grads = [], []
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            grads = [p.grad for p in params]
-            ts = self._scaled(group, params)
-            if group["adaptive"]:
-                grads = [g if t is None else g * t for g, t in zip(grads, ts, strict=True)]
-            per_group.append((group, params, ts, grads))
-            scaled_grads.extend(grads)
-        norm = float(global_norm(scaled_grads))      # one host sync per step
-        all_params, all_eps = [], []
-        if math.isfinite(norm):                      # AMP overflow: no perturbation this step
-            for group, params, ts, tg in per_group:
-                scale = finite_scale(group["rho"], norm)
-                if group["adaptive"]:
-                    eps = [g * scale if t is None else g * t * scale
-                           for g, t in zip(tg, ts, strict=True)]
-                else:
-                    eps = torch._foreach_mul(tg, scale) if tg else []
-                all_params.extend(params)
-                all_eps.extend(eps)
-        self._perturb(all_params, all_eps)
+        self._first_step()
         if zero_grad:
             self._drop_grads()
+
+    def _first_step(self) -> None:
+        # per group: (group, plain params, their grads, scaled params, |w|, |w| * grad)
+        per_group, norm_terms = [], []
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if group["adaptive"]:
+                include_1d = group["adaptive_include_1d"]
+                scaled = [p for p in params if p.ndim > 1 or include_1d]
+                plain = [p for p in params if not (p.ndim > 1 or include_1d)]
+            else:
+                scaled, plain = [], params
+            plain_grads = [p.grad for p in plain]
+            ts = torch._foreach_abs(scaled) if scaled else []
+            tg = torch._foreach_mul([p.grad for p in scaled], ts) if scaled else []
+            per_group.append((group, plain, plain_grads, scaled, ts, tg))
+            norm_terms += plain_grads + list(tg)
+        norm = float(global_norm(norm_terms))        # one host sync per step
+        if not math.isfinite(norm):                  # AMP overflow: no perturbation this step
+            self._save([])
+            return
+        self._save([p for entry in per_group for p in entry[1] + entry[3]])
+        for group, plain, plain_grads, scaled, ts, tg in per_group:
+            scale = finite_scale(group["rho"], norm)
+            if plain:                                # SAM part: w += scale * g
+                torch._foreach_add_(plain, plain_grads, alpha=scale)
+            if scaled:                               # ASAM part: w += scale * |w|^2 g
+                torch._foreach_mul_(tg, ts)
+                torch._foreach_add_(scaled, tg, alpha=scale)
 
     @torch.no_grad()
     def step(self, closure: Callable | None = None):
@@ -89,10 +89,10 @@ class SAM(PerturbedOptimizer):
         ``second_step()``: restore the weights and let the base optimiser step.
         """
         if closure is None:
-            self.second_step()
+            self._second_step()
             return None
         loss = self._run_closure(closure, perturbed=False, sync=False)
-        self.first_step()
+        self._first_step()
         self._run_closure(closure, perturbed=True, sync=True)
-        self.second_step()
+        self._second_step()
         return loss
