@@ -14,6 +14,22 @@ OUT = typer.Option(..., "--out", help="Run folder to write (config.json, metrics
 RESUME = typer.Option(False, "--resume", help="Continue the run already in --out.")
 
 
+def _print_trained(summary: dict, out: Path) -> None:
+    """Scores and gaps on one line, then the measures as a table."""
+    from genlab.core.report import markdown_table
+    from genlab.optim.measures import MEASURE_NAMES
+
+    typer.echo(" ".join(f"{k}={summary[k]:.4f}" for k in ("train_loss", "train_acc",
+                                                         "test_loss", "test_acc", "gap_loss",
+                                                         "gap_acc")))
+    m = summary.get("measures")
+    if m:
+        typer.echo(f"measures on {m['n_samples']} training samples (BatchNorm: {m['bn_mode']})")
+        typer.echo(markdown_table([{"measure": k, "value": m[k]} for k in MEASURE_NAMES],
+                                  digits=5))
+    typer.echo(f"outputs: {out}")
+
+
 def _print_summary(summary: dict, out: Path, keys: list[str] | None = None) -> None:
     shown = {k: summary[k] for k in keys} if keys else summary
     typer.echo(json.dumps(shown, indent=2, default=str))
@@ -67,7 +83,7 @@ def train(out: Path = OUT, resume: bool = RESUME,
                       measure_iterations=measure_iterations, measure_probes=measure_probes,
                       seed=seed, device=device)
     summary = train_digits(cfg, out, resume=resume)
-    _print_summary(summary, out)
+    _print_trained(summary, out)
 
 
 @app.command()
@@ -89,7 +105,7 @@ def measure(checkpoint: Path = typer.Argument(..., help="checkpoint.pt of an `op
     mcfg = MeasureConfig(n_samples=samples, power_iterations=iterations, trace_probes=probes,
                          bn_mode=bn_mode, seed=seed)
     summary = measure_checkpoint(checkpoint, out, config=config, measure=mcfg, resume=resume)
-    _print_summary(summary, out)
+    _print_trained(summary, out)
 
 
 @app.command()
