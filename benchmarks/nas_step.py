@@ -226,12 +226,13 @@ def make_models(cfg, impl, seed=0):
 IMPLS = ("ours", "ours_nchw", "reference")
 
 
-def worker_time(cfg, steps, warmup):
+def worker_time(cfg, steps, warmup, impls=IMPLS):
     """Interleaved timing of ours, ours without channels_last, and the reference."""
     ours, ref = make_pair(cfg)
     data = make_batches(cfg)
     diff = max_differences(ours, ref, data[2][:16], data[3][:16])
-    runners = {impl: Bilevel(make_models(cfg, impl)) for impl in IMPLS}
+    del ours, ref
+    runners = {impl: Bilevel(make_models(cfg, impl)) for impl in impls}
     times = {k: [] for k in runners}
     for s in range(warmup + steps):
         for name, r in runners.items():
@@ -262,13 +263,16 @@ def run_worker(args):
     if args.memory:
         res = worker_memory(cfg, args.memory)
     else:
-        res = worker_time(cfg, args.steps, args.warmup)
+        impls = tuple(i for i in IMPLS if not (args.no_nchw and i == "ours_nchw"))
+        res = worker_time(cfg, args.steps, args.warmup, impls)
     print(json.dumps(res))
 
 
 def spawn(cfg, args, extra):
     cmd = [sys.executable, __file__, "--worker", json.dumps(cfg), "--threads", str(args.threads),
            "--steps", str(args.steps), "--warmup", str(args.warmup), *extra]
+    if args.no_nchw:
+        cmd.append("--no-nchw")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -287,6 +291,8 @@ def main():
     p.add_argument("--steps", type=int, default=5, help="timed steps per implementation")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--no-memory", action="store_true", help="skip the peak-RSS subprocesses")
+    p.add_argument("--only", default="", help="run only configs whose name contains this")
+    p.add_argument("--no-nchw", action="store_true", help="do not time ours without channels_last")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--memory", choices=IMPLS, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -295,21 +301,24 @@ def main():
     if args.out is None:
         p.error("--out DIR is required")
     configs = ([FULL[0], DIGITS[0], DIGITS[3]] if args.quick else FULL + DIGITS)
+    configs = [c for c in configs if args.only in c["name"]]
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for cfg in configs:
         res = {"config": cfg, **spawn(cfg, args, [])}
         res["ratio"] = res["ms"]["ours"] / res["ms"]["reference"]
-        res["ratio_nchw"] = res["ms"]["ours_nchw"] / res["ms"]["reference"]
+        if "ours_nchw" in res["ms"]:
+            res["ratio_nchw"] = res["ms"]["ours_nchw"] / res["ms"]["reference"]
         if not args.no_memory:
             mem = {impl: spawn(cfg, args, ["--memory", impl])["peak_rss_delta_mib"]
                    for impl in ("ours", "reference")}
             res["peak_rss_delta_mib"] = mem
             res["memory_ratio"] = mem["ours"] / max(mem["reference"], 1e-9)
         results.append(res)
-        line = (f"{cfg['name']:>22}: ours {res['ms']['ours']:7.1f} ms (NCHW "
-                f"{res['ms']['ours_nchw']:7.1f})  reference {res['ms']['reference']:7.1f} ms  "
-                f"ratio {res['ratio']:.2f} ({res['ratio_nchw']:.2f})")
+        nchw = (f" (NCHW {res['ms']['ours_nchw']:7.1f} ms, ratio {res['ratio_nchw']:.2f})"
+                if "ratio_nchw" in res else "")
+        line = (f"{cfg['name']:>22}: ours {res['ms']['ours']:7.1f} ms  reference "
+                f"{res['ms']['reference']:7.1f} ms  ratio {res['ratio']:.2f}{nchw}")
         if "peak_rss_delta_mib" in res:
             line += (f"  peak RSS +{mem['ours']:.0f} / +{mem['reference']:.0f} MiB")
         eq = res["equality"]
@@ -318,9 +327,10 @@ def main():
         print(line, flush=True)
     meta = {"threads": args.threads, "steps": args.steps, "warmup": args.warmup,
             "torch": torch.__version__, "command": " ".join(sys.argv)}
-    (args.out / "nas_step.json").write_text(json.dumps({"meta": meta, "results": results},
+    name = "nas_step.json" if not args.only else f"nas_step_{args.only.replace(' ', '_')}.json"
+    (args.out / name).write_text(json.dumps({"meta": meta, "results": results},
                                                        indent=1))
-    print(f"wrote {args.out / 'nas_step.json'}")
+    print(f"wrote {args.out / name}")
 
 
 if __name__ == "__main__":

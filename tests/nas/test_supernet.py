@@ -27,7 +27,7 @@ def bench():
     return _bench()
 
 
-def _pair(bench, ops=NB201_OPS, C=4, N=1, in_channels=3, seed=0, channels_last=True):
+def _pair(bench, ops=NB201_OPS, C=4, N=2, in_channels=3, seed=0, channels_last=True):
     torch.manual_seed(seed)
     ref = bench.ReferenceSuperNet(C=C, N=N, num_classes=7, in_channels=in_channels, ops=ops)
     ours = NB201SuperNet(C=C, N=N, num_classes=7, in_channels=in_channels, ops=ops,

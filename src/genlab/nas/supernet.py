@@ -36,6 +36,8 @@ def edge_index(target: int, source: int) -> int:
 
 def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """sum(a * b) without materialising the product when both share a dense layout."""
+    if torch.is_grad_enabled():  # differentiated again (create_graph), maybe under vmap
+        return (a * b).sum()
     if a.shape == b.shape and a.stride() == b.stride():
         if a.is_contiguous():
             return torch.dot(a.reshape(-1), b.reshape(-1))
@@ -86,7 +88,9 @@ class NodeSum(torch.autograd.Function):
             g_w = _dot(g, t) if need_w else None
             g_t = None
             if need_t:
-                g_t = g * w if sc is None else g.mul_(w)
+                # out of place when the backward itself is differentiated (create_graph)
+                in_place = sc is not None and not torch.is_grad_enabled()
+                g_t = g.mul_(w) if in_place else g * w
             grads += [g_t, g_w]
         return (None, None, *grads)
 
@@ -130,6 +134,21 @@ class SearchCell(nn.Module):
         c = self.channels
         return self.convs[f"{op}_from{source}"][slot * c:(slot + 1) * c]
 
+    def prepare(self, weights: torch.Tensor) -> dict:
+        """Per-forward views of the (6, K) weights: BN scales per source node, scalars per edge.
+
+        Cells with the same channel count can share one result (the supernet does), which saves
+        many tiny ops and autograd nodes per step.
+        """
+        c = self.channels
+        scales = {}
+        for j in range(NB201_NODES):
+            rows = getattr(self, f"rows_from{j}")
+            for name in CONV_KERNELS:
+                if name in self.col:
+                    scales[name, j] = weights[rows, self.col[name]].repeat_interleave(c)
+        return {"scales": scales, "scalars": weights.reshape(-1).unbind(), "k": weights.shape[1]}
+
     def _conv_bn(self, r: torch.Tensor, name: str, j: int, scale: torch.Tensor) -> torch.Tensor:
         """Stacked conv of node j for all its out-edges, then BN scaled per edge by ``scale``."""
         key = f"{name}_from{j}"
@@ -138,8 +157,7 @@ class SearchCell(nn.Module):
         use_batch = self.training or not self.track_running_stats
         mean = getattr(self, f"{key}_mean") if self.track_running_stats else None
         var = getattr(self, f"{key}_var") if self.track_running_stats else None
-        weight = scale.repeat_interleave(self.channels)
-        return F.batch_norm(y, mean, var, weight, None, use_batch, self.bn_momentum, self.bn_eps)
+        return F.batch_norm(y, mean, var, scale, None, use_batch, self.bn_momentum, self.bn_eps)
 
     def _pool_sums(self, h: torch.Tensor) -> torch.Tensor:
         """3x3 window sums at stride 1 (zero padding), as a depthwise conv: faster than pooling."""
@@ -151,19 +169,27 @@ class SearchCell(nn.Module):
         ones = h.new_ones(1, 1, *h.shape[-2:])
         return 1.0 / (9.0 * F.avg_pool2d(ones, 3, 1, 1, count_include_pad=True))
 
-    def forward(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, weights: torch.Tensor,
+                prepared: dict | None = None) -> torch.Tensor:
+        """Cell output; ``prepared`` = self.prepare(weights), shareable by same-width cells."""
+        if prepared is None:
+            prepared = self.prepare(weights)
+        bn_scales, scalars, k = prepared["scales"], prepared["scalars"], prepared["k"]
         c = self.channels
         col = self.col
         conv_names = [n for n in CONV_KERNELS if n in col]
         pool = "avg_pool_3x3" in col
-        inv_counts = self._inverse_counts(x) if pool else None
+        inv_counts = None
+        if pool:
+            if "inv_counts" not in prepared or prepared["inv_counts"].shape[-2:] != x.shape[-2:]:
+                prepared["inv_counts"] = self._inverse_counts(x)
+            inv_counts = prepared["inv_counts"]
         nodes = [x]
         sources = []  # per source node: (per conv op: outputs of its out-edges), window sums
         for i in range(1, NB201_NODES + 1):
             h = nodes[i - 1]
-            rows = getattr(self, f"rows_from{i - 1}")
             r = F.relu(h) if conv_names else None
-            convs = [self._conv_bn(r, n, i - 1, weights[rows, col[n]]).split(c, dim=1)
+            convs = [self._conv_bn(r, n, i - 1, bn_scales[n, i - 1]).split(c, dim=1)
                      for n in conv_names]
             sums = self._pool_sums(h) if pool else None
             sources.append((convs, sums))
@@ -174,10 +200,10 @@ class SearchCell(nn.Module):
                 convs_j, sums_j = sources[j]
                 plain.extend(parts[slot] for parts in convs_j)
                 if "skip_connect" in col:
-                    weighted += [nodes[j], weights[e, col["skip_connect"]]]
+                    weighted += [nodes[j], scalars[e * k + col["skip_connect"]]]
                     scales.append(None)
                 if pool:
-                    weighted += [sums_j, weights[e, col["avg_pool_3x3"]]]
+                    weighted += [sums_j, scalars[e * k + col["avg_pool_3x3"]]]
                     scales.append(inv_counts)
             if plain or weighted:
                 acc = NodeSum.apply(len(plain), tuple(scales), *plain, *weighted)
@@ -242,9 +268,12 @@ class NB201SuperNet(nn.Module):
         if self.channels_last:  # after the stem: a 1-channel input is already "channels last"
             h = h.contiguous(memory_format=torch.channels_last)
         pairs = []
+        prepared = {}  # per channel count: weights laid out for the cells of that width
         for cell in self.cells:
             if isinstance(cell, SearchCell):
-                out = cell(h, weights)
+                if cell.channels not in prepared:
+                    prepared[cell.channels] = cell.prepare(weights)
+                out = cell(h, weights, prepared[cell.channels])
                 if return_cells:
                     pairs.append((h, out))
                 h = out
