@@ -81,7 +81,7 @@ class ResNetBackbone(nn.Module):
         self.out_dim = widths[-1]
 
     def forward(self, x: torch.Tensor, return_stages: bool = False):
-        h = self.stem(x - 0.5)
+        h = self.stem(x.contiguous() - 0.5)  # NCHW: see protocol._to_tensor_images
         maps = []
         for stage in self.stages:
             h = stage(h)

@@ -77,7 +77,7 @@ def to_input(image_rgb: np.ndarray, size) -> torch.Tensor:
 
     h, w = int(size[0]), int(size[1])
     resized = cv2.resize(image_rgb, (w, h), interpolation=cv2.INTER_AREA)
-    return torch.from_numpy(resized).permute(2, 0, 1)[None].float() / 255.0
+    return torch.from_numpy(resized).permute(2, 0, 1)[None].contiguous().float() / 255.0
 
 
 @torch.no_grad()

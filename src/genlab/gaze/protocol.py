@@ -48,8 +48,10 @@ def task_domains(task: str) -> tuple[str, str]:
 
 
 def _to_tensor_images(images: np.ndarray) -> torch.Tensor:
-    """(N,H,W,3) uint8 RGB -> (N,3,H,W) float in [0, 1]."""
-    return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float() / 255.0
+    """(N,H,W,3) uint8 RGB -> (N,3,H,W) float in [0, 1], NCHW-contiguous."""
+    # .contiguous(): a permuted tensor keeps NHWC strides, which sends convolutions down
+    # torch's channels-last CPU path (heap corruption seen there with 2 threads).
+    return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).contiguous() / 255.0
 
 
 def synthetic_set(
