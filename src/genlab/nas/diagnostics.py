@@ -2,15 +2,17 @@
 
 - softmax weights per edge and the mean edge entropy (max log K: log 5 = 1.609 on NB201);
 - the count of parameter-free ops (skip, pools, none) in the current argmax cell;
-- the dominant eigenvalue of the exact Hessian of L_val w.r.t. alpha (RobustDARTS,
-  Zela et al. 2020): alpha has |E| x K = 30 entries on NB201, so the Hessian is
-  formed exactly, one Hessian-vector product per entry;
+- the dominant eigenvalue of the Hessian of L_val w.r.t. alpha (RobustDARTS,
+  Zela et al. 2020): alpha has |E| x K = 30 entries on NB201, so the whole Hessian is
+  formed exactly by double backward (one batched pass for all rows);
 - the information-bottleneck plane: the compression estimate (batch entropy of the
   cell outputs, Peer et al. 2022, averaged over cells) against the prediction term
   (validation cross-entropy), one point per epoch.
 """
 
 from __future__ import annotations
+
+import copy
 
 import torch
 import torch.nn.functional as F
@@ -26,18 +28,17 @@ def mean_entropy(arch_params: torch.Tensor) -> float:
 def alpha_hessian(net, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Exact Hessian of the cross-entropy on (x, y) w.r.t. the flattened arch parameters.
 
-    The gradient is taken with create_graph, then all |E| x K Hessian rows come from one
-    batched (vmapped) backward pass against the identity.
+    Double backward: the gradient is taken with create_graph, then all |E| x K rows come
+    from one batched (vmapped) backward pass against the identity. It runs on a copy of
+    the network so the search's BatchNorm running statistics are left untouched.
     """
-    alpha = net.arch_params
-    was_training = net.training
-    net.train()  # search-time behaviour: BatchNorm with batch statistics
-    loss = F.cross_entropy(net(x), y)
+    twin = copy.deepcopy(net).train()
+    alpha = twin.arch_params
+    loss = F.cross_entropy(twin(x), y)
     (grad,) = torch.autograd.grad(loss, alpha, create_graph=True)
     eye = torch.eye(alpha.numel(), dtype=alpha.dtype, device=alpha.device)
     (rows,) = torch.autograd.grad(grad, alpha, grad_outputs=eye.reshape(-1, *alpha.shape),
                                   is_grads_batched=True)
-    net.train(was_training)
     hess = rows.reshape(alpha.numel(), alpha.numel()).detach()
     return 0.5 * (hess + hess.T)
 

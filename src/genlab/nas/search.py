@@ -57,8 +57,8 @@ class SearchConfig:
     arch_weight_decay: float = 0.0
     grad_clip: float = 5.0
     augment: bool = True
-    diag_batch: int = 128
-    hessian_points: int = 8  # Hessian eigenvalue this many times over the run (0: never)
+    diag_batch: int = 64
+    hessian_points: int = 6  # Hessian eigenvalue this many times over the run (0: never)
     nb201_table: str | None = None
 
     def validate(self) -> None:

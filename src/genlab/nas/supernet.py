@@ -36,12 +36,16 @@ def edge_index(target: int, source: int) -> int:
 
 def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """sum(a * b) without materialising the product when both share a dense layout."""
-    if torch.is_grad_enabled():  # differentiated again (create_graph), maybe under vmap
+    if torch.is_grad_enabled():  # the backward is itself differentiated (create_graph)
         return (a * b).sum()
     if a.shape == b.shape and a.stride() == b.stride():
         if a.is_contiguous():
             return torch.dot(a.reshape(-1), b.reshape(-1))
-        if a.dim() == 4 and a.is_contiguous(memory_format=torch.channels_last):
+        try:  # layout queries other than the default are not implemented under vmap
+            channels_last = a.dim() == 4 and a.is_contiguous(memory_format=torch.channels_last)
+        except RuntimeError:
+            channels_last = False
+        if channels_last:
             return torch.dot(a.permute(0, 2, 3, 1).reshape(-1), b.permute(0, 2, 3, 1).reshape(-1))
     return (a * b).sum()
 
