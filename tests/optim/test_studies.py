@@ -19,6 +19,15 @@ def test_toy_sgd_escapes_gd_stays():
     assert gd["final_x"] == pytest.approx(1.0, abs=1e-9)
 
 
+def test_toy_cov_threshold_matches_linear_stability():
+    # COV adds 1.62 lam to the curvature at x = 1: unstable for lr 0.6 iff lam > 0.823
+    below = toy.describe(toy.cov_trajectory(toy.ToyConfig(cov_lam=0.7, iterations=300)),
+                         toy.ToyConfig())
+    above = toy.describe(toy.cov_trajectory(toy.ToyConfig(cov_lam=1.0, iterations=300)),
+                         toy.ToyConfig())
+    assert below["left_at"] is None and above["escaped"]
+
+
 def test_toy_quantities_hand_computed():
     # at x = 1: f1' = 0.2 (x-1), f2' = 3.8 (x-1); curvatures 0.2 and 3.8; s = 1.8
     assert toy.sample_grads(1.1) == pytest.approx((0.02, 0.38))

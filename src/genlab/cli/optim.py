@@ -42,14 +42,17 @@ def toy(out: Path = OUT, resume: bool = RESUME,
         x0: float = typer.Option(1.0001, help="Start, next to the nonuniform minimum x = 1."),
         iterations: int = typer.Option(1000, help="Steps per run."),
         seeds: int = typer.Option(20, help="SGD runs (seeds seed..seed+seeds-1)."),
-        seed: int = typer.Option(0, help="First seed.")):
+        seed: int = typer.Option(0, help="First seed."),
+        cov_lam: float = typer.Option(1.0, help="Full-batch COV penalty weight (0: no COV "
+                                      "run); x = 1 is unstable for COV when lam > 0.823.")):
     """1-D two-minima toy: SGD escapes the minimum of high nonuniformity (x=1), GD stays."""
     from genlab.optim.studies.toy import ToyConfig, run_toy
 
-    cfg = ToyConfig(lr=lr, x0=x0, iterations=iterations, seeds=seeds, seed=seed)
+    cfg = ToyConfig(lr=lr, x0=x0, iterations=iterations, seeds=seeds, seed=seed,
+                    cov_lam=cov_lam)
     summary = run_toy(cfg, out, resume=resume)
     _print_summary(summary, out, ["sgd_escape_fraction", "sgd_median_leave_iteration",
-                                  "gd_escaped", "gd_final_x"])
+                                  "gd_escaped", "gd_final_x", "cov_left_at", "cov_final_x"])
 
 
 @app.command()

@@ -12,6 +12,13 @@ multiplies x - 1 by 1 - 0.6*0.2 = 0.88 or 1 - 0.6*3.8 = -1.28 with probability 1
 log-mean factor 0.5 ln(0.88 * 1.28) > 0, so x = 1 is unstable for SGD (Wu, Ma & E 2018) while
 GD multiplies by 1 - 0.6*2 = -0.2 and converges. At x = 0 both multiply by -0.2.
 
+COV on the toy (ours; the official script's COV settings are not known): full-batch COV,
+i.e. descent on f + (a lam / 2) tr Sigma_B with both samples in the batch and a = 1/b = 1/2
+(genlab.optim.COV without n_total). Near x = 1, tr Sigma = (1.8 (x - 1))^2, so the penalty
+adds lam * 3.24 / 2 = 1.62 lam to the curvature of the x = 1 minimum and nothing at x = 0:
+x = 1 becomes unstable for lr 0.6 when 0.6 (2 + 1.62 lam) > 2, i.e. lam > 0.823, and COV then
+leaves the nonuniform minimum deterministically.
+
 A run "leaves" x = 1 at the first iteration with |x - 1| > ``leave_radius`` and "escapes" when
 it ends within ``end_radius`` of x = 0 (definitions ours).
 """
@@ -39,6 +46,7 @@ class ToyConfig:
     leave_radius: float = 0.5
     end_radius: float = 1e-3
     seed: int = 0  # first seed; runs use seed, seed + 1, ...
+    cov_lam: float = 1.0  # full-batch COV penalty weight (0 disables the COV run)
 
     def validate(self) -> None:
         require_positive("lr", self.lr)
@@ -46,6 +54,7 @@ class ToyConfig:
         require_positive("seeds", self.seeds)
         require_positive("leave_radius", self.leave_radius)
         require_positive("end_radius", self.end_radius)
+        require_positive("cov_lam", self.cov_lam, allow_zero=True)
 
 
 def sample_grads(x: float) -> tuple[float, float]:
@@ -91,6 +100,26 @@ def trajectory(cfg: ToyConfig, *, stochastic: bool, seed: int = 0) -> np.ndarray
     return xs
 
 
+def cov_trajectory(cfg: ToyConfig) -> np.ndarray:
+    """x_0..x_T of full-batch COV (genlab.optim.COV, both samples per step; see module doc)."""
+    import torch
+
+    from genlab.optim import make_optimizer
+
+    x = torch.nn.Parameter(torch.tensor(cfg.x0, dtype=torch.float64))
+    opt = make_optimizer("cov", [x], lr=cfg.lr, lam=cfg.cov_lam)
+
+    def per_sample_losses():
+        return torch.stack([torch.minimum(x**2, c * (x - 1) ** 2) for c in (0.1, 1.9)])
+
+    xs = np.empty(cfg.iterations + 1)
+    xs[0] = cfg.x0
+    for t in range(cfg.iterations):
+        opt.step(per_sample_losses)
+        xs[t + 1] = float(x.detach())
+    return xs
+
+
 def describe(xs: np.ndarray, cfg: ToyConfig) -> dict:
     """Leave iteration, escape flag, final x and the trajectory-mean tr Sigma of one run."""
     far = np.flatnonzero(np.abs(xs - 1) > cfg.leave_radius)
@@ -123,6 +152,10 @@ def run_toy(cfg: ToyConfig, out: str | Path, *, resume: bool = False) -> dict:
     gd_xs = trajectory(cfg, stochastic=False)
     gd = describe(gd_xs, cfg)
     run.log({"optimizer": "gd", **gd})
+    cov_xs = cov_trajectory(cfg) if cfg.cov_lam > 0 else None
+    cov = describe(cov_xs, cfg) if cov_xs is not None else {}
+    if cov:
+        run.log({"optimizer": "cov", **cov})
     left = [r["left_at"] for r in sgd_runs if r["left_at"] is not None]
     summary = {
         "sgd_escape_fraction": sum(r["escaped"] for r in sgd_runs) / cfg.seeds,
@@ -134,16 +167,20 @@ def run_toy(cfg: ToyConfig, out: str | Path, *, resume: bool = False) -> dict:
         "gd_final_x": gd["final_x"],
         "sgd_mean_trace_sigma": float(np.mean([r["mean_trace_sigma"] for r in sgd_runs])),
         "gd_mean_trace_sigma": gd["mean_trace_sigma"],
+        "cov_left_at": cov.get("left_at"),
+        "cov_escaped": cov.get("escaped"),
+        "cov_final_x": cov.get("final_x"),
         "curvature_nonuniformity_x0": curvature_nonuniformity_at(0.0),
         "curvature_nonuniformity_x1": curvature_nonuniformity_at(1.0),
         "seeds": cfg.seeds,
     }
-    _plot(run, cfg, paths, gd_xs)
+    _plot(run, cfg, paths, gd_xs, cov_xs)
     run.write_summary(summary)
     return summary
 
 
-def _plot(run: RunDir, cfg: ToyConfig, paths: list[np.ndarray], gd_xs: np.ndarray) -> None:
+def _plot(run: RunDir, cfg: ToyConfig, paths: list[np.ndarray], gd_xs: np.ndarray,
+          cov_xs: np.ndarray | None) -> None:
     fig, axes = figure(ncols=2, width=5.0)
     ax = axes[0][0]
     grid = np.linspace(-0.6, 1.6, 400)
@@ -155,6 +192,8 @@ def _plot(run: RunDir, cfg: ToyConfig, paths: list[np.ndarray], gd_xs: np.ndarra
     for i, xs in enumerate(paths):
         ax.plot(xs, color="tab:blue", alpha=0.35, lw=0.8, label="SGD (seeds)" if i == 0 else None)
     ax.plot(gd_xs, color="tab:red", lw=1.5, label="GD")
+    if cov_xs is not None:
+        ax.plot(cov_xs, color="tab:green", lw=1.5, ls="--", label=f"COV (lam {cfg.cov_lam})")
     ax.set(xlabel="iteration", ylabel="x", title=f"lr {cfg.lr}, x0 = {cfg.x0}")
     ax.set_xscale("symlog", linthresh=10)
     ax.legend(loc="best")
