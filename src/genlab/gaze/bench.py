@@ -109,8 +109,34 @@ def _pm(values: list[float]) -> str:
     return "-" if m is None else f"{m:.2f} ± {s:.2f}"
 
 
-def _select(rows, **kw) -> list[float]:
-    return [r["target_mean_deg"] for r in rows if all(r.get(k) == v for k, v in kw.items())]
+def _select(rows, key: str = "target_mean_deg", **kw) -> list[float]:
+    return [
+        r[key] for r in rows if all(r.get(k) == v for k, v in kw.items()) and r.get(key) is not None
+    ]
+
+
+def _router_row(summary: dict) -> dict:
+    """How sharply MoEGaze routes: largest mean router weight, busiest expert's share."""
+    router = summary.get("router", {})
+    if not router.get("source"):
+        return {}
+    return {
+        "max_mean_weight_source": max(router["source"]["load"]),
+        "busiest_top1_share_target": max(router["target"]["top1_share"]),
+        "subject_purity_source": router["source"]["subject_purity"],
+    }
+
+
+def _router_cols(rows, **kw) -> dict:
+    """Router-sharpness columns (mean over seeds) for the ablation tables."""
+    out = {}
+    for key, label in (
+        ("max_mean_weight_source", "max mean weight (source)"),
+        ("busiest_top1_share_target", "busiest expert share (target)"),
+    ):
+        vals = _select(rows, key=key, **kw)
+        out[label] = statistics.fmean(vals) if vals else None
+    return out
 
 
 def tables(rows: list[dict], cfg: BenchConfig) -> dict:
@@ -142,24 +168,21 @@ def tables(rows: list[dict], cfg: BenchConfig) -> dict:
         )
     avg = statistics.fmean(improvements) if improvements else None
     t = cfg.ablation_task
-    k_rows = [
-        {
-            "K": k,
-            "target error (deg)": _pm(
-                _select(rows, task=t, model="moegaze", fraction=1.0, experts=k, routing=d.routing)
-            ),
-        }
-        for k in cfg.ablation_experts
-    ]
-    r_rows = [
-        {
-            "routing": r,
-            "target error (deg)": _pm(
-                _select(rows, task=t, model="moegaze", fraction=1.0, experts=d.experts, routing=r)
-            ),
-        }
-        for r in cfg.ablation_routings
-    ]
+    k_rows, r_rows = [], []
+    for k in cfg.ablation_experts:
+        sel = {"task": t, "model": "moegaze", "fraction": 1.0, "experts": k, "routing": d.routing}
+        k_rows.append(
+            {"K": k, "target error (deg)": _pm(_select(rows, **sel)), **_router_cols(rows, **sel)}
+        )
+    for r in cfg.ablation_routings:
+        sel = {"task": t, "model": "moegaze", "fraction": 1.0, "experts": d.experts, "routing": r}
+        r_rows.append(
+            {
+                "routing": r,
+                "target error (deg)": _pm(_select(rows, **sel)),
+                **_router_cols(rows, **sel),
+            }
+        )
     md = [
         "Mean angular error on the target domain (degrees, mean ± std over "
         f"{cfg.seeds} seeds; lower is better).\n",
@@ -257,6 +280,7 @@ def run_bench(cfg: BenchConfig, out: str | Path, *, progress_bar: bool | None = 
                     "target_median_deg": summary["target_median_deg"],
                     "val_mean_deg": summary["val_mean_deg"],
                     "train_seconds": summary.get("train_seconds"),
+                    **_router_row(summary),
                 }
             )
             write_json(out / "bench.json", {"config": asdict(cfg), "rows": rows})
