@@ -115,8 +115,13 @@ def train(
     cfg.validate()
     data = load_task_data(cfg)
     _, summary = train_gaze(cfg, data, out, resume=resume)
+    what = (
+        f"{cfg.source}->{cfg.target}"
+        if cfg.data_format == "synthetic"
+        else f"{cfg.data_format} files"
+    )
     typer.echo(
-        f"{cfg.model} {cfg.source}->{cfg.target}: target mean angular error "
+        f"{cfg.model} {what}: target mean angular error "
         f"{summary['target_mean_deg']:.2f} deg (median "
         f"{summary['target_median_deg']:.2f}); source val "
         f"{summary['val_mean_deg']:.2f} deg"
