@@ -155,17 +155,19 @@ def test_bench_plan_and_tables_hand_values():
     names = [n for n, _, _ in runs]
     assert len(names) == len(set(names))
     # 2 tasks x 2 seeds x 2 models x 2 fractions + K=1 + hard (K=4 soft is a main run)
-    assert len(runs) == 16 + 2
+    assert len(runs) == 16 + 2 + 2  # + temperatures 0.02 and 1.0
     assert all(c.source == "broad-e" for _, t, c in runs if t == "E->M")
     rows = []
     for _, task, c in runs:
         err = {"baseline": 10.0, "moegaze": 8.0}[c.model] + (1.0 if c.fraction < 1 else 0.0)
+        err += 100.0 * (c.temperature != 0.1)  # temperature runs must stay out of other cells
         rows.append(
             {
                 "task": task,
                 "model": c.model,
                 "experts": c.experts,
                 "routing": c.routing,
+                "temperature": c.temperature,
                 "fraction": c.fraction,
                 "seed": c.seed,
                 "target_mean_deg": err + c.seed,
@@ -175,4 +177,5 @@ def test_bench_plan_and_tables_hand_values():
     assert t["main"][0]["baseline 100%"] == "10.50 ± 0.71"  # seeds 0, 1 -> 10, 11
     assert t["main"][0]["MoEGaze vs baseline"] == "+19.0%"  # (10.5 - 8.5) / 10.5
     assert t["average_improvement_pct"] == pytest.approx(100 * 2 / 10.5)
+    assert t["temperature"][0]["target error (deg)"] == "108.00 ± 0.00"  # T=0.02, seed 0
     assert t["experts"][0]["K"] == 1 and t["experts"][0]["target error (deg)"] == "8.00 ± 0.00"

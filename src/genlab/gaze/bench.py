@@ -41,6 +41,7 @@ class BenchConfig:
     ablation_routings: list[str] = field(
         default_factory=lambda: ["soft", "hard-train-soft-infer", "hard"]
     )
+    ablation_temperatures: list[float] = field(default_factory=lambda: [0.02, 0.1, 1.0])
     ablation_seeds: int = 3
     data_seed: int = 0
     device: str = "cpu"
@@ -83,6 +84,8 @@ def bench_runs(cfg: BenchConfig) -> list[tuple[str, str, GazeTrainConfig]]:
             f"{task.replace('->', '2')}_{c.model}_K{c.experts}_{c.routing}"
             f"_f{c.fraction:g}_s{c.seed}"
         )
+        if c.temperature != base.temperature:
+            name += f"_T{c.temperature:g}"
         runs.setdefault(name, (name, task, c))
 
     for seed in range(max(cfg.seeds, cfg.ablation_seeds)):  # seed-major: partial = all tasks
@@ -95,6 +98,8 @@ def bench_runs(cfg: BenchConfig) -> list[tuple[str, str, GazeTrainConfig]]:
                 add(cfg.ablation_task, model="moegaze", experts=k, seed=seed)
             for routing in cfg.ablation_routings:
                 add(cfg.ablation_task, model="moegaze", routing=routing, seed=seed)
+            for temp in cfg.ablation_temperatures:
+                add(cfg.ablation_task, model="moegaze", temperature=temp, seed=seed)
     return list(runs.values())
 
 
@@ -144,7 +149,12 @@ def tables(rows: list[dict], cfg: BenchConfig) -> dict:
     d = cfg.base()
     main, improvements = [], []
     for task in cfg.tasks:
-        common = {"task": task, "experts": d.experts, "routing": d.routing}
+        common = {
+            "task": task,
+            "experts": d.experts,
+            "routing": d.routing,
+            "temperature": d.temperature,
+        }
         b = _select(rows, model="baseline", fraction=1.0, **common)
         m = _select(rows, model="moegaze", fraction=1.0, **common)
         m10 = _select(rows, model="moegaze", fraction=cfg.small_fraction, **common)
@@ -170,15 +180,46 @@ def tables(rows: list[dict], cfg: BenchConfig) -> dict:
     t = cfg.ablation_task
     k_rows, r_rows = [], []
     for k in cfg.ablation_experts:
-        sel = {"task": t, "model": "moegaze", "fraction": 1.0, "experts": k, "routing": d.routing}
+        sel = {
+            "task": t,
+            "model": "moegaze",
+            "fraction": 1.0,
+            "experts": k,
+            "routing": d.routing,
+            "temperature": d.temperature,
+        }
         k_rows.append(
             {"K": k, "target error (deg)": _pm(_select(rows, **sel)), **_router_cols(rows, **sel)}
         )
     for r in cfg.ablation_routings:
-        sel = {"task": t, "model": "moegaze", "fraction": 1.0, "experts": d.experts, "routing": r}
+        sel = {
+            "task": t,
+            "model": "moegaze",
+            "fraction": 1.0,
+            "experts": d.experts,
+            "routing": r,
+            "temperature": d.temperature,
+        }
         r_rows.append(
             {
                 "routing": r,
+                "target error (deg)": _pm(_select(rows, **sel)),
+                **_router_cols(rows, **sel),
+            }
+        )
+    t_rows = []
+    for temp in cfg.ablation_temperatures:
+        sel = {
+            "task": t,
+            "model": "moegaze",
+            "fraction": 1.0,
+            "experts": d.experts,
+            "routing": d.routing,
+            "temperature": temp,
+        }
+        t_rows.append(
+            {
+                "temperature": temp,
                 "target error (deg)": _pm(_select(rows, **sel)),
                 **_router_cols(rows, **sel),
             }
@@ -197,10 +238,17 @@ def tables(rows: list[dict], cfg: BenchConfig) -> dict:
         md += [f"\nNumber of experts K on {t} (routing {d.routing}):\n", markdown_table(k_rows)]
     if r_rows:
         md += [f"\nRouting mode on {t} (K={d.experts}):\n", markdown_table(r_rows)]
+    if t_rows:
+        md += [
+            f"\nRouter temperature on {t} (K={d.experts}, {d.routing}; explores the "
+            "router's sharpness, not used to pick defaults):\n",
+            markdown_table(t_rows),
+        ]
     return {
         "main": main,
         "experts": k_rows,
         "routing": r_rows,
+        "temperature": t_rows,
         "average_improvement_pct": avg,
         "markdown": "\n".join(md),
     }
@@ -221,7 +269,13 @@ def plot_main(rows: list[dict], cfg: BenchConfig):
         stats = [
             _mean_std(
                 _select(
-                    rows, task=t, model=model, fraction=frac, experts=d.experts, routing=d.routing
+                    rows,
+                    task=t,
+                    model=model,
+                    fraction=frac,
+                    experts=d.experts,
+                    routing=d.routing,
+                    temperature=d.temperature,
                 )
             )
             for t in cfg.tasks
@@ -274,6 +328,7 @@ def run_bench(cfg: BenchConfig, out: str | Path, *, progress_bar: bool | None = 
                     "model": c.model,
                     "experts": c.experts,
                     "routing": c.routing,
+                    "temperature": c.temperature,
                     "fraction": c.fraction,
                     "seed": c.seed,
                     "target_mean_deg": summary["target_mean_deg"],
