@@ -32,8 +32,7 @@ from genlab.nas.search import SearchConfig, run_search
 
 CANDIDATES = [  # (variant, schedule, lambda_0)
     ("ber-kl", "down", 0.3), ("ber-kl", "down", 1.0), ("ber-kl", "down", 3.0),
-    ("ber-kl", "up", 0.3), ("ber-kl", "up", 1.0),
-    ("ber-batch", "down", 1.0), ("ber-batch", "up", 1.0),
+    ("ber-kl", "up", 1.0), ("ber-batch", "down", 1.0),
 ]
 COMMIT_MARGIN = 0.1
 

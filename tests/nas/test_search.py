@@ -1,0 +1,131 @@
+"""End-to-end search: output contract, kill-and-resume equality, NaN handling, CLI errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import genlab.nas.search as search_mod
+from genlab.core.errors import DivergedError
+from genlab.nas.search import SearchConfig, run_search
+
+TINY = dict(channels=4, cells=1, steps=33, batch_size=64, hessian_points=2, diag_batch=32)
+CONTRACT = {"genotype", "param_free_ops", "mean_entropy", "hessian_eig", "search_seconds", "reg",
+            "seed"}
+
+
+def _cli(*args, env_extra=None, **kw):
+    env = dict(os.environ, OMP_NUM_THREADS="1", GENLAB_QUIET="1", **(env_extra or {}))
+    return subprocess.run([sys.executable, "-c", "from genlab.cli import main; main()", *args],
+                          capture_output=True, text=True, env=env, **kw)
+
+
+def test_search_writes_output_contract(tmp_path, nb201_table):
+    s = run_search(SearchConfig(**TINY, reg="ber", nb201_table=str(nb201_table)), tmp_path / "r")
+    on_disk = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert CONTRACT <= set(on_disk) and set(on_disk["nb201"]) == {"cifar10", "cifar100",
+                                                                   "imagenet16"}
+    assert on_disk["genotype"] == s["genotype"]
+    assert isinstance(on_disk["param_free_ops"], int) and 0 <= on_disk["param_free_ops"] <= 6
+    metrics = [json.loads(ln) for ln in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["epoch"] for m in metrics] == list(range(len(metrics)))
+    assert all("arch_weights" in m and "cell_batch_entropy" in m for m in metrics)
+    for png in ("arch_weights.png", "search_curves.png", "ib_plane.png"):
+        assert (tmp_path / "r" / png).stat().st_size > 1000
+
+
+def test_search_without_table_has_no_nb201(tmp_path, monkeypatch):
+    monkeypatch.delenv("GENLAB_NB201_TABLE", raising=False)
+    s = run_search(SearchConfig(**{**TINY, "steps": 11}, reg="none"), tmp_path / "r")
+    assert "nb201" not in s and CONTRACT <= set(s)
+
+
+def test_kill_and_resume_equals_uninterrupted(tmp_path):
+    args = ["nas", "search", "--reg", "beta", "--steps", "66", "-C", "4", "-N", "1",
+            "--seed", "3"]
+    full = _cli(*args, "--out", str(tmp_path / "full"), timeout=300)
+    assert full.returncode == 0, full.stderr
+    env = dict(os.environ, OMP_NUM_THREADS="1", GENLAB_QUIET="1")
+    proc = subprocess.Popen([sys.executable, "-c", "from genlab.cli import main; main()", *args,
+                             "--out", str(tmp_path / "killed")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt = tmp_path / "killed" / "checkpoint.pt"
+    deadline = time.time() + 240
+    while time.time() < deadline:  # kill once two epochs are checkpointed
+        if ckpt.exists():
+            try:
+                if torch.load(ckpt, weights_only=True)["step"] >= 22:
+                    break
+            except Exception:  # noqa: BLE001 - being replaced right now
+                pass
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "killed" / "summary.json").exists(), "finished before the kill"
+    again = _cli(*args, "--out", str(tmp_path / "killed"), timeout=30)
+    assert again.returncode == 2 and "--resume" in again.stderr  # never overwritten silently
+    resumed = _cli(*args, "--out", str(tmp_path / "killed"), "--resume", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    a = json.loads((tmp_path / "full" / "summary.json").read_text())
+    b = json.loads((tmp_path / "killed" / "summary.json").read_text())
+    assert a["genotype"] == b["genotype"]
+    assert a["alpha"] == b["alpha"]
+    steps = [json.loads(ln)["step"] for ln in
+             (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps))  # no duplicated epochs after the resume
+
+
+def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path, monkeypatch):
+    real = search_mod.bilevel_step
+    calls = {"n": 0}
+
+    def poisoned(*args, **kwargs):
+        calls["n"] += 1
+        tl, vl = real(*args, **kwargs)
+        return (float("nan"), vl) if calls["n"] > 15 else (tl, vl)
+
+    monkeypatch.setattr(search_mod, "bilevel_step", poisoned)
+    with pytest.raises(DivergedError, match="checkpoint"):
+        run_search(SearchConfig(**TINY, reg="none"), tmp_path / "r")
+    state = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 11 and not (tmp_path / "r" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["nas", "lookup", "|nor_conv_3x3~0|+|bogus_op~0|nor_conv_3x3~1|+|skip_connect~0|"
+      "nor_conv_3x3~1|nor_conv_1x1~2|", "--nb201-table", "{table}"], "bogus_op"),
+    (["nas", "lookup", "|nor_conv_3x3~0|", "--nb201-table", "{table}"], "node"),
+    (["nas", "lookup", "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|",
+      "--nb201-table", "{missing}"], "missing.csv"),
+    (["nas", "lookup", "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|",
+      "--nb201-table", "{badcols}"], "ArchitectureString"),
+    (["nas", "search", "--out", "{out}", "--dataset", "mnist"], "dataset"),
+    (["nas", "search", "--out", "{out}", "--space", "nope"], "space"),
+    (["nas", "search", "--out", "{out}", "--steps", "0"], "steps"),
+    (["nas", "search", "--out", "{out}", "-C", "-4"], "channels"),
+    (["nas", "search", "--out", "{out}", "--dataset", "cifar10", "--data-root", "{empty}"],
+     "CIFAR"),
+    (["nas", "train", "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~9|+|skip_connect~0|"
+      "nor_conv_3x3~1|nor_conv_1x1~2|", "--out", "{out}"], "~9"),
+])
+def test_cli_bad_input_one_line_exit_2(tmp_path, nb201_table, args, needle):
+    (tmp_path / "badcols.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "empty").mkdir()
+    fill = {"table": str(nb201_table), "missing": str(tmp_path / "missing.csv"),
+            "badcols": str(tmp_path / "badcols.csv"), "out": str(tmp_path / "out"),
+            "empty": str(tmp_path / "empty")}
+    res = _cli(*[a.format(**fill) for a in args], timeout=60)
+    assert res.returncode == 2, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], res.stderr
+
+
+def test_cli_lookup_prints_table_values(nb201_table):
+    res = _cli("nas", "lookup", "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|"
+               "nor_conv_3x3~1|nor_conv_1x1~2|", "--nb201-table", str(nb201_table), timeout=60)
+    assert res.returncode == 0 and res.stdout.strip() == "94.37 / 73.22 / 46.71"
