@@ -45,11 +45,9 @@ def run_job(out: Path, variant, schedule, lam, seed, steps, retrain_epochs) -> d
     name = job_name(variant, schedule, lam, seed)
     scfg = replace(SearchConfig(), reg=variant, reg_schedule=schedule, reg_strength=lam,
                    seed=seed, steps=steps, hessian_points=0, nb201_table=None)
-    s = finished_or_run(out / "search" / name,
-                        lambda r: run_search(scfg, out / "search" / name, resume=r))
+    s = finished_or_run(run_search, scfg, out / "search" / name)
     rcfg = RetrainConfig(arch=s["genotype"], epochs=retrain_epochs, seed=seed, eval_on="val")
-    r = finished_or_run(out / "retrain" / name,
-                        lambda res: retrain(rcfg, out / "retrain" / name, resume=res))
+    r = finished_or_run(retrain, rcfg, out / "retrain" / name)
     return {"variant": variant, "schedule": schedule, "lambda_0": lam, "seed": seed,
             "genotype": s["genotype"], "mean_entropy": s["mean_entropy"],
             "param_free_ops": s["param_free_ops"], "val_acc": r["val_acc"]}

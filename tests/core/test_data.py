@@ -72,7 +72,7 @@ def test_batches_deterministic_per_epoch():
     b = Batches(d.train, 64, seed=5)
     first = [y for _, y in b.epoch(3)]
     second = [y for _, y in b.epoch(3)]
-    assert all(torch.equal(a, c) for a, c in zip(first, second))
+    assert all(torch.equal(a, c) for a, c in zip(first, second, strict=True))
     assert not torch.equal(first[0], next(iter(b.epoch(4)))[1])
 
 

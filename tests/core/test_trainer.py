@@ -25,7 +25,7 @@ def test_resume_equals_uninterrupted(tmp_path):
     resumed = _trainer(seed=99)  # different init: everything must come from the checkpoint
     run = RunDir(tmp_path / "b", {"x": 1}, resume=True)
     resumed.fit(batches.epoch, 4, run=run)
-    for p, q in zip(full.model.parameters(), resumed.model.parameters()):
+    for p, q in zip(full.model.parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(p, q)
     assert [m["epoch"] for m in run.metrics()] == [0, 1, 2, 3]
 

@@ -20,9 +20,12 @@ app = typer.Typer(
 def _register() -> None:
     from genlab.cli import demo, gaze, nas, optim
 
-    app.add_typer(nas.app, name="nas", help="Differentiable architecture search (BER, DARTS, beta-DARTS).")
-    app.add_typer(optim.app, name="optim", help="Nonuniformity measures and optimisers (SAM, COV, CSAM...).")
-    app.add_typer(gaze.app, name="gaze", help="MoEGaze: appearance-routed experts for gaze estimation.")
+    app.add_typer(nas.app, name="nas",
+                  help="Differentiable architecture search (BER, DARTS, beta-DARTS).")
+    app.add_typer(optim.app, name="optim",
+                  help="Nonuniformity measures and optimisers (SAM, COV, CSAM...).")
+    app.add_typer(gaze.app, name="gaze",
+                  help="MoEGaze: appearance-routed experts for gaze estimation.")
     app.command("demo")(demo.demo)
 
 

@@ -25,7 +25,8 @@ REG_HELP = ("none (DARTS) | beta (beta-DARTS) | ber (our BER default) | ber-kl |
 def search(
     out: Path = typer.Option(..., help="Run folder to create (or continue with --resume)."),
     space: str = typer.Option("nb201", help="Search space (nb201)."),
-    dataset: str = typer.Option("digits", help="digits (embedded) | cifar10 | cifar100 | imagenet16."),
+    dataset: str = typer.Option("digits",
+                                help="digits (embedded) | cifar10 | cifar100 | imagenet16."),
     data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits)."),
     reg: str = typer.Option("ber", help=REG_HELP),
     reg_strength: float = typer.Option(None, help="lambda_0 (default: per regulariser, see docs)."),
@@ -33,15 +34,17 @@ def search(
     steps: int = typer.Option(_defaults().steps, help="Bilevel steps (the budget)."),
     seed: int = typer.Option(0),
     size: int = typer.Option(_defaults().size, help="Input resolution (digits are resized)."),
-    channels: int = typer.Option(_defaults().channels, "--channels", "-C", help="C of the supernet."),
-    cells: int = typer.Option(_defaults().cells, "--cells", "-N", help="Cells per stage (NB201: 5)."),
+    channels: int = typer.Option(_defaults().channels, "--channels", "-C",
+                                 help="C of the supernet."),
+    cells: int = typer.Option(_defaults().cells, "--cells", "-N",
+                              help="Cells per stage (NB201: 5)."),
     batch_size: int = typer.Option(_defaults().batch_size),
     arch_lr: float = typer.Option(_defaults().arch_lr, help="Adam lr of alpha (DARTS: 3e-4)."),
     arch_weight_decay: float = typer.Option(_defaults().arch_weight_decay,
                                             help="Adam weight decay of alpha (DARTS: 1e-3)."),
     augment: bool = typer.Option(True, help="Augment train and val batches (digits proxy)."),
-    hessian_points: int = typer.Option(_defaults().hessian_points,
-                                       help="Times the alpha-Hessian eigenvalue is computed (0: never)."),
+    hessian_points: int = typer.Option(
+        _defaults().hessian_points, help="How often the alpha-Hessian eigenvalue is computed."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
     resume: bool = typer.Option(False, help="Continue a killed run in --out."),
@@ -62,8 +65,8 @@ def search(
                f"   Hessian eig {hess}   {s['search_seconds']:.0f} s")
     if "nb201" in s:
         n = s["nb201"]
-        typer.echo(f"NB201 test acc  {n['cifar10']:.2f} / {n['cifar100']:.2f} / {n['imagenet16']:.2f}"
-                   "  (CIFAR-10 / CIFAR-100 / ImageNet16-120)")
+        accs = f"{n['cifar10']:.2f} / {n['cifar100']:.2f} / {n['imagenet16']:.2f}"
+        typer.echo(f"NB201 test acc  {accs}  (CIFAR-10 / CIFAR-100 / ImageNet16-120)")
     typer.echo(f"outputs in {out}")
 
 
@@ -90,7 +93,8 @@ def train(
                         channels=channels, cells=cells, epochs=epochs, batch_size=batch_size,
                         lr=lr, seed=seed, device=device)
     s = retrain(cfg, out, resume=resume)
-    typer.echo(f"test accuracy {s['test_acc']:.2f}%   parameters {s['params']:,}   outputs in {out}")
+    typer.echo(f"test accuracy {s['test_acc']:.2f}%   parameters {s['params']:,}   "
+               f"outputs in {out}")
 
 
 @app.command()

@@ -175,8 +175,8 @@ def load_cifar(name: str, root: str | Path, seed: int = 0, val_fraction: float =
     require_choice("dataset", name, tuple(CIFAR_FILES))
     train_files, test_files, label_key, classes = CIFAR_FILES[name]
     folder = _find_folder(Path(root), train_files + test_files)
-    xtr, ytr = zip(*(_batch_arrays(folder / f, label_key, 32) for f in train_files))
-    xte, yte = zip(*(_batch_arrays(folder / f, label_key, 32) for f in test_files))
+    xtr, ytr = zip(*(_batch_arrays(folder / f, label_key, 32) for f in train_files), strict=True)
+    xte, yte = zip(*(_batch_arrays(folder / f, label_key, 32) for f in test_files), strict=True)
     return _finish(name, np.concatenate(xtr), np.concatenate(ytr), np.concatenate(xte),
                    np.concatenate(yte), classes, seed, val_fraction)
 
@@ -186,7 +186,7 @@ def load_imagenet16(root: str | Path, seed: int = 0, val_fraction: float = 0.5,
     """ImageNet16 batches (train_data_batch_1..10, val_data; labels 1-based), first classes."""
     train_files = [f"train_data_batch_{i}" for i in range(1, 11)]
     folder = _find_folder(Path(root), train_files + ["val_data"])
-    xtr, ytr = zip(*(_batch_arrays(folder / f, "labels", 16) for f in train_files))
+    xtr, ytr = zip(*(_batch_arrays(folder / f, "labels", 16) for f in train_files), strict=True)
     xte, yte = _batch_arrays(folder / "val_data", "labels", 16)
     xtr, ytr = np.concatenate(xtr), np.concatenate(ytr) - 1
     yte = yte - 1
@@ -257,7 +257,8 @@ class Batches:
 
 
 def augment_images(x: torch.Tensor, generator: torch.Generator, *, shift: float = 1.5,
-                   rotate_deg: float = 15.0, noise: float = 0.2, erase: float = 0.5) -> torch.Tensor:
+                   rotate_deg: float = 15.0, noise: float = 0.2,
+                   erase: float = 0.5) -> torch.Tensor:
     """Batched random shift (pixels), rotation, Gaussian noise and random erasing.
 
     One affine grid_sample for the whole batch; erasing blanks a random square of a

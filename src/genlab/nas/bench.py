@@ -36,11 +36,11 @@ class BenchConfig:
     retrain_cells: int = 1
 
 
-def finished_or_run(folder: Path, fn) -> dict:
-    """The summary of a finished run folder, or ``fn(resume)`` to start or resume it."""
+def finished_or_run(run_fn, cfg, folder: Path, **kwargs) -> dict:
+    """The summary of a finished run folder, else ``run_fn(cfg, folder, resume=...)``."""
     if (folder / SUMMARY).exists():
         return read_json(folder / SUMMARY)
-    return fn((folder / CONFIG).exists())
+    return run_fn(cfg, folder, resume=(folder / CONFIG).exists(), **kwargs)
 
 
 def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None) -> dict:
@@ -53,9 +53,8 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None)
     for reg, seed in itertools.product(cfg.regs, cfg.seeds):
         name = f"{reg}-s{seed}"
         scfg = replace(cfg.search, reg=reg, seed=seed)
-        summary = finished_or_run(run.path / "search" / name,
-                                  lambda r: run_search(scfg, run.path / "search" / name, resume=r,
-                                                       progress_bar=progress_bar))
+        summary = finished_or_run(run_search, scfg, run.path / "search" / name,
+                                  progress_bar=progress_bar)
         record = {"run": name, "reg": reg, "seed": seed, "genotype": summary["genotype"],
                   "param_free_ops": summary["param_free_ops"],
                   "mean_entropy": summary["mean_entropy"], "hessian_eig": summary["hessian_eig"],
@@ -68,9 +67,8 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None)
                                  data_root=scfg.data_root, size=scfg.size,
                                  channels=cfg.retrain_channels, cells=cfg.retrain_cells,
                                  epochs=cfg.retrain_epochs, seed=seed, device=scfg.device)
-            folder = run.path / "retrain" / name
-            rsum = finished_or_run(folder, lambda r: retrain(rcfg, folder, resume=r,
-                                                             progress_bar=progress_bar))
+            rsum = finished_or_run(retrain, rcfg, run.path / "retrain" / name,
+                                   progress_bar=progress_bar)
             record["test_acc"] = rsum["test_acc"]
             record["params"] = rsum["params"]
         records.append(record)
@@ -119,8 +117,9 @@ def bench_markdown(result: dict) -> str:
              "digits test": r.get("test_acc")} for r in result["records"]]
     summ = []
     for reg, a in result["per_reg"].items():
-        pm = lambda m, d=2: (f"{a[m + '_mean']:.{d}f} ± {a[m + '_std']:.{d}f}"  # noqa: E731
-                             if m + "_mean" in a else "-")
+        def pm(m, d=2, a=a):
+            return f"{a[m + '_mean']:.{d}f} ± {a[m + '_std']:.{d}f}" if m + "_mean" in a else "-"
+
         summ.append({"reg": reg, "runs": a["runs"], "C10": pm("cifar10"), "C100": pm("cifar100"),
                      "IN16": pm("imagenet16"), "p-free ops": pm("param_free_ops", 1),
                      "entropy": pm("mean_entropy", 3), "agreement": a["agreement"],
@@ -132,7 +131,8 @@ def bench_markdown(result: dict) -> str:
 def plot_bench(records: list[dict], regs: list[str]):
     """Entropy and parameter-free-op curves per regulariser, and CIFAR-10 accuracy per run."""
     fig, axes = figure(ncols=3, width=4.2, height=3.2)
-    colors = dict(zip(regs, ["tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange"]))
+    palette = ["tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange"]
+    colors = {reg: palette[i % len(palette)] for i, reg in enumerate(regs)}
     for r in records:
         c = colors.get(r["reg"], "k")
         axes[0, 0].plot(r["curve_steps"], r["entropy_curve"], c=c, alpha=0.7,

@@ -32,7 +32,8 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True,
            if nb201_table else "Pass --nb201-table to judge the cells by their CIFAR accuracy.")
     )
     report.blocks.append(("table", bench_markdown(result)))
-    report.image(f"{rel}/bench.png", "entropy and parameter-free ops during search, per regulariser")
+    report.image(f"{rel}/bench.png",
+                 "entropy and parameter-free ops during search, per regulariser")
     ber = f"{rel}/search/ber-s0"
     report.image(f"{ber}/arch_weights.png", "BER: softmax(alpha) per edge over the search")
     report.image(f"{ber}/search_curves.png", "BER: entropy, parameter-free ops, Hessian eigenvalue")

@@ -91,9 +91,9 @@ def plot_search_curves(history: list[dict], max_entropy: float):
               ("hessian_eig", "Hessian eigenvalue (alpha)"), ("nb201_cifar10", "NB201 CIFAR-10 %")]
     panels = [p for p in panels if any(h.get(p[0]) is not None for h in history)]
     fig, axes = figure(ncols=len(panels), width=3.6, height=3.0)
-    for ax, (key, title) in zip(axes.flat, panels):
+    for ax, (key, title) in zip(axes.flat, panels, strict=False):
         pts = [(h["step"], h[key]) for h in history if h.get(key) is not None]
-        ax.plot(*zip(*pts), marker="." if len(pts) < 40 else None)
+        ax.plot(*zip(*pts, strict=True), marker="." if len(pts) < 40 else None)
         if key == "mean_entropy":
             ax.axhline(max_entropy, ls="--", c="grey", lw=0.8, label="log K")
             ax.legend(fontsize=7)
@@ -110,7 +110,7 @@ def plot_ib_plane(history: list[dict]):
     pts = [(h["cell_batch_entropy"], h["val_ce"], h["step"]) for h in history
            if h.get("cell_batch_entropy") is not None]
     if pts:
-        xs, ys, steps = zip(*pts)
+        xs, ys, steps = zip(*pts, strict=True)
         ax.plot(xs, ys, c="lightgrey", lw=0.8, zorder=1)
         sc = ax.scatter(xs, ys, c=steps, cmap="viridis", s=14, zorder=2)
         fig.colorbar(sc, ax=ax, label="step")

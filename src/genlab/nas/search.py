@@ -24,7 +24,12 @@ from genlab.core.data import Batches, augment_images, load_image_data
 from genlab.core.errors import ConfigError, DivergedError, require_positive
 from genlab.core.progress import progress
 from genlab.core.runs import RunDir
-from genlab.core.seeding import capture_rng_state, make_generator, restore_rng_state, seed_everything
+from genlab.core.seeding import (
+    capture_rng_state,
+    make_generator,
+    restore_rng_state,
+    seed_everything,
+)
 from genlab.core.trainer import resolve_device
 from genlab.nas import diagnostics as diag
 from genlab.nas.regularizers import make_regularizer
