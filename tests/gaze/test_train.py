@@ -64,6 +64,7 @@ def test_error_and_router_stats_hand_values():
     assert r["top1_share"] == [0.5, 0.5]
     assert torch.allclose(torch.tensor(r["load"]), torch.tensor([0.6, 0.4]))
     assert math.isclose(r["subject_purity"], (2 / 3 + 1) / 2)  # subject 5: 2 of 3 on expert 0
+    assert math.isclose(r["mean_max_weight"], (0.9 + 0.8 + 0.7 + 0.6) / 4, rel_tol=1e-6)
 
 
 def test_bad_inputs_raise():

@@ -200,7 +200,7 @@ def error_stats(pred: torch.Tensor, true: torch.Tensor) -> dict:
 
 
 def router_stats(weights: torch.Tensor | None, subject: torch.Tensor) -> dict:
-    """Load per expert (mean weight), top-1 share per expert, per-subject purity."""
+    """Load per expert (mean weight), top-1 share, sharpness (mean max weight), subject purity."""
     if weights is None:
         return {}
     k = weights.shape[1]
@@ -213,6 +213,7 @@ def router_stats(weights: torch.Tensor | None, subject: torch.Tensor) -> dict:
     return {
         "load": weights.mean(dim=0).tolist(),
         "top1_share": share.tolist(),
+        "mean_max_weight": float(weights.max(dim=1).values.mean()),
         "subject_purity": sum(purities) / len(purities),
     }
 
