@@ -1,8 +1,6 @@
 """Collapse diagnostics on the real supernet, against a per-edge reference and hand values."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -11,20 +9,11 @@ from genlab.nas.diagnostics import alpha_hessian, ib_point, mean_entropy
 from genlab.nas.regularizers import batch_entropy
 from genlab.nas.supernet import NB201SuperNet
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "nas_step.py"
 
-
-def _reference_module():
-    spec = importlib.util.spec_from_file_location("nas_step_bench_diag", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_alpha_hessian_of_fused_supernet_equals_per_edge_reference():
+def test_alpha_hessian_of_fused_supernet_equals_per_edge_reference(nas_step_bench):
     # The fused supernet has a custom autograd kernel; its second derivatives must match
     # plain autograd through the textbook per-edge mixed ops (row-by-row double backward).
-    bench = _reference_module()
+    bench = nas_step_bench
     torch.manual_seed(0)
     ours = NB201SuperNet(C=2, N=1, num_classes=3, in_channels=1).double()
     ref = bench.ReferenceSuperNet(C=2, N=1, num_classes=3, in_channels=1).double()

@@ -1,7 +1,5 @@
 """NB201SuperNet equals the per-edge reference supernet (logits, gradients, BN state)."""
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,19 +10,10 @@ from genlab.nas.genotype import Genotype
 from genlab.nas.spaces import NB201_OPS
 from genlab.nas.supernet import NB201SuperNet, NodeSum
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "nas_step.py"
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("nas_step_bench", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 @pytest.fixture(scope="module")
-def bench():
-    return _bench()
+def bench(nas_step_bench):
+    return nas_step_bench
 
 
 def _pair(bench, ops=NB201_OPS, C=4, N=2, in_channels=3, seed=0, channels_last=True):

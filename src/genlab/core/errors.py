@@ -53,6 +53,14 @@ def require_positive(name: str, value: float, *, allow_zero: bool = False) -> No
         raise ConfigError(f"{name} must be {bound}, got {value}")
 
 
+def require_positive_ints(**values) -> None:
+    """Raise ConfigError unless every keyword value is a positive integer."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"{name} must be an integer, got {value!r}")
+        require_positive(name, value)
+
+
 def require_choice(name: str, value: str, choices) -> None:
     """Raise ConfigError unless ``value`` is one of ``choices``."""
     if value not in choices:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from genlab.core.errors import ConfigError, require_positive
+from genlab.core.errors import require_positive_ints
 from genlab.nas.genotype import Genotype
 from genlab.nas.ops import Head, ResidualBlock, Stem, make_op, stage_channels
 from genlab.nas.spaces import edge_name
@@ -40,11 +40,7 @@ class NB201Network(nn.Module):
     def __init__(self, genotype: Genotype, num_classes: int, C: int = 16, N: int = 5,
                  in_channels: int = 3):
         super().__init__()
-        for name, value in (("C", C), ("N", N), ("num_classes", num_classes),
-                            ("in_channels", in_channels)):
-            if not isinstance(value, int):
-                raise ConfigError(f"{name} must be an integer, got {value!r}")
-            require_positive(name, value)
+        require_positive_ints(C=C, N=N, num_classes=num_classes, in_channels=in_channels)
         self.genotype = genotype
         self.stem = Stem(in_channels, C)
         self.cells = nn.ModuleList()

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genlab.core.errors import ConfigError, require_positive
+from genlab.core.errors import ConfigError, require_positive, require_positive_ints
 from genlab.nas.genotype import Genotype, derive_genotype
 from genlab.nas.ops import CONV_KERNELS, Head, ResidualBlock, Stem, stage_channels
 from genlab.nas.spaces import NB201_EDGES, NB201_NODES, NB201_OPS, edge_name
@@ -224,11 +224,7 @@ class NB201SuperNet(nn.Module):
                  ops: Sequence[str] = NB201_OPS, init_scale: float = 1e-3,
                  track_running_stats: bool = True, channels_last: bool = True):
         super().__init__()
-        for name, value in (("C", C), ("N", N), ("num_classes", num_classes),
-                            ("in_channels", in_channels)):
-            if not isinstance(value, int):
-                raise ConfigError(f"{name} must be an integer, got {value!r}")
-            require_positive(name, value)
+        require_positive_ints(C=C, N=N, num_classes=num_classes, in_channels=in_channels)
         require_positive("init_scale", init_scale, allow_zero=True)
         ops = tuple(ops)
         unknown = [o for o in ops if o not in NB201_OPS]
