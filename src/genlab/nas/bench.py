@@ -109,8 +109,8 @@ def aggregate(records: list[dict], regs: list[str]) -> dict:
     return out
 
 
-def bench_markdown(result: dict) -> str:
-    """Per-run table and per-regulariser summary table, in Markdown."""
+def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
+    """Rows of the per-regulariser summary table and of the per-run table."""
     runs = [{"reg": r["reg"], "seed": r["seed"], "genotype": f"`{r['genotype']}`",
              "p-free": r["param_free_ops"], "entropy": r["mean_entropy"],
              "C10": r.get("cifar10"), "C100": r.get("cifar100"), "IN16": r.get("imagenet16"),
@@ -124,6 +124,12 @@ def bench_markdown(result: dict) -> str:
                      "IN16": pm("imagenet16"), "p-free ops": pm("param_free_ops", 1),
                      "entropy": pm("mean_entropy", 3), "agreement": a["agreement"],
                      "digits test": pm("test_acc"), "search s": pm("search_seconds", 0)})
+    return summ, runs
+
+
+def bench_markdown(result: dict) -> str:
+    """Per-regulariser summary table and per-run table, in Markdown."""
+    summ, runs = bench_rows(result)
     return ("### Per regulariser (mean ± std over seeds)\n\n" + markdown_table(summ, digits=2)
             + "\n### Per run\n\n" + markdown_table(runs, digits=2))
 

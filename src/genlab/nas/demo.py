@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from genlab.core.report import Report
-from genlab.nas.bench import BenchConfig, bench_markdown, run_bench
+from genlab.nas.bench import BenchConfig, bench_rows, run_bench
 from genlab.nas.search import SearchConfig
 
 DEMO_STEPS = 600
@@ -18,7 +18,8 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True,
     out_dir = Path(out_dir)
     steps = DEMO_STEPS if quick else SearchConfig().steps
     cfg = BenchConfig(regs=["none", "beta", "ber"], seeds=[0],
-                      search=replace(SearchConfig(), steps=steps, nb201_table=nb201_table),
+                      search=replace(SearchConfig(), steps=steps, hessian_points=3,
+                                     nb201_table=nb201_table),
                       retrain_epochs=8 if quick else 30)
     result = run_bench(cfg, out_dir, resume=(out_dir / "config.json").exists(),
                        progress_bar=progress_bar)
@@ -31,7 +32,9 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True,
         + ("CIFAR accuracies come from the NB201 table, which judges and never selects."
            if nb201_table else "Pass --nb201-table to judge the cells by their CIFAR accuracy.")
     )
-    report.blocks.append(("table", bench_markdown(result)))
+    per_reg, per_run = bench_rows(result)
+    report.table(per_reg, digits=2)
+    report.table(per_run, digits=2)
     report.image(f"{rel}/bench.png",
                  "entropy and parameter-free ops during search, per regulariser")
     ber = f"{rel}/search/ber-s0"

@@ -1,0 +1,45 @@
+"""`genlab nas bench`: aggregation by hand values, and a tiny end-to-end bench that resumes."""
+
+import json
+
+import pytest
+
+from genlab.nas.bench import BenchConfig, aggregate, cell_agreement, run_bench
+from genlab.nas.search import SearchConfig
+
+A = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|none~2|"
+B = "|nor_conv_3x3~0|+|nor_conv_1x1~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|none~2|"
+C = "|none~0|+|nor_conv_1x1~0|avg_pool_3x3~1|+|none~0|none~1|none~2|"
+
+
+def test_cell_agreement_hand_values():
+    assert cell_agreement([A, A]) == 1.0
+    assert cell_agreement([A, B]) == pytest.approx(5 / 6)
+    # pairs (A,B) 5/6, (A,C) 1/6 (edge 3<-2), (B,C) 2/6 (edges 2<-0 and 3<-2)
+    assert cell_agreement([A, B, C]) == pytest.approx((5 / 6 + 1 / 6 + 2 / 6) / 3)
+    assert cell_agreement([A]) is None
+
+
+def test_aggregate_mean_and_sample_std():
+    recs = [{"reg": "ber", "genotype": A, "cifar10": 93.0, "param_free_ops": 1},
+            {"reg": "ber", "genotype": A, "cifar10": 95.0, "param_free_ops": 3}]
+    agg = aggregate(recs, ["ber"])["ber"]
+    assert agg["cifar10_mean"] == 94.0 and agg["cifar10_std"] == pytest.approx(2 ** 0.5)
+    assert agg["param_free_ops_mean"] == 2 and agg["agreement"] == 1.0 and agg["runs"] == 2
+
+
+def test_tiny_bench_end_to_end_and_resume(tmp_path, nb201_table):
+    cfg = BenchConfig(regs=["none", "ber"], seeds=[0, 1],
+                      search=SearchConfig(channels=4, cells=1, steps=11, hessian_points=1,
+                                          diag_batch=32, nb201_table=str(nb201_table)),
+                      retrain_epochs=1, retrain_channels=4)
+    result = run_bench(cfg, tmp_path / "b")
+    bench = json.loads((tmp_path / "b" / "bench.json").read_text())
+    assert len(bench["records"]) == 4 and set(bench["per_reg"]) == {"none", "ber"}
+    for r in bench["records"]:
+        assert {"genotype", "param_free_ops", "mean_entropy", "hessian_eig", "search_seconds",
+                "cifar10", "cifar100", "imagenet16", "test_acc", "params"} <= set(r)
+    assert "| reg |" in (tmp_path / "b" / "bench.md").read_text()
+    assert (tmp_path / "b" / "bench.png").stat().st_size > 1000
+    again = run_bench(cfg, tmp_path / "b", resume=True)  # every sub-run is reused
+    assert again["records"] == result["records"]
