@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from genlab.core.runs import atomic_write_bytes  # noqa: E402
+
+_CELL = re.compile(r"(?<!\\)\|")  # a table cell separator: a pipe not escaped as \|
 
 
 def figure(*, ncols: int = 1, nrows: int = 1, width: float = 5.0, height: float = 3.6):
@@ -88,7 +91,8 @@ class Report:
             elif kind == "p":
                 parts.append(f"<p>{html.escape(body)}</p>")
             elif kind == "table":
-                rows = [r.strip().strip("|").split("|") for r in body.strip().splitlines()]
+                rows = [[c.replace("\\|", "|") for c in _CELL.split(r.strip()[1:-1])]
+                        for r in body.strip().splitlines()]
                 head, data = rows[0], rows[2:]
                 parts.append("<table><tr>" + "".join(f"<th>{html.escape(c.strip())}</th>"
                                                      for c in head) + "</tr>")

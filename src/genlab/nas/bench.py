@@ -111,7 +111,8 @@ def aggregate(records: list[dict], regs: list[str]) -> dict:
 
 def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
     """Rows of the per-regulariser summary table and of the per-run table."""
-    runs = [{"reg": r["reg"], "seed": r["seed"], "genotype": f"`{r['genotype']}`",
+    runs = [{"reg": r["reg"], "seed": r["seed"],
+             "genotype": "`" + r["genotype"].replace("|", "\\|") + "`",  # pipes escaped for tables
              "p-free": r["param_free_ops"], "entropy": r["mean_entropy"],
              "C10": r.get("cifar10"), "C100": r.get("cifar100"), "IN16": r.get("imagenet16"),
              "digits test": r.get("test_acc")} for r in result["records"]]
