@@ -25,13 +25,14 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
+# Every benchmark script (JSON into $(OUT)/bench). Long: the BER ablation and the gaze
+# domain-gap study take tens of minutes on 2 cores; run single scripts as README shows.
 bench: $(STAMP)
 	mkdir -p $(OUT)/bench
 	for script in benchmarks/*.py; do $(PY) $$script --out $(OUT)/bench || exit 1; done
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache
