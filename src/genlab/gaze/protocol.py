@@ -21,7 +21,6 @@ import numpy as np
 import torch
 
 from genlab.core.errors import ConfigError, DataError, require_choice
-from genlab.core.seeding import make_generator
 from genlab.gaze.train import GazeSet
 
 TASKS = {
@@ -73,26 +72,21 @@ def synthetic_set(
 
 def hold_out_subjects(data: GazeSet, val_fraction: float, seed: int) -> tuple[GazeSet, GazeSet]:
     """Split by subject: a seeded ``val_fraction`` of the subjects goes to validation."""
-    subjects = data.subject.unique()
-    if len(subjects) < 2:
+    from genlab.gaze.datasets import subject_split
+
+    if len(data.subject.unique()) < 2:
         raise DataError(f"{data.name}: need at least 2 subjects to hold some out")
-    order = subjects[torch.randperm(len(subjects), generator=make_generator(seed, 11))]
-    n_val = min(len(subjects) - 1, max(1, round(val_fraction * len(subjects))))
-    is_val = torch.isin(data.subject, order[:n_val])
-    return data.subset(torch.nonzero(~is_val).flatten()), data.subset(
-        torch.nonzero(is_val).flatten()
-    )
+    parts = subject_split(data.subject.numpy(), (1 - val_fraction, val_fraction), seed)
+    return tuple(data.subset(torch.as_tensor(idx)) for idx in parts)
 
 
 def take_share(data: GazeSet, fraction: float, seed: int) -> GazeSet:
     """A seeded random share ``fraction`` in (0, 1] of the images (at least one)."""
-    if not 0 < fraction <= 1:
-        raise ConfigError(f"fraction must be in (0, 1], got {fraction}")
+    from genlab.gaze.datasets import fraction_indices
+
     if fraction == 1:
         return data
-    n = max(1, round(fraction * len(data)))
-    idx = torch.randperm(len(data), generator=make_generator(seed, 13))[:n]
-    return data.subset(idx.sort().values)
+    return data.subset(torch.as_tensor(fraction_indices(len(data), fraction, seed)))
 
 
 def synthetic_task(
