@@ -178,52 +178,20 @@ def tables(rows: list[dict], cfg: BenchConfig) -> dict:
         )
     avg = statistics.fmean(improvements) if improvements else None
     t = cfg.ablation_task
-    k_rows, r_rows = [], []
-    for k in cfg.ablation_experts:
-        sel = {
-            "task": t,
-            "model": "moegaze",
-            "fraction": 1.0,
-            "experts": k,
-            "routing": d.routing,
-            "temperature": d.temperature,
-        }
-        k_rows.append(
-            {"K": k, "target error (deg)": _pm(_select(rows, **sel)), **_router_cols(rows, **sel)}
-        )
-    for r in cfg.ablation_routings:
-        sel = {
-            "task": t,
-            "model": "moegaze",
-            "fraction": 1.0,
-            "experts": d.experts,
-            "routing": r,
-            "temperature": d.temperature,
-        }
-        r_rows.append(
-            {
-                "routing": r,
-                "target error (deg)": _pm(_select(rows, **sel)),
-                **_router_cols(rows, **sel),
-            }
-        )
-    t_rows = []
-    for temp in cfg.ablation_temperatures:
-        sel = {
-            "task": t,
-            "model": "moegaze",
-            "fraction": 1.0,
-            "experts": d.experts,
-            "routing": d.routing,
-            "temperature": temp,
-        }
-        t_rows.append(
-            {
-                "temperature": temp,
-                "target error (deg)": _pm(_select(rows, **sel)),
-                **_router_cols(rows, **sel),
-            }
-        )
+    default = {"experts": d.experts, "routing": d.routing, "temperature": d.temperature}
+
+    def ablation(column: str, key: str, values) -> list[dict]:
+        """One row per value of ``key``, the other MoEGaze settings at their defaults."""
+        out = []
+        for v in values:
+            sel = {"task": t, "model": "moegaze", "fraction": 1.0, **default, key: v}
+            out.append({column: v, "target error (deg)": _pm(_select(rows, **sel)),
+                        **_router_cols(rows, **sel)})
+        return out
+
+    k_rows = ablation("K", "experts", cfg.ablation_experts)
+    r_rows = ablation("routing", "routing", cfg.ablation_routings)
+    t_rows = ablation("temperature", "temperature", cfg.ablation_temperatures)
     md = [
         "Mean angular error on the target domain (degrees, mean ± std over "
         f"{cfg.seeds} seeds; lower is better).\n",
