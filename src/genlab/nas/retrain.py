@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from genlab.core.data import Batches, augment_images, load_image_data
-from genlab.core.errors import require_positive
+from genlab.core.errors import require_choice, require_positive
 from genlab.core.runs import RunDir
 from genlab.core.seeding import seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
@@ -42,6 +42,7 @@ class RetrainConfig:
 
     def validate(self) -> None:
         Genotype.from_string(self.arch)
+        require_choice("eval_on", self.eval_on, ("test", "val"))
         for name in ("size", "channels", "cells", "epochs", "batch_size", "lr"):
             require_positive(name.replace("_", "-"), getattr(self, name))
 

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.data import Batches, augment_images, load_image_data
-from genlab.core.errors import ConfigError, DivergedError, require_positive
+from genlab.core.errors import DivergedError, require_positive
 from genlab.core.progress import progress
 from genlab.core.runs import RunDir
 from genlab.core.seeding import (
@@ -164,7 +164,6 @@ def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=Non
 
     t0 = time.perf_counter() - elapsed
     sums = [0.0, 0.0, 0]
-    hess = None
     with progress(cfg.steps, f"search {cfg.reg} seed {cfg.seed}", progress_bar,
                   completed=start) as tick:
         for step in range(start, cfg.steps):
@@ -192,8 +191,7 @@ def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=Non
             sums = [0.0, 0.0, 0]
             record.update(_epoch_diagnostics(net, diag_x, diag_y, table))
             if hessian_every and (epoch % hessian_every == 0 or done == cfg.steps):
-                hess = diag.hessian_eigenvalue(net, diag_x, diag_y)
-                record["hessian_eig"] = hess
+                record["hessian_eig"] = diag.hessian_eigenvalue(net, diag_x, diag_y)
             record["seconds"] = time.perf_counter() - t0
             run.log(record)
             run.save({"net": net.state_dict(), "a_opt": a_opt.state_dict(),
@@ -252,11 +250,3 @@ def _plots(run: RunDir, history: list[dict], space) -> None:
     run.save_figure(diag.plot_search_curves(history, math.log(len(space.ops))), "search_curves.png")
     run.save_figure(diag.plot_ib_plane(history), "ib_plane.png")
 
-
-def load_summary(out) -> dict:
-    from genlab.core.runs import SUMMARY, read_json
-
-    path = os.path.join(out, SUMMARY)
-    if not os.path.isfile(path):
-        raise ConfigError(f"{out}: no summary.json (search not finished?)")
-    return read_json(path)
