@@ -17,18 +17,6 @@ _TABLE_CANDIDATES = [
 
 
 @pytest.fixture(scope="session")
-def nas_step_bench():
-    """benchmarks/nas_step.py as a module: the per-edge reference supernet lives there."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("nas_step_bench",
-                                                  REPO / "benchmarks" / "nas_step.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@pytest.fixture(scope="session")
 def nb201_table() -> Path:
     """Path of the NAS-Bench-201 accuracy table; tests needing it skip when it is absent."""
     for cand in _TABLE_CANDIDATES:

@@ -6,6 +6,7 @@ import pytest
 
 from genlab.nas.bench import BenchConfig, aggregate, cell_agreement, run_bench
 from genlab.nas.search import SearchConfig
+from genlab.nas.spaces import get_space
 
 A = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|none~2|"
 B = "|nor_conv_3x3~0|+|nor_conv_1x1~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|none~2|"
@@ -43,3 +44,24 @@ def test_tiny_bench_end_to_end_and_resume(tmp_path, nb201_table):
     assert (tmp_path / "b" / "bench.png").stat().st_size > 1000
     again = run_bench(cfg, tmp_path / "b", resume=True)  # every sub-run is reused
     assert again["records"] == result["records"]
+
+
+def test_space_bench_with_sanity_rows(tmp_path):
+    cfg = BenchConfig(regs=["none"], seeds=[0, 1],
+                      search=SearchConfig(space="s3", channels=2, cells=3, steps=2,
+                                          batch_size=16, hessian_points=0, diag_batch=8),
+                      retrain_epochs=1, retrain_channels=2, retrain_cells=3, random_archs=True)
+    result = run_bench(cfg, tmp_path / "b")
+    assert result["space"] == "s3" and set(result["per_reg"]) == {"none", "random"}
+    runs = {r["run"]: r for r in result["records"]}
+    assert set(runs) == {"none-s0", "none-s1", "random-s0", "random-s1"}
+    space = get_space("s3")
+    for r in runs.values():
+        g = space.parse(r["genotype"])
+        assert space.op_counts(g) == {"param_free_ops": r["param_free_ops"],
+                                      "skip_ops": r["skip_ops"]}
+        assert "cifar10" not in r and "test_acc" in r
+    assert runs["random-s0"]["genotype"] != runs["random-s1"]["genotype"]
+    assert 5 < result["constant_test_acc"] < 15  # digits: 10 balanced classes
+    md = (tmp_path / "b" / "bench.md").read_text()
+    assert "constant (majority class)" in md and "| C10 |" not in md and "skip ops" in md

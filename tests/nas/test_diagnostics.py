@@ -1,33 +1,50 @@
-"""Collapse diagnostics on the real supernet, against a per-edge reference and hand values."""
+"""Collapse diagnostics on the real supernets, against per-edge references and hand values."""
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
-from genlab.nas.diagnostics import alpha_hessian, ib_point, mean_entropy
+from genlab.nas.diagnostics import (
+    alpha_hessian,
+    hessian_eigenvalue,
+    ib_point,
+    lanczos_top_eigenvalue,
+    mean_entropy,
+)
+from genlab.nas.probe import CellPairs
 from genlab.nas.regularizers import batch_entropy
+from genlab.nas.spaces import get_space
 from genlab.nas.supernet import NB201SuperNet
 
 
-def test_alpha_hessian_of_fused_supernet_equals_per_edge_reference(nas_step_bench):
+def explicit_hessian(net, x, y):
+    """Row-by-row double backward through the concatenated alphas (plain autograd)."""
+    alphas = list(net.arch_parameters())
+    loss = F.cross_entropy(net(x), y)
+    grads = torch.autograd.grad(loss, alphas, create_graph=True)
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    rows = []
+    for gi in flat:
+        parts = torch.autograd.grad(gi, alphas, retain_graph=True, allow_unused=True)
+        rows.append(torch.cat([(p if p is not None else torch.zeros_like(a)).reshape(-1)
+                               for p, a in zip(parts, alphas, strict=True)]))
+    return torch.stack(rows)
+
+
+def test_alpha_hessian_of_fused_supernet_equals_per_edge_reference():
     # The fused supernet has a custom autograd kernel; its second derivatives must match
     # plain autograd through the textbook per-edge mixed ops (row-by-row double backward).
-    bench = nas_step_bench
     torch.manual_seed(0)
+    ref = NB201SuperNet(C=2, N=1, num_classes=3, in_channels=1, per_edge=True).double()
     ours = NB201SuperNet(C=2, N=1, num_classes=3, in_channels=1).double()
-    ref = bench.ReferenceSuperNet(C=2, N=1, num_classes=3, in_channels=1).double()
-    bench.copy_reference_into(ours, ref)
     with torch.no_grad():
-        ours.arch_params.normal_()
-        ref.arch_params.copy_(ours.arch_params)
+        ref.arch_params.normal_()
+    ours.load_per_edge(ref)
     x = torch.randn(12, 1, 8, 8, dtype=torch.float64)
     y = torch.randint(0, 3, (12,))
-    loss = F.cross_entropy(ref(x), y)
-    (g,) = torch.autograd.grad(loss, ref.arch_params, create_graph=True)
-    rows = [torch.autograd.grad(gi, ref.arch_params, retain_graph=True)[0].reshape(-1)
-            for gi in g.reshape(-1)]
-    expected = torch.stack(rows)
+    expected = explicit_hessian(ref, x, y)
     buffers = {k: v.clone() for k, v in ours.state_dict().items()}
     got = alpha_hessian(ours, x, y)
     assert torch.allclose(got, expected, atol=1e-10)
@@ -35,13 +52,56 @@ def test_alpha_hessian_of_fused_supernet_equals_per_edge_reference(nas_step_benc
         assert torch.equal(v, buffers[k])
 
 
+@pytest.mark.parametrize("space, entries", [
+    ("s3", 84),  # normal + reduce, 14 x 3 each
+    pytest.param("darts", 224, marks=pytest.mark.slow),  # max-pool: no vmap rule, row by row
+])
+def test_hessian_over_normal_and_reduce_alphas_and_lanczos(space, entries):
+    # The Hessian spans both alpha tensors and matches plain autograd; the Lanczos estimate
+    # of its top eigenvalue (what the search logs in these spaces) matches eigvalsh.
+    torch.manual_seed(0)
+    net = get_space(space).build_supernet(num_classes=3, in_channels=1, channels=2,
+                                           cells=3).double()  # cells N, R, R
+    with torch.no_grad():
+        for a in net.arch_parameters():
+            a.normal_()
+    x = torch.randn(8, 1, 8, 8, dtype=torch.float64)
+    y = torch.randint(0, 3, (8,))
+    expected = explicit_hessian(net, x, y)
+    assert expected.shape == (entries, entries)
+    got = alpha_hessian(net, x, y)
+    torch.testing.assert_close(got, 0.5 * (expected + expected.T), atol=1e-9, rtol=1e-7)
+    top = float(torch.linalg.eigvalsh(got)[-1])
+    assert abs(lanczos_top_eigenvalue(net, x, y) - top) < 1e-3 * abs(top)
+    assert abs(hessian_eigenvalue(net, x, y) - top) < 1e-3 * abs(top)
+
+
+def test_diagnostics_leave_the_global_rng_alone():
+    # S4's noise op draws from the global generator: diagnostics must not move the search's.
+    net = get_space("s4").build_supernet(num_classes=3, in_channels=1, channels=2, cells=2)
+    x, y = torch.randn(4, 1, 8, 8), torch.randint(0, 3, (4,))
+    torch.manual_seed(5)
+    ib_point(net, x, y)
+    hessian_eigenvalue(net, x, y)
+    after = torch.rand(3)
+    torch.manual_seed(5)
+    assert torch.equal(after, torch.rand(3))
+
+
 def test_ib_point_and_entropy_hand_values():
     torch.manual_seed(1)
     net = NB201SuperNet(C=2, N=1, num_classes=3, in_channels=1, init_scale=0.0)
-    assert abs(mean_entropy(net.arch_params) - math.log(5)) < 1e-6
+    assert abs(mean_entropy(net.alphas()) - math.log(5)) < 1e-6
     x, y = torch.randn(16, 1, 8, 8), torch.randint(0, 3, (16,))
     point = ib_point(net, x, y)
-    logits, cells = net(x, return_cells=True)
+    probe = CellPairs()
+    logits = net(x, probe=probe)
     assert abs(point["val_ce"] - float(F.cross_entropy(logits, y))) < 1e-6
-    expected = sum(float(batch_entropy(o)) for _, o in cells) / len(cells)
+    expected = sum(float(batch_entropy(o)) for _, o in probe.pairs) / len(probe.pairs)
     assert abs(point["cell_batch_entropy"] - expected) < 1e-6
+
+
+def test_mean_entropy_spans_every_alpha_row():
+    # rows: 2 uniform rows of 3 ops (log 3 each) and one one-hot-like row of 2 ops (~0)
+    alphas = {"a": torch.zeros(2, 3), "b": torch.tensor([[50.0, -50.0]])}
+    assert abs(mean_entropy(alphas) - 2 * math.log(3) / 3) < 1e-6

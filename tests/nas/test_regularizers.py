@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
 from genlab.nas.diagnostics import alpha_hessian, hessian_eigenvalue
+from genlab.nas.probe import CellPairs
 from genlab.nas.regularizers import batch_entropy, edge_entropy, make_regularizer
 
 
@@ -49,13 +50,46 @@ def test_batch_entropy_hand_value():
     assert float(batch_entropy(t)) == pytest.approx(expected)
 
 
+def _pairs_probe(reg, pairs):
+    probe = reg.make_probe()
+    probe.pairs.extend(pairs)
+    return probe
+
+
 def test_ber_batch_penalises_only_compression():
     reg = make_regularizer("ber-batch", strength=1.0, schedule="constant")
+    assert reg.needs_probe and isinstance(reg.make_probe(), CellPairs)
+    assert make_regularizer("beta").make_probe() is None
     wide, narrow = torch.randn(32, 4) * 3, torch.randn(32, 4) * 0.1
-    assert float(reg.penalty(torch.zeros(6, 5), [(wide, narrow)])) > 0
-    assert float(reg.penalty(torch.zeros(6, 5), [(narrow, wide)])) == 0.0
-    with pytest.raises(ConfigError):
-        reg.penalty(torch.zeros(6, 5))
+    alphas = {"cell": torch.zeros(6, 5)}
+    assert float(reg.penalty(alphas, _pairs_probe(reg, [(wide, narrow)]))) > 0
+    assert float(reg.penalty(alphas, _pairs_probe(reg, [(narrow, wide)]))) == 0.0
+    with pytest.raises(ConfigError, match="probe"):
+        reg.penalty(alphas)
+
+
+def test_penalties_per_alpha_tensor_summed():
+    # beta-DARTS in the DARTS space: mean_e LSE per cell type, summed over normal and reduce;
+    # its gradient on each tensor is that tensor's softmax / |E|. KL the same way.
+    g = torch.Generator().manual_seed(0)
+    normal = torch.randn(14, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    reduce = torch.randn(14, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    alphas = {"normal": normal, "reduce": reduce}
+    beta = make_regularizer("beta", strength=50.0)
+    value = beta.penalty(alphas)
+    expected = (sum(math.log(sum(math.exp(v) for v in row)) for row in normal.tolist()) / 14
+                + sum(math.log(sum(math.exp(v) for v in row)) for row in reduce.tolist()) / 14)
+    assert float(value) == pytest.approx(expected)
+    value.backward()
+    for a in (normal, reduce):
+        torch.testing.assert_close(a.grad, F.softmax(a.detach(), -1) / 14)
+    kl = make_regularizer("ber-kl").penalty(alphas)
+    hand = sum(float((F.softmax(a, -1) * (F.softmax(a, -1) * 8).log()).sum(-1).mean())
+               for a in (normal, reduce))
+    assert float(kl) == pytest.approx(hand)
+    # one tensor: exactly the single-alpha value (the NB201 search is unchanged)
+    single = torch.randn(6, 5, generator=g)
+    assert torch.equal(beta.penalty({"cell": single}), torch.logsumexp(single, -1).mean())
 
 
 def test_bad_regulariser_options():
@@ -75,6 +109,9 @@ class _ToyNet(torch.nn.Module):
         g = torch.Generator().manual_seed(0)
         self.arch_params = torch.nn.Parameter(torch.randn(2, 3, generator=g, dtype=torch.float64))
         self.w = torch.randn(2, 3, 4, 3, generator=g, dtype=torch.float64)
+
+    def arch_parameters(self):
+        return [self.arch_params]
 
     def forward(self, x):
         p = F.softmax(self.arch_params, -1)

@@ -11,12 +11,19 @@ import pytest
 import torch
 
 import genlab.nas.search as search_mod
-from genlab.core.errors import DivergedError
+from genlab.core.errors import ConfigError, DivergedError
 from genlab.nas.search import SearchConfig, run_search
+from genlab.nas.spaces import get_space, space_names
 
+V2 = ("Genotype(normal=[('sep_conv_3x3', 0), ('sep_conv_3x3', 1), ('sep_conv_3x3', 0), "
+      "('sep_conv_3x3', 1), ('sep_conv_3x3', 1), ('skip_connect', 0), ('skip_connect', 0), "
+      "('dil_conv_3x3', 2)], normal_concat=[2, 3, 4, 5], reduce=[('max_pool_3x3', 0), "
+      "('max_pool_3x3', 1), ('skip_connect', 2), ('max_pool_3x3', 1), ('max_pool_3x3', 0), "
+      "('skip_connect', 2), ('skip_connect', 2), ('max_pool_3x3', 1)], "
+      "reduce_concat=[2, 3, 4, 5])")
 TINY = dict(channels=4, cells=1, steps=33, batch_size=64, hessian_points=2, diag_batch=32)
 CONTRACT = {"genotype", "param_free_ops", "mean_entropy", "hessian_eig", "search_seconds", "reg",
-            "seed"}
+            "seed", "skip_ops", "space", "order", "alpha", "arch_weights"}
 
 
 def _cli(*args, env_extra=None, **kw):
@@ -37,6 +44,36 @@ def test_search_writes_output_contract(tmp_path, nb201_table):
     assert all("arch_weights" in m and "cell_batch_entropy" in m for m in metrics)
     for png in ("arch_weights.png", "search_curves.png", "ib_plane.png"):
         assert (tmp_path / "r" / png).stat().st_size > 1000
+
+
+# every space in first order; second order once per supernet class (it sees only the protocol)
+@pytest.mark.parametrize("space, order", [(name, 1) for name in space_names()]
+                         + [("nb201", 2), ("darts-7op", 2), ("mobilenet", 2)])
+def test_every_space_searches(tmp_path, space, order, nb201_table):
+    # tiny sizes; the space's own defaults are what `genlab nas search --space S` uses
+    sp = get_space(space)
+    cells = None if sp.proxy.cells is None else 3
+    cfg = SearchConfig(space=space, order=order, channels=2, cells=cells, steps=2,
+                       batch_size=16, hessian_points=1 if space in ("nb201", "s3") else 0,
+                       diag_batch=8, nb201_table=str(nb201_table) if sp.table else None)
+    s = run_search(cfg, tmp_path / "r")
+    assert CONTRACT <= set(s) and s["space"] == space and s["order"] == order
+    assert sp.format(sp.parse(s["genotype"])) == s["genotype"]
+    assert list(s["alpha"]) == list(sp.alpha_specs())
+    assert ("nb201" in s) == (sp.table == "nb201")
+    config = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert config["size"] == sp.proxy.size and config["order"] == order  # resolved defaults
+
+
+def test_table_refused_for_spaces_without_one(tmp_path, nb201_table, monkeypatch):
+    with pytest.raises(ConfigError, match="no accuracy table"):
+        run_search(SearchConfig(space="s2", nb201_table=str(nb201_table), steps=1),
+                   tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+    monkeypatch.setenv("GENLAB_NB201_TABLE", str(nb201_table))  # the environment: ignored
+    s = run_search(SearchConfig(space="s2", channels=2, cells=3, steps=2, batch_size=16,
+                                hessian_points=0, diag_batch=8), tmp_path / "r2")
+    assert "nb201" not in s
 
 
 def test_search_without_table_has_no_nb201(tmp_path, monkeypatch):
@@ -112,6 +149,20 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path, monkeypatch):
      "CIFAR"),
     (["nas", "train", "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~9|+|skip_connect~0|"
       "nor_conv_3x3~1|nor_conv_1x1~2|", "--out", "{out}"], "~9"),
+    (["nas", "train", V2.replace("dil_conv_3x3", "conv_9x9"), "--space", "darts", "--out",
+      "{out}"], "conv_9x9"),
+    (["nas", "train", V2.replace("('dil_conv_3x3', 2)", "('dil_conv_3x3', 5)"), "--space",
+      "darts", "--out", "{out}"], "input index 5"),
+    (["nas", "train", V2.replace(", ('dil_conv_3x3', 2)]", "]"), "--space", "darts", "--out",
+      "{out}"], "7 (op, input) genes"),
+    (["nas", "train", V2, "--space", "s2", "--out", "{out}"], "'dil_conv_3x3'"),
+    (["nas", "train", V2, "--space", "darts9", "--out", "{out}"], "'darts9'"),
+    (["nas", "train", ",".join(["3x3_MBConv3"] * 20), "--space", "mobilenet", "--out",
+      "{out}"], "20 choice"),
+    (["nas", "train", ",".join(["zero"] + ["3x3_MBConv3"] * 20), "--space", "mobilenet",
+      "--out", "{out}"], "'zero' of block 0"),
+    (["nas", "search", "--out", "{out}", "--space", "mobilenet", "-N", "3"], "cells"),
+    (["nas", "search", "--out", "{out}", "--order", "3"], "order"),
 ])
 def test_cli_bad_input_one_line_exit_2(tmp_path, nb201_table, args, needle):
     (tmp_path / "badcols.csv").write_text("a,b\n1,2\n")

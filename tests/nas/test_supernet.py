@@ -1,24 +1,20 @@
-"""NB201SuperNet equals the per-edge reference supernet (logits, gradients, BN state)."""
-
+"""NB201SuperNet (fused) equals the per-edge reference supernet (logits, gradients, BN state)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
-from genlab.nas.genotype import Genotype
-from genlab.nas.spaces import NB201_OPS
+from genlab.nas.genotype import NB201_EDGES, NB201_OPS, Genotype
+from genlab.nas.ops import CONV_KERNELS, ResidualBlock
+from genlab.nas.probe import CellTraces
 from genlab.nas.supernet import NB201SuperNet, NodeSum
 
 
-@pytest.fixture(scope="module")
-def bench(nas_step_bench):
-    return nas_step_bench
-
-
-def _pair(bench, ops=NB201_OPS, C=4, N=2, in_channels=3, seed=0, channels_last=True):
+def _pair(ops=NB201_OPS, C=4, N=2, in_channels=3, seed=0, channels_last=True):
     torch.manual_seed(seed)
-    ref = bench.ReferenceSuperNet(C=C, N=N, num_classes=7, in_channels=in_channels, ops=ops)
+    ref = NB201SuperNet(C=C, N=N, num_classes=7, in_channels=in_channels, ops=ops,
+                        per_edge=True)
     ours = NB201SuperNet(C=C, N=N, num_classes=7, in_channels=in_channels, ops=ops,
                          channels_last=channels_last)
     with torch.no_grad():
@@ -26,15 +22,40 @@ def _pair(bench, ops=NB201_OPS, C=4, N=2, in_channels=3, seed=0, channels_last=T
         for m in ref.modules():  # the reference's cell-conv biases cancel in BN: make them big
             if isinstance(m, torch.nn.Conv2d) and m.bias is not None:
                 m.bias.normal_()
-    bench.copy_reference_into(ours, ref)
+    ours.load_per_edge(ref)
     return ours.double(), ref.double()
+
+
+def grads_by_name(ours, ref):
+    """(name, fused grad, per-edge grad) for every parameter (cell convs per edge)."""
+    out = [("arch_params", ours.arch_params.grad, ref.arch_params.grad)]
+    for part in ("stem", "head"):
+        for (n, p), (_, q) in zip(getattr(ours, part).named_parameters(),
+                                  getattr(ref, part).named_parameters(), strict=True):
+            out.append((f"{part}.{n}", p.grad, q.grad))
+    for mine, theirs in zip(ours.cells, ref.cells, strict=True):
+        if isinstance(mine, ResidualBlock):
+            for (n, p), (_, q) in zip(mine.named_parameters(), theirs.named_parameters(),
+                                      strict=True):
+                out.append((f"res.{n}", p.grad, q.grad))
+    for k, (mine, theirs) in enumerate(zip(ours.search_cells(), ref.search_cells(),
+                                           strict=True)):
+        for edge in NB201_EDGES:
+            for name in CONV_KERNELS:
+                if name in ours.ops:
+                    target, source = (int(v) for v in edge.split("<-"))
+                    slot, c = target - source - 1, mine.channels
+                    g = mine.convs[f"{name}_from{source}"].grad[slot * c:(slot + 1) * c]
+                    conv = theirs.edges[edge].ops[ours.ops.index(name)].op[1]
+                    out.append((f"cell{k}.{edge}.{name}", g, conv.weight.grad))
+    return out
 
 
 @pytest.mark.parametrize("ops, channels_last", [
     (NB201_OPS, True), (NB201_OPS, False),
     (("skip_connect", "nor_conv_3x3", "avg_pool_3x3"), True), (("none", "nor_conv_1x1"), True)])
-def test_same_logits_and_grads_as_reference(bench, ops, channels_last):
-    ours, ref = _pair(bench, ops, channels_last=channels_last)
+def test_same_logits_and_grads_as_reference(ops, channels_last):
+    ours, ref = _pair(ops, channels_last=channels_last)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(6, 3, 8, 8, generator=g, dtype=torch.float64)
     y = torch.randint(0, 7, (6,), generator=g)
@@ -42,13 +63,13 @@ def test_same_logits_and_grads_as_reference(bench, ops, channels_last):
     torch.testing.assert_close(lo, lr, atol=1e-9, rtol=1e-9)
     F.cross_entropy(lo, y).backward()
     F.cross_entropy(lr, y).backward()
-    for name, a, b in bench.grads_by_ours_name(ours, ref):
+    for name, a, b in grads_by_name(ours, ref):
         torch.testing.assert_close(a, b, atol=1e-9, rtol=1e-7, msg=name)
     assert ours.arch_params.grad.abs().sum() > 0
 
 
-def test_float32_and_running_stats_and_eval_match(bench):
-    ours, ref = _pair(bench)
+def test_float32_and_running_stats_and_eval_match():
+    ours, ref = _pair()
     ours.float()
     ref.float()
     with torch.no_grad():  # zero biases so running means agree exactly, not only asymptotically
@@ -63,34 +84,61 @@ def test_float32_and_running_stats_and_eval_match(bench):
     torch.testing.assert_close(ours(x), ref(x), atol=1e-5, rtol=1e-5)
 
 
-def test_bilevel_steps_stay_equal(bench):
-    ours, ref = _pair(bench, C=4, N=1)
+def test_bilevel_steps_stay_equal():
+    ours, ref = _pair(C=4, N=1)
     ours.float()
     ref.float()
     g = torch.Generator().manual_seed(3)
     x = torch.randn(2, 8, 3, 8, 8, generator=g)
     y = torch.randint(0, 7, (2, 8), generator=g)
-    data = (x[0], y[0], x[1], y[1])
-    ro, rr = bench.Bilevel(ours), bench.Bilevel(ref)
+    opts = []
+    for net in (ours, ref):
+        opts.append((torch.optim.Adam(net.arch_parameters(), lr=3e-4, betas=(0.5, 0.999)),
+                     torch.optim.SGD(net.weight_parameters(), lr=0.025, momentum=0.9)))
     for _ in range(3):
-        ro.step(*data)
-        rr.step(*data)
+        for net, (a_opt, w_opt) in zip((ours, ref), opts, strict=True):
+            a_opt.zero_grad()
+            F.cross_entropy(net(x[1]), y[1]).backward()
+            a_opt.step()
+            w_opt.zero_grad()
+            F.cross_entropy(net(x[0]), y[0]).backward()
+            w_opt.step()
     torch.testing.assert_close(ours.arch_params, ref.arch_params, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(ours(data[0]), ref(data[0]), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(ours(x[0]), ref(x[0]), atol=1e-4, rtol=1e-4)
 
 
-def test_return_cells_shapes_and_grad_path():
+def test_probe_reports_the_same_nodes_and_ops_as_the_reference():
+    ours, ref = _pair(C=3, N=1)
+    x = torch.randn(5, 3, 8, 8, dtype=torch.float64)
+    p_ours, p_ref = CellTraces(ops=True), CellTraces(ops=True)
+    torch.testing.assert_close(ours(x, probe=p_ours), ref(x, probe=p_ref))
+    assert [t.alpha for t in p_ours.traces] == ["cell"] * 3
+    assert [t.index for t in p_ours.traces] == [0, 1, 2]
+    for a, b in zip(p_ours.traces, p_ref.traces, strict=True):
+        assert len(a.nodes) == 3 and a.output is a.nodes[-1]
+        for u, v in zip(a.nodes, b.nodes, strict=True):
+            torch.testing.assert_close(u, v, atol=1e-10, rtol=1e-9)
+    assert set(p_ours.ops) == set(p_ref.ops) and len(p_ours.ops) == 3 * 6 * 5
+    for key, value in p_ours.ops.items():
+        if NB201_OPS[key[3]] == "none":
+            assert value is None and p_ref.ops[key] is None
+        else:
+            torch.testing.assert_close(value, p_ref.ops[key], atol=1e-10, rtol=1e-9)
+    # the same forward with an op-wanting probe gives the same logits as the fast path
+    torch.testing.assert_close(ours(x), ours(x, probe=CellTraces(ops=True)))
+
+
+def test_node_outputs_carry_the_graph_to_alpha():
     net = NB201SuperNet(C=4, N=2, num_classes=5, in_channels=1)
-    x = torch.randn(3, 1, 8, 8)
-    logits, cells = net(x, return_cells=True)
-    assert logits.shape == (3, 5)
-    assert len(cells) == 3 * 2
+    probe = CellTraces()
+    logits = net(torch.randn(3, 1, 8, 8), probe=probe)
+    assert logits.shape == (3, 5) and len(probe.traces) == 3 * 2
     expected = [(4, 8)] * 2 + [(8, 4)] * 2 + [(16, 2)] * 2
-    for (cin, cout), (c, s) in zip(cells, expected, strict=True):
-        assert cin.shape == cout.shape == (3, c, s, s)
-    grad = torch.autograd.grad(cells[0][1].pow(2).mean(), net.arch_params)[0]
+    for trace, (c, s) in zip(probe.traces, expected, strict=True):
+        assert trace.inputs[0].shape == trace.output.shape == (3, c, s, s)
+    grad = torch.autograd.grad(probe.traces[0].nodes[0].pow(2).mean(), net.arch_params)[0]
     assert grad.abs().sum() > 0
-    assert net.arch_params.shape == (6, 5)
+    assert list(net.alphas()) == ["cell"] and net.alphas()["cell"] is net.arch_params
     names = {id(p) for p in net.weight_parameters()}
     assert id(net.arch_params) not in names
     assert len(names) + 1 == len(list(net.parameters()))

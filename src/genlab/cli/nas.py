@@ -1,4 +1,4 @@
-"""`genlab nas ...`: search, train, lookup, bench. Thin wrappers over genlab.nas."""
+"""`genlab nas ...`: search, train, lookup, bench, spaces. Thin wrappers over genlab.nas."""
 
 from __future__ import annotations
 
@@ -10,59 +10,57 @@ app = typer.Typer(no_args_is_help=True)
 
 
 
-def _defaults():
-    from genlab.nas.search import SearchConfig
-
-    return SearchConfig()
-
-
+SPACE_HELP = ("Search space: nb201 | darts | darts-7op | s1 | s2 | s3 | s4 | mobilenet "
+              "(docs/nas_spaces.md).")
 TABLE_HELP = "NB201 accuracy CSV (default: $GENLAB_NB201_TABLE); judges the result, never selects."
 REG_HELP = ("none (DARTS) | beta (beta-DARTS) | ber (our BER default) | ber-kl | ber-batch "
             "(the two BER variants, our reconstruction).")
+PROXY = "default: the space's digits proxy"
 
 
 @app.command()
 def search(
     out: Path = typer.Option(..., help="Run folder to create (or continue with --resume)."),
-    space: str = typer.Option("nb201", help="Search space (nb201)."),
+    space: str = typer.Option("nb201", help=SPACE_HELP),
     dataset: str = typer.Option("digits",
                                 help="digits (embedded) | cifar10 | cifar100 | imagenet16."),
     data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits)."),
     reg: str = typer.Option("ber", help=REG_HELP),
     reg_strength: float = typer.Option(None, help="lambda_0 (default: per regulariser, see docs)."),
     reg_schedule: str = typer.Option(None, help="up | down | constant (BER variants)."),
-    steps: int = typer.Option(_defaults().steps, help="Bilevel steps (the budget)."),
+    order: int = typer.Option(1, help="1: first-order DARTS; 2: second order (unrolled)."),
+    steps: int = typer.Option(None, help=f"Bilevel steps (the budget; {PROXY})."),
     seed: int = typer.Option(0),
-    size: int = typer.Option(_defaults().size, help="Input resolution (digits are resized)."),
-    channels: int = typer.Option(_defaults().channels, "--channels", "-C",
-                                 help="C of the supernet."),
-    cells: int = typer.Option(_defaults().cells, "--cells", "-N",
-                              help="Cells per stage (NB201: 5)."),
-    batch_size: int = typer.Option(_defaults().batch_size),
-    arch_lr: float = typer.Option(_defaults().arch_lr, help="Adam lr of alpha (DARTS: 3e-4)."),
-    arch_weight_decay: float = typer.Option(_defaults().arch_weight_decay,
-                                            help="Adam weight decay of alpha (DARTS: 1e-3)."),
+    size: int = typer.Option(None, help=f"Input resolution; digits are resized ({PROXY})."),
+    channels: int = typer.Option(None, "--channels", "-C",
+                                 help=f"Width C of the supernet ({PROXY}; upstream 16)."),
+    cells: int = typer.Option(None, "--cells", "-N",
+                              help=f"NB201: cells per stage (upstream 5); DARTS spaces: cells "
+                                   f"(upstream 8) ({PROXY})."),
+    batch_size: int = typer.Option(64),
+    arch_lr: float = typer.Option(3e-2, help="Adam lr of alpha (DARTS: 3e-4)."),
+    arch_weight_decay: float = typer.Option(0.0, help="Adam weight decay of alpha (DARTS: 1e-3)."),
     augment: bool = typer.Option(True, help="Augment train and val batches (digits proxy)."),
-    hessian_points: int = typer.Option(
-        _defaults().hessian_points, help="How often the alpha-Hessian eigenvalue is computed."),
+    hessian_points: int = typer.Option(6, help="How often the alpha-Hessian eigenvalue is "
+                                               "computed."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
     resume: bool = typer.Option(False, help="Continue a killed run in --out."),
 ):
-    """Search a cell by first-order bilevel optimisation with the chosen regulariser."""
+    """Search an architecture by bilevel optimisation with the chosen regulariser."""
     from genlab.nas.search import SearchConfig, run_search
 
     cfg = SearchConfig(space=space, dataset=dataset, data_root=_s(data_root), size=size,
                        channels=channels, cells=cells, batch_size=batch_size, steps=steps,
                        reg=reg, reg_strength=reg_strength, reg_schedule=reg_schedule, seed=seed,
-                       device=device, arch_lr=arch_lr, arch_weight_decay=arch_weight_decay,
-                       augment=augment, hessian_points=hessian_points,
-                       nb201_table=_s(nb201_table))
+                       device=device, order=order, arch_lr=arch_lr,
+                       arch_weight_decay=arch_weight_decay, augment=augment,
+                       hessian_points=hessian_points, nb201_table=_s(nb201_table))
     s = run_search(cfg, out, resume=resume)
     typer.echo(f"genotype        {s['genotype']}")
     hess = "-" if s["hessian_eig"] is None else f"{s['hessian_eig']:.4g}"
-    typer.echo(f"param-free ops  {s['param_free_ops']}   mean entropy {s['mean_entropy']:.3f}"
-               f"   Hessian eig {hess}   {s['search_seconds']:.0f} s")
+    typer.echo(f"param-free ops  {s['param_free_ops']}   skip ops {s['skip_ops']}   mean entropy "
+               f"{s['mean_entropy']:.3f}   Hessian eig {hess}   {s['search_seconds']:.0f} s")
     if "nb201" in s:
         n = s["nb201"]
         accs = f"{n['cifar10']:.2f} / {n['cifar100']:.2f} / {n['imagenet16']:.2f}"
@@ -72,26 +70,39 @@ def search(
 
 @app.command()
 def train(
-    arch: str = typer.Argument(..., help="Official NB201 architecture string."),
+    arch: str = typer.Argument(..., help="Genotype text of the space (NB201 string, DARTS "
+                                         "Genotype(...), MobileNet choices)."),
     out: Path = typer.Option(..., help="Run folder."),
+    space: str = typer.Option("nb201", help=SPACE_HELP),
     dataset: str = typer.Option("digits"),
     data_root: Path = typer.Option(None),
-    size: int = typer.Option(8),
-    channels: int = typer.Option(16, "--channels", "-C"),
-    cells: int = typer.Option(1, "--cells", "-N"),
-    epochs: int = typer.Option(30),
+    size: int = typer.Option(None, help="Input resolution (default: the search proxy's)."),
+    channels: int = typer.Option(None, "--channels", "-C", help="Width (default: the recipe's)."),
+    cells: int = typer.Option(None, "--cells", "-N", help="Depth (default: the recipe's)."),
+    epochs: int = typer.Option(None, help="Epochs (default: the recipe's)."),
     batch_size: int = typer.Option(64),
-    lr: float = typer.Option(0.05),
+    lr: float = typer.Option(None, help="SGD lr, cosine to 0 (DARTS recipe: 0.025)."),
+    weight_decay: float = typer.Option(None, help="(DARTS recipe: 3e-4)."),
+    grad_clip: float = typer.Option(None, help="Gradient-norm clip, 0 = off (DARTS: 5)."),
+    aux_weight: float = typer.Option(None, help="Auxiliary-head loss weight, 0 = no head "
+                                                "(DARTS: 0.4)."),
+    drop_path: float = typer.Option(None, help="Final drop-path probability, ramped from 0 "
+                                               "(DARTS: 0.2)."),
+    cutout: bool = typer.Option(None, "--cutout/--no-cutout",
+                                help="Cutout of half the image side (DARTS: on)."),
+    augment: bool = typer.Option(True, help="Augment training batches (digits)."),
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
     resume: bool = typer.Option(False),
 ):
-    """Retrain an architecture from scratch and report its test accuracy and parameter count."""
+    """Retrain an architecture from scratch with its space's recipe; test accuracy, params."""
     from genlab.nas.retrain import RetrainConfig, retrain
 
-    cfg = RetrainConfig(arch=arch, dataset=dataset, data_root=_s(data_root), size=size,
-                        channels=channels, cells=cells, epochs=epochs, batch_size=batch_size,
-                        lr=lr, seed=seed, device=device)
+    cfg = RetrainConfig(arch=arch, space=space, dataset=dataset, data_root=_s(data_root),
+                        size=size, channels=channels, cells=cells, epochs=epochs,
+                        batch_size=batch_size, lr=lr, weight_decay=weight_decay,
+                        grad_clip=grad_clip, auxiliary_weight=aux_weight, drop_path=drop_path,
+                        cutout=cutout, augment=augment, seed=seed, device=device)
     s = retrain(cfg, out, resume=resume)
     typer.echo(f"test accuracy {s['test_acc']:.2f}%   parameters {s['params']:,}   "
                f"outputs in {out}")
@@ -116,10 +127,14 @@ def lookup(
 @app.command()
 def bench(
     out: Path = typer.Option(..., help="Bench folder (sub-runs inside; --resume continues)."),
+    space: str = typer.Option("nb201", help=SPACE_HELP),
     regs: str = typer.Option("none,beta,ber", help="Comma-separated regularisers."),
     seeds: str = typer.Option("0,1,2", help="Comma-separated seeds."),
-    steps: int = typer.Option(_defaults().steps),
+    steps: int = typer.Option(None, help=f"Search steps ({PROXY})."),
+    order: int = typer.Option(1, help="1 or 2 (second-order search)."),
     retrain_epochs: int = typer.Option(30, help="0 skips retraining."),
+    random_archs: bool = typer.Option(False, help="Sanity rows: a random architecture of the "
+                                                  "space per seed, retrained."),
     device: str = typer.Option("cpu"),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
     resume: bool = typer.Option(False),
@@ -129,12 +144,26 @@ def bench(
     from genlab.nas.search import SearchConfig
 
     cfg = BenchConfig(regs=_csv(regs, str), seeds=_csv(seeds, int),
-                      search=SearchConfig(steps=steps, device=device,
+                      search=SearchConfig(space=space, steps=steps, order=order, device=device,
                                           nb201_table=_s(nb201_table)),
-                      retrain_epochs=retrain_epochs)
+                      retrain_epochs=retrain_epochs, random_archs=random_archs)
     run_bench(cfg, out, resume=resume)
     typer.echo((Path(out) / "bench.md").read_text())
     typer.echo(f"outputs in {out}")
+
+
+@app.command()
+def spaces():
+    """List the registered search spaces: alphas, digits-proxy defaults, description."""
+    from genlab.nas.spaces import get_space, space_names
+
+    for name in space_names():
+        sp = get_space(name)
+        alphas = ", ".join(f"{a} {s.shape[0]}x{s.shape[1]}" for a, s in sp.alpha_specs().items())
+        p = sp.proxy
+        typer.echo(f"{name:10} alphas {alphas:28} proxy: {p.size}x{p.size}, C={p.channels}"
+                   f"{'' if p.cells is None else f', cells={p.cells}'}, {p.steps} steps   "
+                   f"{sp.description}")
 
 
 def _s(path) -> str | None:

@@ -1,8 +1,12 @@
 """BER and differentiable architecture search (DARTS family) with collapse diagnostics.
 
-Public API: ``build_network(arch_string, num_classes, C=16, N=5, in_channels=3)``,
-``Genotype``, ``NB201SuperNet``, ``NB201Table``, ``SearchConfig``/``run_search``,
-``RetrainConfig``/``retrain``, ``BenchConfig``/``run_bench``, ``make_regularizer``.
+Public API: ``get_space(name)`` for nb201, darts, darts-7op, s1, s2, s3, s4, mobilenet
+(``space.build_supernet``, ``parse``/``format``/``derive``, ``build_network``);
+``build_darts_network(genotype, num_classes, C=36, layers=20, auxiliary=True,
+drop_path=0.2)``; ``build_network(arch_string, num_classes, C=16, N=5, in_channels=3)``
+(NB201); ``Probe``/``CellTrace`` (what search cells compute); ``Genotype``, ``NB201SuperNet``,
+``NB201Table``, ``SearchConfig``/``run_search``, ``RetrainConfig``/``retrain``,
+``BenchConfig``/``run_bench``, ``make_regularizer``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,12 @@ _EXPORTS = {
     "NB201SuperNet": "genlab.nas.supernet",
     "NB201Table": "genlab.nas.table",
     "get_space": "genlab.nas.spaces",
+    "space_names": "genlab.nas.spaces",
+    "build_darts_network": "genlab.nas.darts_networks",
+    "parse_darts_genotype": "genlab.nas.darts_genotype",
+    "DartsGenotype": "genlab.nas.darts_genotype",
+    "Probe": "genlab.nas.probe",
+    "CellTrace": "genlab.nas.probe",
     "SearchConfig": "genlab.nas.search",
     "run_search": "genlab.nas.search",
     "RetrainConfig": "genlab.nas.retrain",

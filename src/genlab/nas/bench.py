@@ -1,9 +1,14 @@
-"""`genlab nas bench`: several regularisers x seeds, each searched then retrained; one table.
+"""`genlab nas bench`: several regularisers x seeds in one space, each searched then retrained.
 
 Every search and retraining is its own run folder under ``out/search`` and
 ``out/retrain``; finished runs are reused and unfinished ones resumed, so a killed
 bench continues where it stopped. Results: bench.json (one record per run plus
 per-regulariser mean and std), bench.md (Markdown table) and bench.png.
+
+Sanity rows: ``random_archs`` adds, per seed, a random architecture of the space (derived from
+alphas drawn N(0, 1) with that seed: the space's own derivation rule, no search) retrained
+like the searched ones, and every table carries the constant predictor (the majority class of
+the training data) on the same test split.
 """
 
 from __future__ import annotations
@@ -13,15 +18,20 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import torch
+
+from genlab.core.data import load_image_data
 from genlab.core.errors import ConfigError, require_positive
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import CONFIG, SUMMARY, RunDir, atomic_write_bytes, read_json, write_json
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import SearchConfig, run_search
-from genlab.nas.spaces import NB201_EDGES
+from genlab.nas.spaces import get_space
 
-METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "mean_entropy", "test_acc",
-           "hessian_eig", "search_seconds")
+METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",
+           "test_acc", "hessian_eig", "search_seconds")
+TABLE_COLUMNS = {"cifar10": "C10", "cifar100": "C100", "imagenet16": "IN16"}
+RANDOM = "random"
 
 
 @dataclass
@@ -32,8 +42,9 @@ class BenchConfig:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     search: SearchConfig = field(default_factory=SearchConfig)
     retrain_epochs: int = 30
-    retrain_channels: int = 16
-    retrain_cells: int = 1
+    retrain_channels: int | None = None  # None: the space's retraining recipe
+    retrain_cells: int | None = None
+    random_archs: bool = False  # sanity rows: a random architecture per seed, retrained
 
 
 def finished_or_run(run_fn, cfg, folder: Path, **kwargs) -> dict:
@@ -48,25 +59,29 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None)
     if not cfg.regs or not cfg.seeds:
         raise ConfigError("bench needs at least one regulariser and one seed")
     require_positive("retrain-epochs", cfg.retrain_epochs, allow_zero=True)
+    cfg.search.validate()
+    space = get_space(cfg.search.space)
     run = RunDir(out, asdict(cfg), resume=resume)
     records = []
-    for reg, seed in itertools.product(cfg.regs, cfg.seeds):
+    jobs = list(itertools.product(cfg.regs, cfg.seeds))
+    if cfg.random_archs:
+        jobs += [(RANDOM, seed) for seed in cfg.seeds]
+    for reg, seed in jobs:
         name = f"{reg}-s{seed}"
-        scfg = replace(cfg.search, reg=reg, seed=seed)
-        summary = finished_or_run(run_search, scfg, run.path / "search" / name,
-                                  progress_bar=progress_bar)
-        record = {"run": name, "reg": reg, "seed": seed, "genotype": summary["genotype"],
-                  "param_free_ops": summary["param_free_ops"],
-                  "mean_entropy": summary["mean_entropy"], "hessian_eig": summary["hessian_eig"],
-                  "search_seconds": summary["search_seconds"],
-                  "param_free_curve": summary["param_free_curve"],
-                  "entropy_curve": summary["entropy_curve"], "curve_steps": summary["curve_steps"]}
-        record.update(summary.get("nb201", {}))
+        if reg == RANDOM:
+            record = random_record(space, seed)
+        else:
+            scfg = replace(cfg.search, reg=reg, seed=seed)
+            summary = finished_or_run(run_search, scfg, run.path / "search" / name,
+                                      progress_bar=progress_bar)
+            record = search_record(summary, space)
+        record.update({"run": name, "reg": reg, "seed": seed})
         if cfg.retrain_epochs > 0:
-            rcfg = RetrainConfig(arch=summary["genotype"], dataset=scfg.dataset,
-                                 data_root=scfg.data_root, size=scfg.size,
-                                 channels=cfg.retrain_channels, cells=cfg.retrain_cells,
-                                 epochs=cfg.retrain_epochs, seed=seed, device=scfg.device)
+            rcfg = RetrainConfig(arch=record["genotype"], space=space.name,
+                                 dataset=cfg.search.dataset, data_root=cfg.search.data_root,
+                                 size=cfg.search.size, channels=cfg.retrain_channels,
+                                 cells=cfg.retrain_cells, epochs=cfg.retrain_epochs, seed=seed,
+                                 device=cfg.search.device)
             rsum = finished_or_run(retrain, rcfg, run.path / "retrain" / name,
                                    progress_bar=progress_bar)
             record["test_acc"] = rsum["test_acc"]
@@ -74,32 +89,63 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None)
         records.append(record)
         run.log({k: v for k, v in record.items() if not k.endswith(("_curve", "_steps"))})
 
-    result = {"records": records, "per_reg": aggregate(records, cfg.regs)}
+    regs = cfg.regs + ([RANDOM] if cfg.random_archs else [])
+    result = {"space": space.name, "records": records,
+              "per_reg": aggregate(records, regs, space),
+              "constant_test_acc": constant_accuracy(cfg.search)}
     write_json(run.file("bench.json"), result)
     atomic_write_bytes(run.file("bench.md"), bench_markdown(result).encode())
-    run.save_figure(plot_bench(records, cfg.regs), "bench.png")
+    run.save_figure(plot_bench(records, cfg.regs, space), "bench.png")
     run.write_summary(result["per_reg"])
     return result
 
 
-def cell_agreement(genotypes: list[str]) -> float | None:
-    """Mean fraction of the 6 edges on which two derived cells agree, over all seed pairs."""
-    from genlab.nas.genotype import Genotype
+def search_record(summary: dict, space) -> dict:
+    """The bench's record of one finished search."""
+    record = {k: summary.get(k) for k in ("genotype", "param_free_ops", "skip_ops",
+                                           "mean_entropy", "hessian_eig", "search_seconds",
+                                           "param_free_curve", "entropy_curve", "curve_steps")}
+    if space.table:
+        record.update(summary.get(space.table, {}))
+    return record
 
-    cells = [Genotype.from_string(g).edges() for g in genotypes]
+
+def random_record(space, seed: int) -> dict:
+    """A random architecture of ``space``: its derivation applied to N(0, 1) alphas."""
+    g = torch.Generator().manual_seed(seed)
+    alphas = {name: torch.randn(spec.shape, generator=g)
+              for name, spec in space.alpha_specs().items()}
+    genotype = space.derive(alphas)
+    return {"genotype": space.format(genotype), **space.op_counts(genotype)}
+
+
+def constant_accuracy(search: SearchConfig) -> float:
+    """Test accuracy (%) of always predicting the most frequent training class."""
+    data = load_image_data(search.dataset, search.data_root,
+                           size=search.resolved().size, seed=0)
+    labels = torch.cat([data.train.labels, data.val.labels])
+    majority = int(torch.bincount(labels).argmax())
+    return 100.0 * float((data.test.labels == majority).float().mean())
+
+
+def cell_agreement(genotypes: list[str], space=None) -> float | None:
+    """Mean fraction of decisions on which two derived architectures agree, over seed pairs."""
+    space = space or get_space("nb201")
+    cells = [space.choices(space.parse(g)) for g in genotypes]
     pairs = list(itertools.combinations(cells, 2))
     if not pairs:
         return None
-    same = [sum(a[e] == b[e] for e in NB201_EDGES) / len(NB201_EDGES) for a, b in pairs]
+    same = [sum(x == y for x, y in zip(a, b, strict=True)) / len(a) for a, b in pairs]
     return sum(same) / len(same)
 
 
-def aggregate(records: list[dict], regs: list[str]) -> dict:
-    """Per regulariser: mean and std of every metric, cell agreement across seeds."""
+def aggregate(records: list[dict], regs: list[str], space=None) -> dict:
+    """Per regulariser: mean and std of every metric, agreement across seeds."""
     out = {}
     for reg in regs:
         rows = [r for r in records if r["reg"] == reg]
-        agg = {"runs": len(rows), "agreement": cell_agreement([r["genotype"] for r in rows])}
+        agg = {"runs": len(rows),
+               "agreement": cell_agreement([r["genotype"] for r in rows], space)}
         for m in METRICS:
             vals = [r[m] for r in rows if r.get(m) is not None]
             if vals:
@@ -111,20 +157,31 @@ def aggregate(records: list[dict], regs: list[str]) -> dict:
 
 def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
     """Rows of the per-regulariser summary table and of the per-run table."""
-    runs = [{"reg": r["reg"], "seed": r["seed"],
-             "genotype": "`" + r["genotype"].replace("|", "\\|") + "`",  # pipes escaped for tables
-             "p-free": r["param_free_ops"], "entropy": r["mean_entropy"],
-             "C10": r.get("cifar10"), "C100": r.get("cifar100"), "IN16": r.get("imagenet16"),
-             "digits test": r.get("test_acc")} for r in result["records"]]
+    space = get_space(result.get("space", "nb201"))
+    table_cols = TABLE_COLUMNS if space.table else {}
+    runs = []
+    for r in result["records"]:
+        row = {"reg": r["reg"], "seed": r["seed"],
+               "genotype": "`" + r["genotype"].replace("|", "\\|") + "`",  # escaped pipes
+               "p-free": r["param_free_ops"], "skip": r.get("skip_ops"),
+               "entropy": r.get("mean_entropy")}
+        row.update({col: r.get(key) for key, col in table_cols.items()})
+        row["digits test"] = r.get("test_acc")
+        runs.append(row)
     summ = []
     for reg, a in result["per_reg"].items():
         def pm(m, d=2, a=a):
             return f"{a[m + '_mean']:.{d}f} ± {a[m + '_std']:.{d}f}" if m + "_mean" in a else "-"
 
-        summ.append({"reg": reg, "runs": a["runs"], "C10": pm("cifar10"), "C100": pm("cifar100"),
-                     "IN16": pm("imagenet16"), "p-free ops": pm("param_free_ops", 1),
-                     "entropy": pm("mean_entropy", 3), "agreement": a["agreement"],
-                     "digits test": pm("test_acc"), "search s": pm("search_seconds", 0)})
+        row = {"reg": reg, "runs": a["runs"]}
+        row.update({col: pm(key) for key, col in table_cols.items()})
+        row.update({"p-free ops": pm("param_free_ops", 1), "skip ops": pm("skip_ops", 1),
+                    "entropy": pm("mean_entropy", 3), "agreement": a["agreement"],
+                    "digits test": pm("test_acc"), "search s": pm("search_seconds", 0)})
+        summ.append(row)
+    if "constant_test_acc" in result:
+        summ.append({"reg": "constant (majority class)", "runs": "-",
+                     "digits test": f"{result['constant_test_acc']:.2f}"})
     return summ, runs
 
 
@@ -135,15 +192,16 @@ def bench_markdown(result: dict) -> str:
             + "\n### Per run\n\n" + markdown_table(runs, digits=2))
 
 
-def plot_bench(records: list[dict], regs: list[str]):
-    """Entropy and parameter-free-op curves per regulariser, and CIFAR-10 accuracy per run."""
+def plot_bench(records: list[dict], regs: list[str], space=None):
+    """Entropy and parameter-free-op curves per regulariser, and an accuracy per run."""
     fig, axes = figure(ncols=3, width=4.2, height=3.2)
     palette = ["tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange"]
     colors = {reg: palette[i % len(palette)] for i, reg in enumerate(regs)}
-    for r in records:
+    searched = [r for r in records if r.get("curve_steps")]
+    for r in searched:
         c = colors.get(r["reg"], "k")
         axes[0, 0].plot(r["curve_steps"], r["entropy_curve"], c=c, alpha=0.7,
-                        label=r["reg"] if r["seed"] == records[0]["seed"] else None)
+                        label=r["reg"] if r["seed"] == searched[0]["seed"] else None)
         axes[0, 1].plot(r["curve_steps"], r["param_free_curve"], c=c, alpha=0.7)
     axes[0, 0].set_title("mean edge entropy")
     axes[0, 0].legend(fontsize=8)
@@ -151,10 +209,13 @@ def plot_bench(records: list[dict], regs: list[str]):
     for ax in axes[0, :2]:
         ax.set_xlabel("step")
     ax = axes[0, 2]
-    for i, reg in enumerate(regs):
-        vals = [r.get("cifar10") for r in records if r["reg"] == reg and r.get("cifar10")]
+    key, title = ("cifar10", "NB201 CIFAR-10 test acc. of the derived cell") \
+        if space is not None and space.table else ("test_acc", "retrained test acc. (digits)")
+    shown = sorted({r["reg"] for r in records}, key=lambda g: regs.index(g) if g in regs else 99)
+    for i, reg in enumerate(shown):
+        vals = [r.get(key) for r in records if r["reg"] == reg and r.get(key) is not None]
         ax.scatter([i] * len(vals), vals, c=colors.get(reg, "k"))
-    ax.set_xticks(range(len(regs)), regs)
-    ax.set_title("NB201 CIFAR-10 test acc. of the derived cell")
+    ax.set_xticks(range(len(shown)), shown)
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig

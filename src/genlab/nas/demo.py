@@ -8,6 +8,7 @@ from pathlib import Path
 from genlab.core.report import Report
 from genlab.nas.bench import BenchConfig, bench_rows, run_bench
 from genlab.nas.search import SearchConfig
+from genlab.nas.spaces import get_space
 
 DEMO_STEPS = 600
 
@@ -16,7 +17,8 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True,
                  nb201_table: str | None = None, progress_bar=None) -> dict:
     """Search with none, beta and ber (seed 0), retrain briefly, add table and plots to report."""
     out_dir = Path(out_dir)
-    steps = DEMO_STEPS if quick else SearchConfig().steps
+    full_steps = get_space(SearchConfig().space).proxy.steps
+    steps = DEMO_STEPS if quick else full_steps
     cfg = BenchConfig(regs=["none", "beta", "ber"], seeds=[0],
                       search=replace(SearchConfig(), steps=steps, hessian_points=3,
                                      nb201_table=nb201_table),
@@ -27,7 +29,7 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True,
     report.heading("BER: architecture search without collapse (NAS-Bench-201 space, digits)")
     report.text(
         f"First-order DARTS with three regularisers on the alpha step, {steps} steps each "
-        f"(the full default budget is {SearchConfig().steps}). 'p-free' counts parameter-free "
+        f"(the full default budget is {full_steps}). 'p-free' counts parameter-free "
         "ops in the derived cell; entropy is the mean edge entropy (log 5 = 1.609 is uniform). "
         + ("CIFAR accuracies come from the NB201 table, which judges and never selects."
            if nb201_table else "Pass --nb201-table to judge the cells by their CIFAR accuracy.")

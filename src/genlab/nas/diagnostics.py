@@ -1,10 +1,14 @@
 """Diagnostics of search collapse, recorded during the search and plotted afterwards.
 
-- softmax weights per edge and the mean edge entropy (max log K: log 5 = 1.609 on NB201);
+- softmax weights per edge and the mean edge entropy over the rows of every alpha tensor
+  (max log K: log 5 = 1.609 on NB201, log 8 = 2.079 in the DARTS space);
 - the count of parameter-free ops (skip, pools, none) in the current argmax cell;
-- the dominant eigenvalue of the Hessian of L_val w.r.t. alpha (RobustDARTS,
-  Zela et al. 2020): alpha has |E| x K = 30 entries on NB201, so the whole Hessian is
-  formed exactly by double backward (one batched pass for all rows);
+- the dominant eigenvalue of the Hessian of L_val w.r.t. all alpha tensors concatenated
+  (RobustDARTS, Zela et al. 2020): 30 entries on NB201, 224 in the DARTS space (normal +
+  reduce). Up to 30 entries (NB201) the whole Hessian is formed exactly by double backward
+  (batched passes over chunks of rows); above, the top eigenvalue comes from 12 Lanczos
+  iterations on Hessian-vector products (a few HVPs instead of one per entry; the tests
+  check it against the exact Hessian);
 - the information-bottleneck plane: the compression estimate (batch entropy of the
   cell outputs, Peer et al. 2022, averaged over cells) against the prediction term
   (validation cross-entropy), one point per epoch.
@@ -18,34 +22,117 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.report import figure
-from genlab.nas.regularizers import batch_entropy, edge_entropy
+from genlab.nas.probe import CellPairs
+from genlab.nas.regularizers import Alphas, batch_entropy, edge_entropy, named
+
+HESSIAN_CHUNK = 32  # Hessian rows per batched double-backward pass (bounds the memory)
+EXACT_MAX_ENTRIES = 30  # more alpha entries: the Lanczos estimate of the top eigenvalue
+LANCZOS_ITERATIONS = 12
 
 
-def mean_entropy(arch_params: torch.Tensor) -> float:
-    return float(edge_entropy(arch_params.detach()).mean())
+def mean_entropy(alphas: Alphas | torch.Tensor) -> float:
+    """Mean edge entropy over the rows of every alpha tensor."""
+    rows = [edge_entropy(a.detach()) for a in named(alphas).values()]
+    return float(torch.cat(rows).mean())
 
 
-def alpha_hessian(net, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Exact Hessian of the cross-entropy on (x, y) w.r.t. the flattened arch parameters.
-
-    Double backward: the gradient is taken with create_graph, then all |E| x K rows come
-    from one batched (vmapped) backward pass against the identity. It runs on a copy of
-    the network so the search's BatchNorm running statistics are left untouched.
-    """
+def _alpha_gradient(net, x: torch.Tensor, y: torch.Tensor):
+    """(alphas of a train-mode copy of ``net``, the flat gradient of CE w.r.t. them, with graph)."""
     twin = copy.deepcopy(net).train()
-    alpha = twin.arch_params
+    alphas = list(twin.arch_parameters())
     loss = F.cross_entropy(twin(x), y)
-    (grad,) = torch.autograd.grad(loss, alpha, create_graph=True)
-    eye = torch.eye(alpha.numel(), dtype=alpha.dtype, device=alpha.device)
-    (rows,) = torch.autograd.grad(grad, alpha, grad_outputs=eye.reshape(-1, *alpha.shape),
-                                  is_grads_batched=True)
-    hess = rows.reshape(alpha.numel(), alpha.numel()).detach()
+    grads = torch.autograd.grad(loss, alphas, create_graph=True, allow_unused=True)
+    flat = torch.cat([(g if g is not None else torch.zeros_like(a)).reshape(-1)
+                      for g, a in zip(grads, alphas, strict=True)])
+    return alphas, flat
+
+
+def _hvp_rows(flat: torch.Tensor, alphas: list, vectors: torch.Tensor) -> torch.Tensor:
+    """H @ v for each row v of ``vectors`` (batched by vmap; one by one where vmap lacks an op)."""
+    if not flat.requires_grad:  # the loss does not depend on alpha
+        return torch.zeros_like(vectors)
+
+    def flatten(rows, batch):
+        return torch.cat([(r if r is not None else vectors.new_zeros(*batch, *a.shape)).reshape(
+            *batch, -1) for r, a in zip(rows, alphas, strict=True)], dim=-1)
+
+    def one_by_one():
+        return torch.stack([flatten(torch.autograd.grad(flat, alphas, grad_outputs=v,
+                                                        retain_graph=True, allow_unused=True),
+                                    ()) for v in vectors])
+
+    if len(vectors) == 1:
+        return one_by_one()
+    try:
+        rows = torch.autograd.grad(flat, alphas, grad_outputs=vectors, is_grads_batched=True,
+                                   retain_graph=True, allow_unused=True)
+        return flatten(rows, (len(vectors),))
+    except RuntimeError:  # e.g. max-pool double backward on channels_last has no vmap rule
+        return one_by_one()
+
+
+def alpha_hessian(net, x: torch.Tensor, y: torch.Tensor, chunk: int = HESSIAN_CHUNK
+                  ) -> torch.Tensor:
+    """Exact Hessian of the cross-entropy on (x, y) w.r.t. all alphas, flattened and concatenated.
+
+    Double backward: the gradient is taken with create_graph, then the rows come from batched
+    backward passes against blocks of ``chunk`` rows of the identity. It runs on a copy of the
+    network (BatchNorm running statistics untouched) and leaves the global RNG as it was. An
+    alpha the loss does not reach (a cell type absent from a tiny network) has zero rows.
+    """
+    with torch.random.fork_rng(devices=[]):
+        alphas, flat = _alpha_gradient(net, x, y)
+        n = flat.numel()
+        eye = torch.eye(n, dtype=flat.dtype, device=flat.device)
+        hess = torch.cat([_hvp_rows(flat, alphas, eye[lo:lo + chunk])
+                          for lo in range(0, n, chunk)]).detach()
     return 0.5 * (hess + hess.T)
 
 
+def lanczos_top_eigenvalue(net, x: torch.Tensor, y: torch.Tensor,
+                           iterations: int = LANCZOS_ITERATIONS) -> float:
+    """Largest eigenvalue of the alpha-Hessian by Lanczos on Hessian-vector products.
+
+    Full reorthogonalisation and a fixed pseudo-random start vector (not all ones: that lies
+    in the Hessian's null space, since adding a constant to a row of alpha leaves the softmax
+    unchanged): ``iterations`` HVPs instead of one per alpha entry; exact once ``iterations``
+    reaches the number of entries.
+    """
+    with torch.random.fork_rng(devices=[]):
+        alphas, flat = _alpha_gradient(net, x, y)
+        n = flat.numel()
+        start = torch.randn(n, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        basis, diagonal, off = [start / start.norm()], [], []
+        for _ in range(min(iterations, n)):
+            q = basis[-1]
+            w = _hvp_rows(flat, alphas, q.to(flat.dtype)[None])[0].detach().double()
+            diagonal.append(float(w @ q))
+            stack = torch.stack(basis)
+            for _ in range(2):  # twice: keeps the basis orthogonal in floating point
+                w = w - stack.T @ (stack @ w)
+            beta = float(w.norm())
+            if len(basis) == n or beta <= 1e-12 * max(1.0, abs(diagonal[-1])):
+                break
+            off.append(beta)
+            basis.append(w / beta)
+    k = len(diagonal)
+    tri = torch.diag(torch.tensor(diagonal, dtype=torch.float64))
+    if k > 1:
+        b = torch.tensor(off[:k - 1], dtype=torch.float64)
+        tri = tri + torch.diag(b, 1) + torch.diag(b, -1)
+    return float(torch.linalg.eigvalsh(tri)[-1])
+
+
 def hessian_eigenvalue(net, x: torch.Tensor, y: torch.Tensor) -> float:
-    """Dominant (largest) eigenvalue of the exact alpha-Hessian of the validation loss."""
-    return float(torch.linalg.eigvalsh(alpha_hessian(net, x, y).double())[-1])
+    """Dominant (largest) eigenvalue of the alpha-Hessian of the validation loss.
+
+    Exact (the whole Hessian) up to EXACT_MAX_ENTRIES alpha entries (NB201: 30), Lanczos
+    above (DARTS: 224); the tests check both against an explicit Hessian.
+    """
+    n = sum(a.numel() for a in net.arch_parameters())
+    if n <= EXACT_MAX_ENTRIES:
+        return float(torch.linalg.eigvalsh(alpha_hessian(net, x, y).double())[-1])
+    return lanczos_top_eigenvalue(net, x, y)
 
 
 @torch.no_grad()
@@ -53,10 +140,12 @@ def ib_point(net, x: torch.Tensor, y: torch.Tensor) -> dict:
     """One point of the IB plane: batch entropy of cell outputs and validation CE/accuracy."""
     was_training = net.training
     net.train()
-    logits, cells = net(x, return_cells=True)
+    probe = CellPairs()
+    with torch.random.fork_rng(devices=[]):  # S4's noise op must not move the search's RNG
+        logits = net(x, probe=probe)
     net.train(was_training)
-    outs = [batch_entropy(o) for _, o in cells]
-    drops = [batch_entropy(i) - batch_entropy(o) for i, o in cells]
+    outs = [batch_entropy(o) for _, o in probe.pairs]
+    drops = [batch_entropy(i) - batch_entropy(o) for i, o in probe.pairs]
     return {
         "val_ce": float(F.cross_entropy(logits, y)),
         "val_acc": float((logits.argmax(-1) == y).float().mean()),
@@ -66,21 +155,52 @@ def ib_point(net, x: torch.Tensor, y: torch.Tensor) -> dict:
 
 
 # -- plots ---------------------------------------------------------------------------
-def plot_edge_weights(history: list[dict], edges, ops):
-    """Softmax weight of every op on every edge over the search (one panel per edge)."""
-    fig, axes = figure(ncols=3, nrows=(len(edges) + 2) // 3, width=4.0, height=2.8)
+def plot_edge_weights(history: list[dict], specs: dict):
+    """softmax(alpha) over the search: per-edge curves (up to 12 rows), else per alpha tensor a
+    heatmap of the final weights and the entropy of every row over the steps.
+
+    ``specs``: the space's alpha specs (name -> AlphaSpec with row names and op names).
+    """
+    rows = sum(len(spec.rows) for spec in specs.values())
+    if rows > 12:
+        return _plot_weight_maps(history, specs)
+    fig, axes = figure(ncols=3, nrows=(rows + 2) // 3, width=4.0, height=2.8)
     steps = [h["step"] for h in history]
-    for e, edge in enumerate(edges):
-        ax = axes.flat[e]
+    panels = [(name, r, row, spec.ops[r]) for name, spec in specs.items()
+              for r, row in enumerate(spec.rows)]
+    for ax, (name, r, row, ops) in zip(axes.flat, panels, strict=False):
         for k, op in enumerate(ops):
-            ax.plot(steps, [h["arch_weights"][e][k] for h in history], label=op)
-        ax.set_title(f"edge {edge}")
+            ax.plot(steps, [h["arch_weights"][name][r][k] for h in history], label=op)
+        ax.set_title(f"{name} {row}" if len(specs) > 1 else f"edge {row}")
         ax.set_ylim(0, 1)
         ax.set_xlabel("step")
     axes.flat[0].legend(fontsize=7)
-    for ax in list(axes.flat)[len(edges):]:
+    for ax in list(axes.flat)[rows:]:
         ax.axis("off")
     fig.suptitle("architecture weights softmax(alpha) per edge")
+    fig.tight_layout()
+    return fig
+
+
+def _plot_weight_maps(history: list[dict], specs: dict):
+    fig, axes = figure(ncols=2, nrows=len(specs), width=5.0, height=4.2)
+    steps = [h["step"] for h in history]
+    for (name, spec), (ax_map, ax_ent) in zip(specs.items(), axes, strict=True):
+        final = torch.tensor(history[-1]["arch_weights"][name])
+        image = ax_map.imshow(final, aspect="auto", cmap="viridis", vmin=0, vmax=1)
+        ax_map.set_yticks(range(len(spec.rows)), spec.rows, fontsize=6)
+        uniform_ops = len(set(spec.ops)) == 1
+        ax_map.set_xticks(range(spec.shape[1]), spec.ops[0] if uniform_ops else
+                          [f"op {k}" for k in range(spec.shape[1])], rotation=45, ha="right",
+                          fontsize=6)
+        ax_map.set_title(f"{name}: final softmax(alpha)", fontsize=9)
+        fig.colorbar(image, ax=ax_map)
+        weights = torch.tensor([h["arch_weights"][name] for h in history])  # (T, rows, K)
+        entropy = -(weights * weights.clamp_min(1e-12).log()).sum(-1)
+        ax_ent.plot(steps, entropy.numpy(), lw=0.8)
+        ax_ent.axhline(spec.max_entropy, ls="--", c="grey", lw=0.8)
+        ax_ent.set_title(f"{name}: entropy of each row", fontsize=9)
+        ax_ent.set_xlabel("step")
     fig.tight_layout()
     return fig
 

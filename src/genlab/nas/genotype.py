@@ -18,7 +18,12 @@ from dataclasses import dataclass
 import torch
 
 from genlab.core.errors import SpecError
-from genlab.nas.spaces import NB201_EDGES, NB201_NODES, NB201_OPS, PARAM_FREE_OPS, edge_name
+from genlab.nas.cells import edge_name
+from genlab.nas.ops import PARAM_FREE_OPS
+
+NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
+NB201_EDGES = ("1<-0", "2<-0", "2<-1", "3<-0", "3<-1", "3<-2")
+NB201_NODES = 3  # intermediate nodes 1..3; node 0 is the cell input, node 3 its output
 
 Node = tuple[tuple[str, int], ...]
 

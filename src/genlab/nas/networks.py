@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from genlab.core.errors import require_positive_ints
+from genlab.nas.cells import edge_name
 from genlab.nas.genotype import Genotype
 from genlab.nas.ops import Head, ResidualBlock, Stem, make_op, stage_channels
-from genlab.nas.spaces import edge_name
 
 
 class InferCell(nn.Module):

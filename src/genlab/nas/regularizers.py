@@ -1,7 +1,10 @@
 """Regularisers of the architecture step: none (DARTS), beta (beta-DARTS) and BER.
 
 Every regulariser adds ``lambda_t * R`` to the validation loss that the architecture
-parameters alpha (one row of K logits per edge, |E| rows) minimise:
+parameters alpha minimise. Alphas come named (``net.alphas()``: "cell" on NB201, "normal"
+and "reduce" in the DARTS spaces, ...), each a tensor of one row of K logits per edge (|E|
+rows); a penalty defined on one tensor is applied per tensor and summed over them, as
+beta-DARTS applies its penalty per cell type in the DARTS space:
 
 - ``none``  DARTS (Liu et al. 2019): R = 0.
 - ``beta``  beta-decay (Ye et al., CVPR 2022, Eq. 5 and official code):
@@ -19,7 +22,9 @@ parameters alpha (one row of K logits per edge, |E| rows) minimise:
             et al., TMLR 2022): H_B(T) = mean_j 0.5 log(2 pi e Var_batch(T_j) + 1) over
             the units j of a cell's output T; R = mean over cells of
             relu(H_B(cell input) - H_B(cell output)), the compression a cell performs.
-            Same schedules as ber-kl. Applied to alpha only (the architecture step).
+            Same schedules as ber-kl. Applied to alpha only (the architecture step). Needs
+            the cells' inputs and outputs: it declares ``needs_probe`` and gives the probe
+            (genlab.nas.probe.CellPairs) that the search passes to the supernet.
 
 ``ber`` is an alias of the variant kept after the ablation (see ``BER_DEFAULT``).
 """
@@ -27,14 +32,38 @@ parameters alpha (one row of K logits per edge, |E| rows) minimise:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.nas.probe import CellPairs, Probe
 
 SCHEDULES = ("up", "down", "constant")
+
+
+Alphas = Mapping[str, torch.Tensor]
+
+
+def named(alphas: Alphas | torch.Tensor) -> Alphas:
+    """Named alphas; a bare tensor is one alpha called "alpha"."""
+    return {"alpha": alphas} if isinstance(alphas, torch.Tensor) else alphas
+
+
+def per_alpha_sum(fn, alphas: Alphas) -> torch.Tensor:
+    """sum over the alpha tensors of fn(tensor) (just fn(tensor) for a single one)."""
+    terms = [fn(a) for a in named(alphas).values()]
+    total = terms[0]
+    for t in terms[1:]:
+        total = total + t
+    return total
+
+
+def zero_like(alphas: Alphas) -> torch.Tensor:
+    """A zero connected to every alpha (so backward reaches them)."""
+    return per_alpha_sum(torch.sum, alphas) * 0.0
 
 
 def edge_entropy(arch_params: torch.Tensor) -> torch.Tensor:
@@ -69,14 +98,18 @@ class Regularizer:
     schedule: str = "up"
     steps_per_epoch: int = 1
 
-    needs_cells: bool = False
+    needs_probe: bool = False
 
     def __post_init__(self):
         require_choice("regulariser", self.name, REGULARIZERS)
         require_choice("schedule", self.schedule, SCHEDULES)
         require_positive("reg-strength", self.strength, allow_zero=True)
         require_positive("steps_per_epoch", self.steps_per_epoch)
-        self.needs_cells = self.name == "ber-batch"
+        self.needs_probe = self.name == "ber-batch"
+
+    def make_probe(self) -> Probe | None:
+        """The probe to pass to the supernet's forward (None when the penalty needs none)."""
+        return CellPairs() if self.needs_probe else None
 
     def lam(self, step: int, total_steps: int) -> float:
         """lambda_t at this batch step."""
@@ -86,25 +119,27 @@ class Regularizer:
             return self.strength * (step / self.steps_per_epoch) / 100.0
         return self.strength * schedule_factor(self.schedule, step, total_steps)
 
-    def penalty(self, arch_params: torch.Tensor, cells=None) -> torch.Tensor:
-        """R(alpha) (unweighted); ``cells`` = [(cell_input, cell_output), ...] for ber-batch."""
+    def penalty(self, alphas: Alphas | torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
+        """R(alpha) (unweighted), summed over the alpha tensors; ``probe`` for ber-batch."""
         if self.name == "none":
-            return arch_params.sum() * 0.0
+            return zero_like(alphas)
         if self.name == "beta":
-            return torch.logsumexp(arch_params, dim=-1).mean()
+            return per_alpha_sum(lambda a: torch.logsumexp(a, dim=-1).mean(), alphas)
         if self.name == "ber-kl":
-            k = arch_params.shape[-1]
-            return (math.log(k) - edge_entropy(arch_params)).mean()
-        if cells is None:
-            raise ConfigError("ber-batch needs the cell inputs and outputs (return_cells=True)")
-        drops = [F.relu(batch_entropy(i) - batch_entropy(o)) for i, o in cells]
+            return per_alpha_sum(lambda a: (math.log(a.shape[-1]) - edge_entropy(a)).mean(),
+                                 alphas)
+        if not isinstance(probe, CellPairs) or not probe.pairs:
+            raise ConfigError("ber-batch needs the cell inputs and outputs: pass the probe "
+                              "from make_probe() to the supernet's forward")
+        drops = [F.relu(batch_entropy(i) - batch_entropy(o)) for i, o in probe.pairs]
         return torch.stack(drops).mean()
 
-    def __call__(self, arch_params, step: int, total_steps: int, cells=None) -> torch.Tensor:
+    def __call__(self, alphas: Alphas | torch.Tensor, step: int, total_steps: int,
+                 probe: Probe | None = None) -> torch.Tensor:
         lam = self.lam(step, total_steps)
         if lam == 0.0:
-            return arch_params.sum() * 0.0
-        return lam * self.penalty(arch_params, cells)
+            return zero_like(alphas)
+        return lam * self.penalty(alphas, probe)
 
 
 REGULARIZERS = ("none", "beta", "ber-kl", "ber-batch")

@@ -1,54 +1,195 @@
-"""Retraining a searched cell from scratch: the discrete NB201 network, plain SGD, test accuracy.
+"""Retraining a searched architecture from scratch with its space's recipe; test accuracy.
 
-Defaults (digits, our choice): C=16, N=1 (one cell per stage), SGD lr 0.05 with
-cosine decay, momentum 0.9, weight decay 5e-4, batch 64, augmented batches, on the
-union of the search halves (train + val); test accuracy on the held-out test split.
+Every space declares its recipe (``space.retrain``); each entry can be overridden (flags of
+`genlab nas train`) to scale it for CPU proxies:
+
+- NB201 (ours, digits): C=16, N=1, SGD lr 0.05 Nesterov, weight decay 5e-4, 30 epochs;
+- DARTS-family spaces (quark0/darts train.py): SGD lr 0.025 cosine, momentum 0.9, weight
+  decay 3e-4, gradient clipping 5, auxiliary head weighted 0.4, cutout (half the image side:
+  16 px at 32x32), drop-path rising linearly from 0 to 0.2 over the epochs; at a CPU size
+  (C=16, 8 cells, 30 epochs on digits) instead of C=36, 20 cells, 600 epochs;
+- MobileNet-like (ours, digits): first width 16, CIFAR stem, SGD lr 0.05 Nesterov, weight
+  decay 4e-5.
+
+Data: the union of the search halves (train + val), test accuracy on the held-out test split;
+augmented batches (digits: shifts, rotations, noise, erasing) when ``augment``. The reported
+parameter count excludes the auxiliary head, as DARTS reports model sizes.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.data import Batches, augment_images, load_image_data
-from genlab.core.errors import require_choice, require_positive
+from genlab.core.errors import ConfigError, require_choice, require_positive
 from genlab.core.runs import RunDir
 from genlab.core.seeding import seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
-from genlab.nas.genotype import Genotype
-from genlab.nas.networks import build_network
+from genlab.nas.spaces import get_space
+
+RECIPE_KEYS = ("channels", "cells", "epochs", "lr", "momentum", "nesterov", "weight_decay",
+               "grad_clip", "auxiliary_weight", "drop_path", "cutout")
 
 
 @dataclass
 class RetrainConfig:
-    """Options of `genlab nas train`."""
+    """Options of `genlab nas train`; None takes the space's recipe (or proxy) value."""
 
     arch: str = ""
+    space: str = "nb201"
     dataset: str = "digits"
     data_root: str | None = None
-    size: int = 8
-    channels: int = 16
-    cells: int = 1
-    epochs: int = 30
+    size: int | None = None
+    channels: int | None = None
+    cells: int | None = None
+    epochs: int | None = None
     batch_size: int = 64
-    lr: float = 0.05
-    weight_decay: float = 5e-4
+    lr: float | None = None
+    momentum: float | None = None
+    nesterov: bool | None = None
+    weight_decay: float | None = None
+    grad_clip: float | None = None
+    auxiliary_weight: float | None = None
+    drop_path: float | None = None
+    cutout: bool | None = None
     augment: bool = True
     seed: int = 0
     device: str = "cpu"
     eval_on: str = "test"
 
+    def resolved(self) -> RetrainConfig:
+        """A copy with every None filled from the space's recipe (size: the search proxy's)."""
+        space = get_space(self.space)
+        fill = {k: getattr(space.retrain, k) for k in RECIPE_KEYS if getattr(self, k) is None}
+        if self.size is None:
+            fill["size"] = space.proxy.size
+        return replace(self, **fill)
+
     def validate(self) -> None:
-        Genotype.from_string(self.arch)
+        space = get_space(self.space)
+        space.parse(self.arch)
         require_choice("eval_on", self.eval_on, ("test", "val"))
+        space.check_size_options(self.channels, self.cells)
         for name in ("size", "channels", "cells", "epochs", "batch_size", "lr"):
-            require_positive(name.replace("_", "-"), getattr(self, name))
+            value = getattr(self, name)
+            if value is not None:
+                require_positive(name.replace("_", "-"), value)
+        for name in ("weight_decay", "grad_clip", "auxiliary_weight", "drop_path", "momentum"):
+            value = getattr(self, name)
+            if value is not None:
+                require_positive(name.replace("_", "-"), value, allow_zero=True)
+        if self.drop_path is not None and self.drop_path >= 1:
+            raise ConfigError(f"drop-path must be below 1, got {self.drop_path}")
+
+
+def network_options(space, cfg: RetrainConfig) -> dict:
+    """The network options the recipe needs: an auxiliary head, drop-path, the space's extras."""
+    opts = dict(space.retrain.extra)
+    if cfg.auxiliary_weight:
+        opts["auxiliary"] = True
+    if cfg.drop_path:
+        opts["drop_path"] = 0.0  # the schedule ramps it from 0
+    return opts
 
 
 def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
+    """Parameters without an auxiliary head (as DARTS reports model sizes)."""
+    return sum(p.numel() for name, p in model.named_parameters() if "auxiliary" not in name)
+
+
+class ClippedSGD(torch.optim.SGD):
+    """SGD whose ``step(closure)`` clips the gradient norm to ``max_norm`` before stepping."""
+
+    def __init__(self, params, max_norm: float = 0.0, **kwargs):
+        super().__init__(params, **kwargs)
+        self.max_norm = max_norm
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if self.max_norm > 0:
+            torch.nn.utils.clip_grad_norm_(
+                [p for group in self.param_groups for p in group["params"]], self.max_norm)
+        super().step()
+        return loss
+
+
+class DropPathRamp:
+    """Cosine learning rate per epoch and drop-path probability ``p * epoch / epochs``.
+
+    Stands in for the LR scheduler of the trainer: ``step()`` after each epoch, with the
+    scheduler's state, so a resumed run continues the ramp where it stopped.
+    """
+
+    def __init__(self, optimizer, model: nn.Module, epochs: int, drop_path: float):
+        self.cosine = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)
+        self.model, self.epochs, self.drop_path = model, epochs, drop_path
+        self._apply()
+
+    def _apply(self) -> None:
+        if self.drop_path:
+            self.model.set_drop_path(self.drop_path * self.cosine.last_epoch / self.epochs)
+
+    def step(self) -> None:
+        self.cosine.step()
+        self._apply()
+
+    def state_dict(self) -> dict:
+        return self.cosine.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.cosine.load_state_dict(state)
+        self._apply()
+
+
+def recipe_loss(aux_weight: float):
+    """Cross-entropy, plus ``aux_weight`` times the auxiliary head's in training."""
+
+    def loss(out, y):
+        if isinstance(out, tuple):
+            main, aux = out
+            return F.cross_entropy(main, y) + aux_weight * F.cross_entropy(aux, y)
+        return F.cross_entropy(out, y)
+
+    return loss
+
+
+def cutout(x: torch.Tensor, generator: torch.Generator, side: int) -> torch.Tensor:
+    """Zero one ``side`` x ``side`` square per image, centre uniform, clipped at the borders
+    (DeVries & Taylor 2017, as in quark0/darts utils.Cutout)."""
+    n, _, h, w = x.shape
+    cy = torch.randint(0, h, (n,), generator=generator).view(n, 1, 1)
+    cx = torch.randint(0, w, (n,), generator=generator).view(n, 1, 1)
+    rows = torch.arange(h).view(1, h, 1)
+    cols = torch.arange(w).view(1, 1, w)
+    half = side // 2
+    box = ((rows >= cy - half) & (rows < cy + side - half)
+           & (cols >= cx - half) & (cols < cx + side - half))
+    return x * (~box).unsqueeze(1).to(x.device, x.dtype)
+
+
+def make_augment(cfg: RetrainConfig, size: int):
+    """The training-batch transform: digits augmentation, then cutout (size // 2)."""
+    steps = []
+    if cfg.augment:
+        steps.append(augment_images)
+    if cfg.cutout:
+        steps.append(lambda x, g: cutout(x, g, max(1, size // 2)))
+    if not steps:
+        return None
+
+    def augment(x, generator):
+        for fn in steps:
+            x = fn(x, generator)
+        return x
+
+    return augment
 
 
 def retrain(cfg: RetrainConfig, out, *, resume: bool = False, progress_bar=None) -> dict:
@@ -58,32 +199,36 @@ def retrain(cfg: RetrainConfig, out, *, resume: bool = False, progress_bar=None)
     selection criterion used when tuning the search (never the test split).
     """
     cfg.validate()
+    cfg = cfg.resolved()
+    space = get_space(cfg.space)
     device = resolve_device(cfg.device)
-    run = RunDir(out, asdict(cfg), resume=resume)
     seed_everything(cfg.seed)
     data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
     fit_split, score_split = (data.train, data.val) if cfg.eval_on == "val" else \
         (data.train_full(), data.test)
-    model = build_network(cfg.arch, data.num_classes, C=cfg.channels, N=cfg.cells,
-                          in_channels=data.in_channels).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9,
-                          weight_decay=cfg.weight_decay, nesterov=True)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.epochs)
-    augment = augment_images if cfg.augment else None
-    trainer = Trainer(model, opt, nn.CrossEntropyLoss(), device=device, scheduler=sched,
-                      augment=augment, seed=cfg.seed, progress_bar=progress_bar,
-                      name=f"train {cfg.arch[:24]}...")
+    model = space.build_network(cfg.arch, data.num_classes, in_channels=data.in_channels,
+                                channels=cfg.channels, cells=cfg.cells,
+                                **network_options(space, cfg)).to(device)
+    run = RunDir(out, asdict(cfg), resume=resume)  # after every check of the options
+    opt = ClippedSGD(model.parameters(), max_norm=cfg.grad_clip, lr=cfg.lr,
+                     momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+                     nesterov=cfg.nesterov)
+    sched = DropPathRamp(opt, model, cfg.epochs, cfg.drop_path)
+    trainer = Trainer(model, opt, recipe_loss(cfg.auxiliary_weight), device=device,
+                      scheduler=sched, augment=make_augment(cfg, data.size), seed=cfg.seed,
+                      progress_bar=progress_bar, name=f"train {cfg.space} {cfg.arch[:24]}...")
     batches = Batches(fit_split, cfg.batch_size, seed=cfg.seed)
     score = Batches(score_split, 256, shuffle=False)
 
     def on_epoch(epoch, model):
-        res = evaluate(model, score.epoch(0), nn.functional.cross_entropy, device, accuracy)
+        res = evaluate(model, score.epoch(0), F.cross_entropy, device, accuracy)
         return {f"{cfg.eval_on}_loss": res["loss"], f"{cfg.eval_on}_acc": 100 * res["metric"]}
 
     result = trainer.fit(batches.epoch, cfg.epochs, run=run, on_epoch=on_epoch)
     final = run.metrics()[-1]
     summary = {
         "arch": cfg.arch,
+        "space": cfg.space,
         f"{cfg.eval_on}_acc": final[f"{cfg.eval_on}_acc"],
         "params": count_parameters(model),
         "train_seconds": result.seconds,
@@ -109,3 +254,5 @@ def _plot_curves(run: RunDir) -> None:
         ax.set_xlabel("epoch")
     fig.tight_layout()
     run.save_figure(fig, "curves.png")
+
+

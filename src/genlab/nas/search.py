@@ -1,13 +1,16 @@
-"""First-order bilevel architecture search (DARTS) with a pluggable alpha regulariser.
+"""Bilevel architecture search (DARTS) in any registered space, with a pluggable regulariser.
 
-Each step (Liu et al. 2019, first order): one Adam step on alpha with the gradient of
-L_val + lambda_t R(alpha) on a validation batch, then one SGD step on the weights with
-the gradient of L_train on a training batch. The budget is counted in steps.
+Each step (Liu et al. 2019): one Adam step on alpha with the gradient of L_val + lambda_t R
+on a validation batch, first order (``order=1``: the gradient at the current weights) or
+second order (``order=2``: the unrolled gradient of genlab.nas.architect), then one SGD step
+on the weights with the gradient of L_train on a training batch. The budget is counted in
+steps. The search sees the space only through its protocol (genlab.nas.spaces.base).
 
 Digits proxy (our choice, measured; see docs/ber.md): DARTS's defaults leave alpha
 uniform on digits because the supernet memorises the data and Adam at lr 3e-4 moves
 alpha too little. So by default every train and val batch is augmented (shifts,
-rotations, noise, erasing) and alpha uses Adam lr 3e-2 without weight decay.
+rotations, noise, erasing) and alpha uses Adam lr 3e-2 without weight decay. Input size,
+width, depth and steps default per space (``space.proxy``).
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
 from genlab.core.data import Batches, augment_images, load_image_data
-from genlab.core.errors import DivergedError, require_positive
+from genlab.core.errors import ConfigError, DivergedError, require_positive
 from genlab.core.progress import progress
 from genlab.core.runs import RunDir
 from genlab.core.seeding import (
@@ -32,28 +35,32 @@ from genlab.core.seeding import (
 )
 from genlab.core.trainer import resolve_device
 from genlab.nas import diagnostics as diag
+from genlab.nas.architect import WeightStep, momentum_buffers, unrolled_arch_grads
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.spaces import get_space
-from genlab.nas.supernet import NB201SuperNet
+from genlab.nas.table import ENV_VAR, NB201Table
+
+ORDERS = (1, 2)
 
 
 @dataclass
 class SearchConfig:
-    """Every option of a search; the defaults are the digits proxy (see module doc)."""
+    """Every option of a search; None means the space's digits-proxy default (see module doc)."""
 
     space: str = "nb201"
     dataset: str = "digits"
     data_root: str | None = None
-    size: int = 8
-    channels: int = 8
-    cells: int = 1
+    size: int | None = None
+    channels: int | None = None
+    cells: int | None = None
     batch_size: int = 64
-    steps: int = 1800
+    steps: int | None = None
     reg: str = "ber"
     reg_strength: float | None = None
     reg_schedule: str | None = None
     seed: int = 0
     device: str = "cpu"
+    order: int = 1
     w_lr: float = 0.025
     w_lr_min: float = 0.001
     w_momentum: float = 0.9
@@ -66,21 +73,41 @@ class SearchConfig:
     hessian_points: int = 6  # Hessian eigenvalue this many times over the run (0: never)
     nb201_table: str | None = None
 
+    def resolved(self) -> SearchConfig:
+        """A copy with every None size option filled from the space's proxy defaults."""
+        proxy = get_space(self.space).proxy
+        fill = {k: getattr(proxy, k) for k in ("size", "channels", "cells", "steps")
+                if getattr(self, k) is None}
+        return replace(self, **fill)
+
     def validate(self) -> None:
+        space = get_space(self.space)
         for name in ("size", "channels", "cells", "batch_size", "steps", "diag_batch"):
-            require_positive(name.replace("_", "-"), getattr(self, name))
+            value = getattr(self, name)
+            if value is not None:
+                require_positive(name.replace("_", "-"), value)
+        space.check_size_options(self.channels, self.cells)
         require_positive("hessian-points", self.hessian_points, allow_zero=True)
         for name in ("w_lr", "arch_lr"):
             require_positive(name.replace("_", "-"), getattr(self, name))
-        get_space(self.space)
+        if self.order not in ORDERS:
+            raise ConfigError(f"unknown order {self.order!r}; expected 1 (first order) or 2 "
+                              "(second order)")
 
 
-def resolve_table(path: str | None):
-    """The NB201 table from --nb201-table or GENLAB_NB201_TABLE, or None when neither is set."""
-    from genlab.nas.table import NB201Table
-
-    path = path or os.environ.get("GENLAB_NB201_TABLE")
+def resolve_table(path: str | None) -> NB201Table | None:
+    """The NB201 table from ``path`` or GENLAB_NB201_TABLE, or None when neither is set."""
+    path = path or os.environ.get(ENV_VAR)
     return NB201Table.load(path) if path else None
+
+
+def space_table(space, path: str | None):
+    """The table that judges ``space``'s genotypes (``--nb201-table`` or the environment)."""
+    if path and space.table is None:
+        raise ConfigError(f"--nb201-table judges NB201 cells; space {space.name} has no "
+                          "accuracy table")
+    path = path or (os.environ.get(ENV_VAR) if space.table else None)
+    return space.load_table(path) if path else None
 
 
 def cosine_lr(step: int, total: int, lr_max: float, lr_min: float) -> float:
@@ -104,19 +131,47 @@ class _Stream:
         return self._cache[idx]
 
 
-def bilevel_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int, total: int,
-                 grad_clip: float) -> tuple[float, float]:
-    """One first-order step: alpha on the val batch, then the weights on the train batch."""
+def first_order_arch_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int,
+                          total: int) -> float:
+    """Adam on alpha with grad_alpha (L_val + lambda_t R) at the current weights."""
     xv, yv = val_batch
     a_opt.zero_grad(set_to_none=True)
-    if reg.needs_cells:
-        logits, cells = net(xv, return_cells=True)
-    else:
-        logits, cells = net(xv), None
+    probe = reg.make_probe()
+    logits = net(xv) if probe is None else net(xv, probe=probe)
     val_loss = F.cross_entropy(logits, yv)
-    (val_loss + reg(net.arch_params, step, total, cells)).backward(inputs=net.arch_parameters())
+    (val_loss + reg(net.alphas(), step, total, probe)).backward(inputs=net.arch_parameters())
     a_opt.step()
+    return float(val_loss.detach())
 
+
+def second_order_arch_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int,
+                           total: int) -> float:
+    """Adam on alpha with the unrolled (second-order) gradient; returns L_val at w'."""
+    alphas = net.alphas()
+    seen = {}
+
+    def objective(call, x, y):
+        probe = reg.make_probe()
+        logits = call(x) if probe is None else call(x, probe=probe)
+        seen["val_loss"] = F.cross_entropy(logits, y)
+        return seen["val_loss"] + reg(alphas, step, total, probe)
+
+    grads = unrolled_arch_grads(net, train_batch, val_batch, objective, WeightStep.of(w_opt),
+                                momentum_buffers(net, w_opt))
+    a_opt.zero_grad(set_to_none=True)
+    for alpha, g in zip(net.arch_parameters(), grads, strict=True):
+        alpha.grad = g
+    a_opt.step()
+    return float(seen["val_loss"].detach())
+
+
+ARCH_STEPS = {1: first_order_arch_step, 2: second_order_arch_step}
+
+
+def bilevel_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int, total: int,
+                 grad_clip: float, order: int = 1) -> tuple[float, float]:
+    """One step: alpha on the val batch (first or second order), then the weights."""
+    val_loss = ARCH_STEPS[order](net, a_opt, w_opt, train_batch, val_batch, reg, step, total)
     xt, yt = train_batch
     w_opt.zero_grad(set_to_none=True)
     weights = net.weight_parameters()
@@ -125,21 +180,23 @@ def bilevel_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int, tota
     if grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(weights, grad_clip)
     w_opt.step()
-    return float(train_loss.detach()), float(val_loss.detach())
+    return float(train_loss.detach()), val_loss
 
 
 def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=None) -> dict:
     """Run (or resume) one search into the run folder ``out``; returns summary.json's content."""
     cfg.validate()
-    table = resolve_table(cfg.nb201_table)
+    cfg = cfg.resolved()
+    space = get_space(cfg.space)
+    table = space_table(space, cfg.nb201_table)
     device = resolve_device(cfg.device)
     run = RunDir(out, asdict(cfg), resume=resume)
-    space = get_space(cfg.space)
 
     seed_everything(cfg.seed)
     data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
-    net = NB201SuperNet(C=cfg.channels, N=cfg.cells, num_classes=data.num_classes,
-                        in_channels=data.in_channels, ops=space.ops).to(device)
+    net = space.build_supernet(num_classes=data.num_classes, in_channels=data.in_channels,
+                               channels=cfg.channels, cells=cfg.cells,
+                               **space.proxy.options).to(device)
     a_opt = torch.optim.Adam(net.arch_parameters(), lr=cfg.arch_lr, betas=(0.5, 0.999),
                              weight_decay=cfg.arch_weight_decay)
     w_opt = torch.optim.SGD(net.weight_parameters(), lr=cfg.w_lr, momentum=cfg.w_momentum,
@@ -164,7 +221,7 @@ def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=Non
 
     t0 = time.perf_counter() - elapsed
     sums = [0.0, 0.0, 0]
-    with progress(cfg.steps, f"search {cfg.reg} seed {cfg.seed}", progress_bar,
+    with progress(cfg.steps, f"search {cfg.space} {cfg.reg} seed {cfg.seed}", progress_bar,
                   completed=start) as tick:
         for step in range(start, cfg.steps):
             lr = cosine_lr(step, cfg.steps, cfg.w_lr, cfg.w_lr_min)
@@ -176,7 +233,7 @@ def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=Non
                 xt = augment_images(xt, make_generator(cfg.seed, step, 0))
                 xv = augment_images(xv, make_generator(cfg.seed, step, 1))
             tl, vl = bilevel_step(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, step, cfg.steps,
-                                  cfg.grad_clip)
+                                  cfg.grad_clip, cfg.order)
             if not (math.isfinite(tl) and math.isfinite(vl)):
                 raise DivergedError(f"non-finite loss at step {step} (train {tl}, val {vl}); "
                                     f"the last good checkpoint is kept in {run.path}")
@@ -189,7 +246,7 @@ def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=Non
             record = {"step": done, "epoch": epoch, "lr": lr, "lambda": reg.lam(step, cfg.steps),
                       "train_loss": sums[0] / sums[2], "val_loss": sums[1] / sums[2]}
             sums = [0.0, 0.0, 0]
-            record.update(_epoch_diagnostics(net, diag_x, diag_y, table))
+            record.update(_epoch_diagnostics(space, net, diag_x, diag_y, table))
             if hessian_every and (epoch % hessian_every == 0 or done == cfg.steps):
                 record["hessian_eig"] = diag.hessian_eigenvalue(net, diag_x, diag_y)
             record["seconds"] = time.perf_counter() - t0
@@ -200,53 +257,58 @@ def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=Non
             tick(0, entropy=record["mean_entropy"], pfree=record["param_free_ops"])
 
     history = run.metrics()
-    summary = _summary(cfg, net, history, table, time.perf_counter() - t0)
+    summary = _summary(cfg, space, net, history, table, time.perf_counter() - t0)
     _plots(run, history, space)
     run.write_summary(summary)
     return summary
 
 
-def _epoch_diagnostics(net, x, y, table) -> dict:
-    genotype = net.genotype()
-    weights = F.softmax(net.arch_params.detach(), dim=-1)
-    record = {"genotype": genotype.to_string(), "param_free_ops": genotype.param_free_count(),
-              "mean_entropy": diag.mean_entropy(net.arch_params),
-              "arch_weights": weights.cpu().tolist()}
+def _arch_weights(net) -> dict[str, list]:
+    return {name: F.softmax(a.detach(), dim=-1).cpu().tolist() for name, a in net.alphas().items()}
+
+
+def _epoch_diagnostics(space, net, x, y, table) -> dict:
+    genotype = space.derive(net.alphas())
+    record = {"genotype": space.format(genotype), **space.op_counts(genotype),
+              "mean_entropy": diag.mean_entropy(net.alphas()), "arch_weights": _arch_weights(net)}
     record.update(diag.ib_point(net, x, y))
     if table is not None:
         for k, v in table.lookup(genotype).items():
-            record[f"nb201_{k}"] = v
+            record[f"{space.table}_{k}"] = v
     return record
 
 
-def _summary(cfg: SearchConfig, net, history: list[dict], table, seconds: float) -> dict:
-    genotype = net.genotype()
+def _summary(cfg: SearchConfig, space, net, history: list[dict], table, seconds: float) -> dict:
+    genotype = space.derive(net.alphas())
     last = history[-1]
     hess = [h["hessian_eig"] for h in history if h.get("hessian_eig") is not None]
     summary = {
-        "genotype": genotype.to_string(),
-        "param_free_ops": genotype.param_free_count(),
-        "mean_entropy": diag.mean_entropy(net.arch_params),
+        "space": space.name,
+        "genotype": space.format(genotype),
+        **space.op_counts(genotype),
+        "mean_entropy": diag.mean_entropy(net.alphas()),
         "hessian_eig": hess[-1] if hess else None,
         "search_seconds": seconds,
         "reg": cfg.reg,
         "reg_resolved": asdict(make_regularizer(cfg.reg, cfg.reg_strength, cfg.reg_schedule)),
         "seed": cfg.seed,
         "steps": cfg.steps,
+        "order": cfg.order,
         "supernet_val_acc": last["val_acc"],
         "arch_weights": last["arch_weights"],
-        "alpha": net.arch_params.detach().cpu().tolist(),
+        "alpha": {name: a.detach().cpu().tolist() for name, a in net.alphas().items()},
         "param_free_curve": [h["param_free_ops"] for h in history],
         "entropy_curve": [h["mean_entropy"] for h in history],
         "curve_steps": [h["step"] for h in history],
     }
     if table is not None:
-        summary["nb201"] = table.lookup(genotype)
+        summary[space.table] = table.lookup(genotype)
     return summary
 
 
 def _plots(run: RunDir, history: list[dict], space) -> None:
-    run.save_figure(diag.plot_edge_weights(history, space.edges, space.ops), "arch_weights.png")
-    run.save_figure(diag.plot_search_curves(history, math.log(len(space.ops))), "search_curves.png")
+    specs = space.alpha_specs()
+    rows = [s.max_entropy for s in specs.values() for _ in s.rows]
+    run.save_figure(diag.plot_edge_weights(history, specs), "arch_weights.png")
+    run.save_figure(diag.plot_search_curves(history, sum(rows) / len(rows)), "search_curves.png")
     run.save_figure(diag.plot_ib_plane(history), "ib_plane.png")
-

@@ -17,6 +17,7 @@ per-channel constant before a batch-statistics BN cancels exactly.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
@@ -24,79 +25,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
-from genlab.nas.genotype import Genotype, derive_genotype
-from genlab.nas.ops import CONV_KERNELS, Head, ResidualBlock, Stem, stage_channels
-from genlab.nas.spaces import NB201_EDGES, NB201_NODES, NB201_OPS, edge_name
+from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell, edge_name
+from genlab.nas.genotype import NB201_EDGES, NB201_NODES, NB201_OPS, Genotype, derive_genotype
+from genlab.nas.nodesum import NodeSum
+from genlab.nas.ops import CONV_KERNELS, Head, ResidualBlock, Stem, make_op, stage_channels
+from genlab.nas.probe import CellTrace, Probe
+
+NB201_TOPOLOGY = CellTopology(num_inputs=1, num_nodes=NB201_NODES, concat=False)
 
 
 def edge_index(target: int, source: int) -> int:
     """Row of edge (target <- source) in NB201_EDGES."""
     return target * (target - 1) // 2 + source
-
-
-def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """sum(a * b) without materialising the product when both share a dense layout."""
-    if torch.is_grad_enabled():  # the backward is itself differentiated (create_graph)
-        return (a * b).sum()
-    if a.shape == b.shape and a.stride() == b.stride():
-        if a.is_contiguous():
-            return torch.dot(a.reshape(-1), b.reshape(-1))
-        try:  # layout queries other than the default are not implemented under vmap
-            channels_last = a.dim() == 4 and a.is_contiguous(memory_format=torch.channels_last)
-        except RuntimeError:
-            channels_last = False
-        if channels_last:
-            return torch.dot(a.permute(0, 2, 3, 1).reshape(-1), b.permute(0, 2, 3, 1).reshape(-1))
-    return (a * b).sum()
-
-
-class NodeSum(torch.autograd.Function):
-    """node = sum(plain) + sum_k w_k * scale_k * t_k, accumulated in place into one tensor.
-
-    ``w_k`` are 0-dim tensors (edge weights), ``scale_k`` constant maps or None. The backward
-    gives dL/dw_k = <g * scale_k, t_k> by a dot product instead of autograd's mul + sum, and
-    dL/dt_k = w_k * scale_k * g.
-    """
-
-    @staticmethod
-    def forward(ctx, n_plain: int, scales: tuple, *tensors: torch.Tensor) -> torch.Tensor:
-        plain, rest = tensors[:n_plain], tensors[n_plain:]
-        ts, ws = rest[0::2], rest[1::2]
-        coefs = [w if sc is None else w * sc for w, sc in zip(ws, scales, strict=True)]
-        if n_plain >= 2:
-            out = torch.add(plain[0], plain[1])
-        elif n_plain == 1:
-            out = plain[0].clone()
-        else:
-            out = ts[0] * coefs[0]
-        for p in plain[2:]:
-            out.add_(p)
-        for t, c in zip(ts[1:] if n_plain == 0 else ts, coefs[1:] if n_plain == 0 else coefs,
-                        strict=True):
-            out.addcmul_(t, c)
-        ctx.n_plain, ctx.scales = n_plain, scales
-        ctx.save_for_backward(*ts, *ws)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        n = ctx.n_plain
-        saved = ctx.saved_tensors
-        k = len(saved) // 2
-        ts, ws = saved[:k], saved[k:]
-        needs = ctx.needs_input_grad[2:]
-        grads = [grad if needs[i] else None for i in range(n)]
-        for idx, (t, w, sc) in enumerate(zip(ts, ws, ctx.scales, strict=True)):
-            need_t, need_w = needs[n + 2 * idx], needs[n + 2 * idx + 1]
-            g = grad if sc is None else grad * sc
-            g_w = _dot(g, t) if need_w else None
-            g_t = None
-            if need_t:
-                # out of place when the backward itself is differentiated (create_graph)
-                in_place = sc is not None and not torch.is_grad_enabled()
-                g_t = g.mul_(w) if in_place else g * w
-            grads += [g_t, g_w]
-        return (None, None, *grads)
 
 
 class SearchCell(nn.Module):
@@ -173,12 +113,15 @@ class SearchCell(nn.Module):
         ones = h.new_ones(1, 1, *h.shape[-2:])
         return 1.0 / (9.0 * F.avg_pool2d(ones, 3, 1, 1, count_include_pad=True))
 
-    def forward(self, x: torch.Tensor, weights: torch.Tensor,
-                prepared: dict | None = None) -> torch.Tensor:
-        """Cell output; ``prepared`` = self.prepare(weights), shareable by same-width cells."""
+    def forward(self, x: torch.Tensor, weights: torch.Tensor, prepared: dict | None = None,
+                report: OpReporter | None = None) -> list[torch.Tensor]:
+        """The intermediate nodes 1..3 (node 3 is the output); ``prepared`` = self.prepare(weights),
+        shareable by same-width cells; ``report(row, col, out)`` receives unscaled op outputs."""
         if prepared is None:
             prepared = self.prepare(weights)
         bn_scales, scalars, k = prepared["scales"], prepared["scalars"], prepared["k"]
+        if report is not None:  # unscaled outputs wanted: BN without scale, weights applied after
+            bn_scales = {key: None for key in bn_scales}
         c = self.channels
         col = self.col
         conv_names = [n for n in CONV_KERNELS if n in col]
@@ -202,7 +145,14 @@ class SearchCell(nn.Module):
                 e = edge_index(i, j)
                 slot = i - j - 1
                 convs_j, sums_j = sources[j]
-                plain.extend(parts[slot] for parts in convs_j)
+                if report is None:
+                    plain.extend(parts[slot] for parts in convs_j)
+                else:
+                    self._report_edge(report, e, nodes[j], [p[slot] for p in convs_j], sums_j,
+                                      inv_counts)
+                    for name, parts in zip(conv_names, convs_j, strict=True):
+                        weighted += [parts[slot], scalars[e * k + col[name]]]
+                        scales.append(None)
                 if "skip_connect" in col:
                     weighted += [nodes[j], scalars[e * k + col["skip_connect"]]]
                     scales.append(None)
@@ -214,15 +164,31 @@ class SearchCell(nn.Module):
             else:  # only `none` in the space
                 acc = torch.zeros_like(x)
             nodes.append(acc)
-        return nodes[-1]
+        return nodes[1:]
+
+    def _report_edge(self, report: OpReporter, row: int, source: torch.Tensor, convs: list,
+                     sums: torch.Tensor | None, inv_counts: torch.Tensor | None) -> None:
+        """Unscaled output of every op on edge ``row`` (None for `none`)."""
+        conv_names = [n for n in CONV_KERNELS if n in self.col]
+        outputs = dict(zip(conv_names, convs, strict=True))
+        outputs["skip_connect"] = source
+        if sums is not None:
+            outputs["avg_pool_3x3"] = sums * inv_counts
+        for k, name in enumerate(self.ops):
+            report(row, k, None if name == "none" else outputs[name].detach())
 
 
 class NB201SuperNet(nn.Module):
-    """NAS-Bench-201 macro skeleton with SearchCells sharing one (6, K) arch-parameter matrix."""
+    """NAS-Bench-201 macro skeleton with search cells sharing one (6, K) alpha named "cell".
+
+    ``per_edge=False`` (default) uses the fused ``SearchCell``; ``per_edge=True`` the textbook
+    per-edge cell of genlab.nas.cells (the reference the fused cell is tested against).
+    """
 
     def __init__(self, C: int = 16, N: int = 5, num_classes: int = 10, in_channels: int = 3,
                  ops: Sequence[str] = NB201_OPS, init_scale: float = 1e-3,
-                 track_running_stats: bool = True, channels_last: bool = True):
+                 track_running_stats: bool = True, channels_last: bool = True,
+                 per_edge: bool = False):
         super().__init__()
         require_positive_ints(C=C, N=N, num_classes=num_classes, in_channels=in_channels)
         require_positive("init_scale", init_scale, allow_zero=True)
@@ -232,55 +198,67 @@ class NB201SuperNet(nn.Module):
             raise ConfigError(f"supernet ops must be distinct names from {', '.join(NB201_OPS)}; "
                               f"got {', '.join(ops) or 'nothing'}")
         self.C, self.N, self.ops = C, N, ops
-        self.channels_last = channels_last
+        self.channels_last = channels_last and not per_edge
+        self.per_edge = per_edge
         self.stem = Stem(in_channels, C)
         self.cells = nn.ModuleList()
         c_prev = C
         for c, is_res in stage_channels(C, N):
             if is_res:
                 self.cells.append(ResidualBlock(c_prev, c, 2))
+            elif per_edge:
+                self.cells.append(per_edge_cell(c, ops, track_running_stats))
             else:
                 self.cells.append(SearchCell(c, ops, track_running_stats))
             c_prev = c
         self.head = Head(c_prev, num_classes)
         self.arch_params = nn.Parameter(init_scale * torch.randn(len(NB201_EDGES), len(ops)))
 
+    def alphas(self) -> dict[str, nn.Parameter]:
+        """{"cell": the (6, K) logits alpha}: rows NB201_EDGES, columns ``ops``."""
+        return {"cell": self.arch_params}
+
     def arch_parameters(self) -> list[nn.Parameter]:
-        """[arch_params]: the (6, K) logits alpha, rows NB201_EDGES, columns ``ops``."""
-        return [self.arch_params]
+        return list(self.alphas().values())
 
     def weight_parameters(self) -> list[nn.Parameter]:
-        """Every parameter except the arch params."""
+        """Every parameter except the alphas."""
         return [p for n, p in self.named_parameters() if n != "arch_params"]
 
-    def search_cells(self) -> list[SearchCell]:
+    def search_cells(self) -> list[nn.Module]:
         """The 3N search cells in forward order."""
-        return [m for m in self.cells if isinstance(m, SearchCell)]
+        return [m for m in self.cells if not isinstance(m, ResidualBlock)]
 
     def arch_weights(self) -> torch.Tensor:
         """softmax(alpha) per edge, shape (6, K)."""
         return torch.softmax(self.arch_params, dim=-1)
 
-    def forward(self, x: torch.Tensor, return_cells: bool = False):
-        """Logits, or (logits, [(cell_input, cell_output) per search cell])."""
+    def forward(self, x: torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
+        """Logits; ``probe`` (genlab.nas.probe) receives every search cell's nodes."""
         weights = self.arch_weights()
         h = self.stem(x)
         if self.channels_last:  # after the stem: a 1-channel input is already "channels last"
             h = h.contiguous(memory_format=torch.channels_last)
-        pairs = []
         prepared = {}  # per channel count: weights laid out for the cells of that width
+        index = 0
         for cell in self.cells:
-            if isinstance(cell, SearchCell):
+            if isinstance(cell, ResidualBlock):
+                h = cell(h)
+                continue
+            report = None
+            if probe is not None and probe.wants_ops:
+                report = functools.partial(probe.op, "cell", index)
+            if self.per_edge:
+                nodes = cell([h], weights, report)
+            else:
                 if cell.channels not in prepared:
                     prepared[cell.channels] = cell.prepare(weights)
-                out = cell(h, weights, prepared[cell.channels])
-                if return_cells:
-                    pairs.append((h, out))
-                h = out
-            else:
-                h = cell(h)
-        logits = self.head(h)
-        return (logits, pairs) if return_cells else logits
+                nodes = cell(h, weights, prepared[cell.channels], report)
+            if probe is not None:
+                probe.node(CellTrace("cell", index, (h,), tuple(nodes), nodes[-1]))
+            h = nodes[-1]
+            index += 1
+        return self.head(h)
 
     def genotype(self) -> Genotype:
         """Argmax per edge over all ops (AutoDL convention)."""
@@ -290,7 +268,35 @@ class NB201SuperNet(nn.Module):
         """Conv kernel of ``op`` on ``edge`` in search cell number ``cell`` (a view)."""
         if edge not in NB201_EDGES or op not in CONV_KERNELS:
             raise ConfigError(f"no conv kernel for edge {edge!r}, op {op!r}")
-        return self.search_cells()[cell].edge_weight(edge, op)
+        found = self.search_cells()[cell]
+        if self.per_edge:
+            return found.edges[edge].ops[self.ops.index(op)].op[1].weight
+        return found.edge_weight(edge, op)
+
+    @torch.no_grad()
+    def load_per_edge(self, ref: NB201SuperNet) -> None:
+        """Take every weight of the per-edge supernet ``ref`` (same sizes and ops)."""
+        if self.per_edge or not ref.per_edge:
+            raise ConfigError("load_per_edge copies a per-edge supernet into a fused one")
+        self.arch_params.copy_(ref.arch_params)
+        self.stem.load_state_dict(ref.stem.state_dict())
+        self.head.load_state_dict(ref.head.state_dict())
+        for mine, theirs in zip(self.cells, ref.cells, strict=True):
+            if isinstance(mine, ResidualBlock):
+                mine.load_state_dict(theirs.state_dict())
+        for k in range(len(self.search_cells())):
+            for edge in NB201_EDGES:
+                for name in CONV_KERNELS:
+                    if name in self.ops:
+                        self.edge_weight(k, edge, name).copy_(ref.edge_weight(k, edge, name))
 
 
-__all__ = ["NB201SuperNet", "SearchCell", "edge_index", "edge_name"]
+def per_edge_cell(channels: int, ops: Sequence[str], track_running_stats: bool = True
+                  ) -> PerEdgeCell:
+    """The textbook NB201 search cell: one MixedOp per edge, ops without affine BN."""
+    return PerEdgeCell(NB201_TOPOLOGY, [ops] * len(NB201_EDGES),
+                       lambda name, stride: make_op(name, channels, affine=False,
+                                                    track_running_stats=track_running_stats))
+
+
+__all__ = ["NB201SuperNet", "NodeSum", "SearchCell", "edge_index", "edge_name", "per_edge_cell"]

@@ -1,0 +1,147 @@
+"""Architecture steps of bilevel search: first order, and DARTS' second-order (unrolled) one.
+
+Second order (Liu et al., ICLR-19, eq. 6-8; quark0/darts architect.py, identical in
+RobustDARTS): with eta the current weight learning rate, mu the SGD momentum, lambda the
+weight decay and m the momentum buffer,
+
+    w' = w - eta (mu m + grad_w L_train(w, alpha) + lambda w)          (virtual step)
+    g  = grad_alpha L_val(w', alpha) - eta grad2_{alpha,w} L_train(w, alpha) v,
+    v  = grad_w' L_val(w', alpha),
+
+the mixed second derivative times v by central finite differences at w +- R v,
+R = 0.01 / ||v|| (v over all weight tensors). Here L_val includes the regulariser's term
+lambda_t R(alpha, ...) (beta-DARTS' second-order path drops it): a penalty that reads the
+cells' features is evaluated at w' and enters v as well. Every pass at w', w + R v and w - R v
+runs through ``torch.func.functional_call`` with copies of the BatchNorm buffers, so the
+network's weights and running statistics are untouched (upstream updates them twice more).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call
+
+# val_objective(net_call, x, y) -> L_val + lambda_t R, with net_call(x, probe=None) -> logits
+ValObjective = Callable[[Callable, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class WeightStep:
+    """What the virtual step needs from the weight optimiser (SGD): lr, momentum, decay."""
+
+    lr: float
+    momentum: float
+    weight_decay: float
+
+    @classmethod
+    def of(cls, opt: torch.optim.Optimizer) -> WeightStep:
+        group = opt.param_groups[0]
+        return cls(group["lr"], group.get("momentum", 0.0), group.get("weight_decay", 0.0))
+
+
+def _weights(net) -> tuple[list[str], list[torch.Tensor]]:
+    alpha_ids = {id(a) for a in net.arch_parameters()}
+    pairs = [(n, p) for n, p in net.named_parameters() if id(p) not in alpha_ids]
+    return [n for n, _ in pairs], [p for _, p in pairs]
+
+
+def _call(net, names: list[str], tensors: list[torch.Tensor], x: torch.Tensor, probe=None):
+    """net(x) with the weights ``tensors`` and fresh copies of the buffers."""
+    state = dict(zip(names, tensors, strict=True))
+    state.update({n: b.clone() for n, b in net.named_buffers()})
+    kwargs = {} if probe is None else {"probe": probe}
+    return functional_call(net, state, (x,), kwargs, strict=False)
+
+
+def unrolled_arch_grads(net, train_batch, val_batch, val_objective: ValObjective,
+                        step: WeightStep, momentum_buffers: list[torch.Tensor | None],
+                        r: float = 1e-2) -> list[torch.Tensor]:
+    """The second-order gradient of each alpha (``net.arch_parameters()`` order).
+
+    ``val_objective(net_call, x, y)`` returns L_val + lambda_t R for the logits function
+    ``net_call(x, probe=None)``; ``momentum_buffers`` are the SGD buffers of the weights in
+    ``net.weight_parameters()`` order (None where absent).
+    """
+    alphas = list(net.arch_parameters())
+    names, w = _weights(net)
+    xt, yt = train_batch
+    xv, yv = val_batch
+    train_loss = F.cross_entropy(_call(net, names, w, xt), yt)
+    g_w = torch.autograd.grad(train_loss, w, allow_unused=True)
+    with torch.no_grad():
+        w_virtual = []
+        for p, g, m in zip(w, g_w, momentum_buffers, strict=True):
+            d = (torch.zeros_like(p) if g is None else g) + step.weight_decay * p
+            if m is not None:
+                d = d + step.momentum * m
+            w_virtual.append((p - step.lr * d).requires_grad_())
+
+    def call_virtual(x, probe=None):
+        return _call(net, names, w_virtual, x, probe)
+
+    loss = val_objective(call_virtual, xv, yv)
+    grads = torch.autograd.grad(loss, alphas + w_virtual, allow_unused=True)
+    d_alpha = [torch.zeros_like(a) if g is None else g for a, g in
+               zip(alphas, grads[:len(alphas)], strict=True)]
+    v = [torch.zeros_like(p) if g is None else g for p, g in
+         zip(w_virtual, grads[len(alphas):], strict=True)]
+    hvp = mixed_hessian_vector(net, names, w, v, train_batch, r)
+    return [d - step.lr * h for d, h in zip(d_alpha, hvp, strict=True)]
+
+
+def mixed_hessian_vector(net, names: list[str], w: list[torch.Tensor], v: list[torch.Tensor],
+                         train_batch, r: float = 1e-2) -> list[torch.Tensor]:
+    """grad2_{alpha,w} L_train(w, alpha) v by central differences at w +- R v, R = r / ||v||."""
+    alphas = list(net.arch_parameters())
+    norm = torch.cat([t.reshape(-1) for t in v]).norm()
+    if float(norm) == 0.0:
+        return [torch.zeros_like(a) for a in alphas]
+    radius = r / norm
+    xt, yt = train_batch
+    sides = []
+    for sign in (1.0, -1.0):
+        with torch.no_grad():
+            shifted = [p + sign * radius * d for p, d in zip(w, v, strict=True)]
+        loss = F.cross_entropy(_call(net, names, shifted, xt), yt)
+        grads = torch.autograd.grad(loss, alphas, allow_unused=True)
+        sides.append([torch.zeros_like(a) if g is None else g for a, g in
+                      zip(alphas, grads, strict=True)])
+    return [(gp - gm) / (2 * radius) for gp, gm in zip(*sides, strict=True)]
+
+
+def exact_unrolled_arch_grads(net, train_batch, val_batch, val_objective: ValObjective,
+                              step: WeightStep, momentum_buffers: list[torch.Tensor | None]
+                              ) -> list[torch.Tensor]:
+    """The same hypergradient by autograd through the virtual step (double backward).
+
+    Exact (no finite differences) and expensive: the reference the tests check
+    ``unrolled_arch_grads`` against, on tiny supernets.
+    """
+    alphas = list(net.arch_parameters())
+    names, w = _weights(net)
+    xt, yt = train_batch
+    xv, yv = val_batch
+    train_loss = F.cross_entropy(_call(net, names, w, xt), yt)
+    g_w = torch.autograd.grad(train_loss, w, create_graph=True, allow_unused=True)
+    w_virtual = []
+    for p, g, m in zip(w, g_w, momentum_buffers, strict=True):
+        d = (torch.zeros_like(p) if g is None else g) + step.weight_decay * p.detach()
+        if m is not None:
+            d = d + step.momentum * m
+        w_virtual.append(p.detach() - step.lr * d)
+
+    def call_virtual(x, probe=None):
+        return _call(net, names, w_virtual, x, probe)
+
+    loss = val_objective(call_virtual, xv, yv)
+    grads = torch.autograd.grad(loss, alphas, allow_unused=True)
+    return [torch.zeros_like(a) if g is None else g for a, g in zip(alphas, grads, strict=True)]
+
+
+def momentum_buffers(net, opt: torch.optim.Optimizer) -> list[torch.Tensor | None]:
+    """The SGD momentum buffer of each weight of ``net`` (None before the first step)."""
+    return [opt.state.get(p, {}).get("momentum_buffer") for p in _weights(net)[1]]

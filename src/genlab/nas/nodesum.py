@@ -1,0 +1,77 @@
+"""In-place weighted node sums with a cheap backward, shared by the fused supernets.
+
+A supernet node is node = sum(plain terms) + sum_k w_k * scale_k * t_k (w_k the softmax
+weight of an edge's op, scale_k an optional constant map such as 1 / window counts).
+``NodeSum`` accumulates it into one tensor in place, and its backward computes
+dL/dw_k = <g * scale_k, t_k> by a dot product instead of autograd's mul + sum. The backward
+is itself differentiable (double backward for the alpha Hessian and hypergradients).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """sum(a * b) without materialising the product when both share a dense layout."""
+    if torch.is_grad_enabled():  # the backward is itself differentiated (create_graph)
+        return (a * b).sum()
+    if a.shape == b.shape and a.stride() == b.stride():
+        if a.is_contiguous():
+            return torch.dot(a.reshape(-1), b.reshape(-1))
+        try:  # layout queries other than the default are not implemented under vmap
+            channels_last = a.dim() == 4 and a.is_contiguous(memory_format=torch.channels_last)
+        except RuntimeError:
+            channels_last = False
+        if channels_last:
+            return torch.dot(a.permute(0, 2, 3, 1).reshape(-1), b.permute(0, 2, 3, 1).reshape(-1))
+    return (a * b).sum()
+
+
+class NodeSum(torch.autograd.Function):
+    """node = sum(plain) + sum_k w_k * scale_k * t_k, accumulated in place into one tensor.
+
+    ``w_k`` are 0-dim tensors (edge weights), ``scale_k`` constant maps or None. The backward
+    gives dL/dw_k = <g * scale_k, t_k> by a dot product instead of autograd's mul + sum, and
+    dL/dt_k = w_k * scale_k * g.
+    """
+
+    @staticmethod
+    def forward(ctx, n_plain: int, scales: tuple, *tensors: torch.Tensor) -> torch.Tensor:
+        plain, rest = tensors[:n_plain], tensors[n_plain:]
+        ts, ws = rest[0::2], rest[1::2]
+        coefs = [w if sc is None else w * sc for w, sc in zip(ws, scales, strict=True)]
+        if n_plain >= 2:
+            out = torch.add(plain[0], plain[1])
+        elif n_plain == 1:
+            out = plain[0].clone()
+        else:
+            out = ts[0] * coefs[0]
+        for p in plain[2:]:
+            out.add_(p)
+        for t, c in zip(ts[1:] if n_plain == 0 else ts, coefs[1:] if n_plain == 0 else coefs,
+                        strict=True):
+            out.addcmul_(t, c)
+        ctx.n_plain, ctx.scales = n_plain, scales
+        ctx.save_for_backward(*ts, *ws)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        n = ctx.n_plain
+        saved = ctx.saved_tensors
+        k = len(saved) // 2
+        ts, ws = saved[:k], saved[k:]
+        needs = ctx.needs_input_grad[2:]
+        grads = [grad if needs[i] else None for i in range(n)]
+        for idx, (t, w, sc) in enumerate(zip(ts, ws, ctx.scales, strict=True)):
+            need_t, need_w = needs[n + 2 * idx], needs[n + 2 * idx + 1]
+            g = grad if sc is None else grad * sc
+            g_w = _dot(g, t) if need_w else None
+            g_t = None
+            if need_t:
+                # out of place when the backward itself is differentiated (create_graph)
+                in_place = sc is not None and not torch.is_grad_enabled()
+                g_t = g.mul_(w) if in_place else g * w
+            grads += [g_t, g_w]
+        return (None, None, *grads)

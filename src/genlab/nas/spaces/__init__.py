@@ -1,0 +1,52 @@
+"""Search spaces: NAS-Bench-201, DARTS, RobustDARTS S1-S4, MobileNet-like (one module each).
+
+``get_space(name)`` returns a registered space (genlab.nas.spaces.base describes the
+protocol). Every module of this package registers its spaces when imported; ``get_space``
+and ``space_names`` import them all once, so adding a space means adding a module here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from genlab.core.errors import ConfigError
+from genlab.nas.spaces.base import (
+    SPACES,
+    AlphaSpec,
+    ProxyDefaults,
+    RetrainRecipe,
+    SearchSpace,
+    register_space,
+)
+
+_LOADED = False
+
+
+def _load_all() -> None:
+    """Import every space module of this package (each registers its spaces)."""
+    global _LOADED
+    if _LOADED:
+        return
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name != "base" and not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+    _LOADED = True
+
+
+def space_names() -> tuple[str, ...]:
+    """Names of every registered space."""
+    _load_all()
+    return tuple(SPACES)
+
+
+def get_space(name: str) -> SearchSpace:
+    """The space called ``name``; ConfigError naming it and the known spaces otherwise."""
+    _load_all()
+    if name not in SPACES:
+        raise ConfigError(f"unknown search space {name!r}; expected one of: {', '.join(SPACES)}")
+    return SPACES[name]
+
+
+__all__ = ["AlphaSpec", "ProxyDefaults", "RetrainRecipe", "SearchSpace", "SPACES", "get_space",
+           "register_space", "space_names"]

@@ -1,0 +1,177 @@
+"""The search-space protocol and the registry of spaces.
+
+A space is everything search, retraining, benchmarks, diagnostics and regularisers need to
+know about one family of architectures:
+
+- ``alpha_specs()``: the named alpha tensors of its supernets (ordered), each with its row
+  labels (edges or blocks) and the candidate op of every column of every row;
+- ``build_supernet(num_classes, in_channels, channels, cells, per_edge)``: the weight-sharing
+  supernet (the space's upstream size when ``channels``/``cells`` are None). Every supernet has
+  ``alphas()`` (ordered dict name -> nn.Parameter), ``arch_parameters()``,
+  ``weight_parameters()`` (no alphas) and ``forward(x, probe=None)`` (genlab.nas.probe);
+- ``derive(alphas)``: the discrete genotype by the space's own rule; ``parse(text)`` and
+  ``format(genotype)`` round-trip the space's genotype text;
+- ``op_counts(genotype)``: parameter-free and skip choices in the primary cell;
+  ``choices(genotype)``: the comparable decisions (for agreement across seeds);
+- ``build_network(genotype, num_classes, ...)``: the discrete network to retrain, and
+  ``retrain``, the space's training recipe (scaled by flags for CPU proxies);
+- ``proxy``: the digits-proxy defaults of a search (input size, width, depth, steps).
+
+Spaces register themselves where they are defined (``register_space``); ``get_space``
+imports every module of this package once, so a new space is a new file here and nothing
+else changes.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from genlab.core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class AlphaSpec:
+    """Rows (edge or block names) of one alpha tensor and the op name of every column."""
+
+    rows: tuple[str, ...]
+    ops: tuple[tuple[str, ...], ...]  # ops[r][k]: the op of column k on row r
+
+    def __post_init__(self):
+        widths = {len(o) for o in self.ops}
+        if len(self.ops) != len(self.rows) or len(widths) != 1:
+            raise ConfigError(f"alpha spec needs one op list per row, all of one length; got "
+                              f"{len(self.rows)} rows and op lists of lengths {sorted(widths)}")
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.rows), len(self.ops[0])
+
+    @property
+    def max_entropy(self) -> float:
+        """log K: the entropy of a uniform row."""
+        return math.log(self.shape[1])
+
+
+@dataclass(frozen=True)
+class ProxyDefaults:
+    """Digits-proxy defaults of a search in this space (our choice, see docs/ber.md)."""
+
+    size: int
+    channels: int
+    cells: int | None
+    steps: int
+    options: dict[str, Any] = field(default_factory=dict)  # more supernet options (e.g. stem)
+
+
+@dataclass(frozen=True)
+class RetrainRecipe:
+    """How a derived architecture is retrained; flags scale every entry for CPU proxies."""
+
+    channels: int
+    cells: int | None
+    epochs: int = 30
+    lr: float = 0.05
+    momentum: float = 0.9
+    nesterov: bool = True
+    weight_decay: float = 5e-4
+    grad_clip: float = 0.0
+    auxiliary_weight: float = 0.0  # 0: the network has no auxiliary head
+    drop_path: float = 0.0  # final drop-path probability (linear ramp from 0)
+    cutout: bool = False  # cutout of half the image side (16 px at 32x32) in training
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class SearchSpace(ABC):
+    """One search space (see the module docstring for the protocol)."""
+
+    name: str
+    description: str
+    proxy: ProxyDefaults
+    retrain: RetrainRecipe
+    table: str | None = None  # name of the tabular benchmark that judges its genotypes
+
+    @abstractmethod
+    def alpha_specs(self) -> dict[str, AlphaSpec]:
+        """Named alpha tensors of the supernet, in order."""
+
+    @abstractmethod
+    def build_supernet(self, num_classes: int = 10, in_channels: int = 3,
+                       channels: int | None = None, cells: int | None = None,
+                       per_edge: bool = False) -> nn.Module:
+        """The search supernet (the upstream size for None); ``per_edge``: textbook layout."""
+
+    @abstractmethod
+    def derive(self, alphas: Mapping[str, torch.Tensor]) -> Any:
+        """The genotype that the space's rule derives from the named alphas."""
+
+    @abstractmethod
+    def parse(self, text: str) -> Any:
+        """The genotype written in ``text``; SpecError naming the bad token."""
+
+    @abstractmethod
+    def format(self, genotype: Any) -> str:
+        """The genotype's text (``parse(format(g)) == g``)."""
+
+    @abstractmethod
+    def op_counts(self, genotype: Any) -> dict[str, int]:
+        """{'param_free_ops': ..., 'skip_ops': ...} in the primary cell (normal cell)."""
+
+    @abstractmethod
+    def choices(self, genotype: Any) -> tuple:
+        """The genotype's decisions as a flat tuple of comparable items."""
+
+    @abstractmethod
+    def build_network(self, genotype: Any, num_classes: int, in_channels: int = 3,
+                      channels: int | None = None, cells: int | None = None,
+                      **options) -> nn.Module:
+        """The discrete network of ``genotype`` (or its text) for retraining."""
+
+    def check_size_options(self, channels: int | None, cells: int | None) -> None:
+        """ConfigError for a size option this space does not have (default: it has both)."""
+        return None
+
+    def load_table(self, path: str):
+        """The tabular benchmark at ``path`` that judges this space's genotypes."""
+        raise ConfigError(f"space {self.name} has no accuracy table")
+
+    # -- shared helpers ---------------------------------------------------------
+    def ensure_genotype(self, genotype: Any) -> Any:
+        """A parsed genotype from a genotype or its text."""
+        return self.parse(genotype) if isinstance(genotype, str) else genotype
+
+    def check_alphas(self, alphas: Mapping[str, torch.Tensor]) -> None:
+        """SpecError unless ``alphas`` has exactly this space's names and shapes."""
+        from genlab.core.errors import SpecError
+
+        specs = self.alpha_specs()
+        if list(alphas) != list(specs):
+            raise SpecError(f"space {self.name} expects alphas {list(specs)}, got {list(alphas)}")
+        for name, spec in specs.items():
+            if tuple(alphas[name].shape) != spec.shape:
+                raise SpecError(f"alpha {name!r} of space {self.name} must have shape "
+                                f"{spec.shape}, got {tuple(alphas[name].shape)}")
+
+    def unsupported(self, **options) -> None:
+        """ConfigError naming the first option that is set although this space lacks it."""
+        for key, value in options.items():
+            if value is not None:
+                raise ConfigError(f"space {self.name} has no {key.replace('_', '-')} option "
+                                  f"(got {value!r})")
+
+
+SPACES: dict[str, SearchSpace] = {}
+
+
+def register_space(space: SearchSpace) -> SearchSpace:
+    """Add ``space`` to the registry under ``space.name`` (called where the space is defined)."""
+    SPACES[space.name] = space
+    return space
+
+

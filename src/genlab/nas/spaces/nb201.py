@@ -1,0 +1,90 @@
+"""NAS-Bench-201 (Dong & Yang, ICLR-20): one cell, 4 nodes, 6 edges, 5 ops, 15,625 cells.
+
+Alpha: one (6, 5) tensor named "cell", rows '1<-0', '2<-0', '2<-1', '3<-0', '3<-1', '3<-2',
+columns none, skip_connect, nor_conv_1x1, nor_conv_3x3, avg_pool_3x3; shared by every cell.
+Derivation: argmax per edge over all ops, `none` included (AutoDL convention). Genotype text:
+the official string ``|op~0|+|op~0|op~1|+|op~0|op~1|op~2|``. Supernet: C=16, N=5 upstream
+(the fused ``NB201SuperNet``, or the per-edge reference); discrete network: the NB201 layout.
+Its genotypes are judged by the NB201 accuracy table (``table = "nb201"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+from genlab.nas.genotype import NB201_EDGES, NB201_OPS, Genotype, derive_genotype
+from genlab.nas.networks import NB201Network
+from genlab.nas.spaces.base import (
+    AlphaSpec,
+    ProxyDefaults,
+    RetrainRecipe,
+    SearchSpace,
+    register_space,
+)
+from genlab.nas.supernet import NB201SuperNet
+from genlab.nas.table import NB201Table
+
+
+class NB201Space(SearchSpace):
+    """The NAS-Bench-201 space (see the module docstring)."""
+
+    name = "nb201"
+    description = "NAS-Bench-201 cell: 4 nodes, 6 edges, 5 ops, 15,625 architectures"
+    ops = NB201_OPS
+    edges = NB201_EDGES
+    upstream = {"channels": 16, "cells": 5}
+    proxy = ProxyDefaults(size=8, channels=8, cells=1, steps=1800)
+    retrain = RetrainRecipe(channels=16, cells=1, epochs=30, lr=0.05, nesterov=True,
+                            weight_decay=5e-4)
+    table = "nb201"
+
+    @property
+    def num_architectures(self) -> int:
+        return len(self.ops) ** len(self.edges)
+
+    def alpha_specs(self) -> dict[str, AlphaSpec]:
+        return {"cell": AlphaSpec(self.edges, (self.ops,) * len(self.edges))}
+
+    def build_supernet(self, num_classes: int = 10, in_channels: int = 3,
+                       channels: int | None = None, cells: int | None = None,
+                       per_edge: bool = False, **kwargs) -> nn.Module:
+        return NB201SuperNet(C=channels or self.upstream["channels"],
+                             N=cells or self.upstream["cells"], num_classes=num_classes,
+                             in_channels=in_channels, ops=kwargs.pop("ops", self.ops),
+                             per_edge=per_edge, **kwargs)
+
+    def derive(self, alphas: Mapping[str, torch.Tensor]) -> Genotype:
+        self.check_alphas(alphas)
+        return derive_genotype(alphas["cell"], self.ops)
+
+    def parse(self, text: str) -> Genotype:
+        return Genotype.from_string(text, ops=self.ops)
+
+    def format(self, genotype: Genotype) -> str:
+        return genotype.to_string()
+
+    def op_counts(self, genotype: Genotype) -> dict[str, int]:
+        ops = genotype.ops()
+        return {"param_free_ops": genotype.param_free_count(),
+                "skip_ops": sum(op == "skip_connect" for op in ops)}
+
+    def choices(self, genotype: Genotype) -> tuple:
+        return genotype.ops()
+
+    def build_network(self, genotype, num_classes: int, in_channels: int = 3,
+                      channels: int | None = None, cells: int | None = None,
+                      **options) -> nn.Module:
+        self.unsupported(**options)
+        return NB201Network(self.ensure_genotype(genotype), num_classes,
+                            C=channels or self.upstream["channels"],
+                            N=cells or self.upstream["cells"], in_channels=in_channels)
+
+    def load_table(self, path: str):
+        """The NB201 accuracy table at ``path`` (genlab.nas.table)."""
+        return NB201Table.load(path)
+
+
+NB201 = register_space(NB201Space())
