@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from genlab.nas.architect import _call, _weights, mixed_hessian_vector
+from genlab.nas.architect import call_with, mixed_hessian_vector, weights_of
 from genlab.nas.spaces import get_space
 
 RADII = (1e-2, 1e-4, 1e-6, 1e-8)
@@ -37,12 +37,12 @@ def measure(space_name: str, seed: int = 0) -> dict:
     size = space.proxy.size
     xt, xv = (torch.randn(64, 1, size, size, generator=g, dtype=torch.float64) for _ in "tv")
     yt, yv = (torch.randint(0, 10, (64,), generator=g) for _ in "tv")
-    names, w = _weights(net)
+    names, w = weights_of(net)
     alphas = net.arch_parameters()
-    grads = torch.autograd.grad(F.cross_entropy(_call(net, names, w, xv), yv), w,
+    grads = torch.autograd.grad(F.cross_entropy(call_with(net, names, w, xv), yv), w,
                                 allow_unused=True)
     v = [torch.zeros_like(p) if d is None else d for p, d in zip(w, grads, strict=True)]
-    loss = F.cross_entropy(_call(net, names, w, xt), yt)
+    loss = F.cross_entropy(call_with(net, names, w, xt), yt)
     g_w = torch.autograd.grad(loss, w, create_graph=True, allow_unused=True)
     dot = sum((a * b).sum() for a, b in zip(g_w, v, strict=True) if a is not None)
     exact = torch.autograd.grad(dot, alphas, allow_unused=True)

@@ -10,7 +10,8 @@ import genlab.nas.ops as ops_mod
 from genlab.core.errors import SpecError
 from genlab.nas import build_darts_network, get_space
 from genlab.nas.darts_genotype import DartsGenotype, parse_darts_genotype
-from genlab.nas.darts_networks import count_parameters, drop_path
+from genlab.nas.darts_networks import drop_path
+from genlab.nas.networks import count_parameters
 from genlab.nas.probe import CellTraces
 
 DARTS_V1 = ("Genotype(normal=[('sep_conv_3x3', 1), ('sep_conv_3x3', 0), ('skip_connect', 0), "

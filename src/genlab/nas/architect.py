@@ -43,13 +43,14 @@ class WeightStep:
         return cls(group["lr"], group.get("momentum", 0.0), group.get("weight_decay", 0.0))
 
 
-def _weights(net) -> tuple[list[str], list[torch.Tensor]]:
+def weights_of(net) -> tuple[list[str], list[torch.Tensor]]:
+    """(names, tensors) of the weights of ``net`` (every parameter but the alphas), in order."""
     alpha_ids = {id(a) for a in net.arch_parameters()}
     pairs = [(n, p) for n, p in net.named_parameters() if id(p) not in alpha_ids]
     return [n for n, _ in pairs], [p for _, p in pairs]
 
 
-def _call(net, names: list[str], tensors: list[torch.Tensor], x: torch.Tensor, probe=None):
+def call_with(net, names: list[str], tensors: list[torch.Tensor], x: torch.Tensor, probe=None):
     """net(x) with the weights ``tensors`` and fresh copies of the buffers."""
     state = dict(zip(names, tensors, strict=True))
     state.update({n: b.clone() for n, b in net.named_buffers()})
@@ -67,10 +68,10 @@ def unrolled_arch_grads(net, train_batch, val_batch, val_objective: ValObjective
     ``net.weight_parameters()`` order (None where absent).
     """
     alphas = list(net.arch_parameters())
-    names, w = _weights(net)
+    names, w = weights_of(net)
     xt, yt = train_batch
     xv, yv = val_batch
-    train_loss = F.cross_entropy(_call(net, names, w, xt), yt)
+    train_loss = F.cross_entropy(call_with(net, names, w, xt), yt)
     g_w = torch.autograd.grad(train_loss, w, allow_unused=True)
     with torch.no_grad():
         w_virtual = []
@@ -81,7 +82,7 @@ def unrolled_arch_grads(net, train_batch, val_batch, val_objective: ValObjective
             w_virtual.append((p - step.lr * d).requires_grad_())
 
     def call_virtual(x, probe=None):
-        return _call(net, names, w_virtual, x, probe)
+        return call_with(net, names, w_virtual, x, probe)
 
     loss = val_objective(call_virtual, xv, yv)
     grads = torch.autograd.grad(loss, alphas + w_virtual, allow_unused=True)
@@ -106,7 +107,7 @@ def mixed_hessian_vector(net, names: list[str], w: list[torch.Tensor], v: list[t
     for sign in (1.0, -1.0):
         with torch.no_grad():
             shifted = [p + sign * radius * d for p, d in zip(w, v, strict=True)]
-        loss = F.cross_entropy(_call(net, names, shifted, xt), yt)
+        loss = F.cross_entropy(call_with(net, names, shifted, xt), yt)
         grads = torch.autograd.grad(loss, alphas, allow_unused=True)
         sides.append([torch.zeros_like(a) if g is None else g for a, g in
                       zip(alphas, grads, strict=True)])
@@ -122,10 +123,10 @@ def exact_unrolled_arch_grads(net, train_batch, val_batch, val_objective: ValObj
     ``unrolled_arch_grads`` against, on tiny supernets.
     """
     alphas = list(net.arch_parameters())
-    names, w = _weights(net)
+    names, w = weights_of(net)
     xt, yt = train_batch
     xv, yv = val_batch
-    train_loss = F.cross_entropy(_call(net, names, w, xt), yt)
+    train_loss = F.cross_entropy(call_with(net, names, w, xt), yt)
     g_w = torch.autograd.grad(train_loss, w, create_graph=True, allow_unused=True)
     w_virtual = []
     for p, g, m in zip(w, g_w, momentum_buffers, strict=True):
@@ -135,7 +136,7 @@ def exact_unrolled_arch_grads(net, train_batch, val_batch, val_objective: ValObj
         w_virtual.append(p.detach() - step.lr * d)
 
     def call_virtual(x, probe=None):
-        return _call(net, names, w_virtual, x, probe)
+        return call_with(net, names, w_virtual, x, probe)
 
     loss = val_objective(call_virtual, xv, yv)
     grads = torch.autograd.grad(loss, alphas, allow_unused=True)
@@ -144,4 +145,4 @@ def exact_unrolled_arch_grads(net, train_batch, val_batch, val_objective: ValObj
 
 def momentum_buffers(net, opt: torch.optim.Optimizer) -> list[torch.Tensor | None]:
     """The SGD momentum buffer of each weight of ``net`` (None before the first step)."""
-    return [opt.state.get(p, {}).get("momentum_buffer") for p in _weights(net)[1]]
+    return [opt.state.get(p, {}).get("momentum_buffer") for p in weights_of(net)[1]]

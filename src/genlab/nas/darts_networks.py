@@ -198,8 +198,3 @@ def build_darts_network(genotype: DartsGenotype | str, num_classes: int, C: int 
     validate(genotype, {cell: any_op for cell in CELL_TYPES}, "DARTS-family")
     return LAYOUTS[layout](genotype, num_classes, C=C, layers=layers, auxiliary=auxiliary,
                            drop_path=drop_path, in_channels=in_channels)
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Parameters without the auxiliary head (as DARTS reports model sizes)."""
-    return sum(p.numel() for name, p in model.named_parameters() if "auxiliary" not in name)

@@ -66,5 +66,6 @@ def build_network(arch_string: str | Genotype, num_classes: int, C: int = 16, N:
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters (NAS-Bench-201 reports this / 1e6 as 'MB')."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    """Trainable parameters without an auxiliary head (NB201 and DARTS report sizes so)."""
+    return sum(p.numel() for name, p in model.named_parameters()
+               if p.requires_grad and "auxiliary" not in name)

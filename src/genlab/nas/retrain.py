@@ -29,6 +29,7 @@ from genlab.core.errors import ConfigError, require_choice, require_positive
 from genlab.core.runs import RunDir
 from genlab.core.seeding import seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
+from genlab.nas.networks import count_parameters
 from genlab.nas.spaces import get_space
 
 RECIPE_KEYS = ("channels", "cells", "epochs", "lr", "momentum", "nesterov", "weight_decay",
@@ -94,11 +95,6 @@ def network_options(space, cfg: RetrainConfig) -> dict:
     if cfg.drop_path:
         opts["drop_path"] = 0.0  # the schedule ramps it from 0
     return opts
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Parameters without an auxiliary head (as DARTS reports model sizes)."""
-    return sum(p.numel() for name, p in model.named_parameters() if "auxiliary" not in name)
 
 
 class ClippedSGD(torch.optim.SGD):
