@@ -51,6 +51,16 @@ def output_errors(path: Path, what: str = "cannot write"):
                           ) from exc
 
 
+def _default_mode() -> int:
+    """Permissions of a new file under the process's umask (mkstemp alone gives 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _default_mode()
+
+
 def _fsync_folder(folder: Path) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -75,6 +85,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, keep_previous: Path | None = 
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), _FILE_MODE)
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())

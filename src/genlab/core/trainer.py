@@ -43,7 +43,7 @@ from genlab.core.distributed import (
 )
 from genlab.core.errors import DivergedError, require_positive
 from genlab.core.progress import progress
-from genlab.core.runs import RunDir
+from genlab.core.runs import CHECKPOINT, RunDir
 from genlab.core.seeding import capture_rng_state, make_generator, restore_rng_state
 
 __all__ = ["BatchSource", "TrainResult", "Trainer", "accuracy", "evaluate", "resolve_device"]
@@ -93,6 +93,16 @@ def evaluate(model: nn.Module, batches: Iterable, loss_fn: Callable, device,
 
 def accuracy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return (outputs.argmax(-1) == targets).float().mean()
+
+
+def _kept_checkpoint(run: RunDir | None, epoch: int) -> str:
+    """Where the last good state of a diverged run is, for its error line."""
+    if run is None:
+        return "no run folder was given, nothing was saved"
+    if epoch == 0 or not run.file(CHECKPOINT).exists():
+        return f"no checkpoint was written yet in {run.path}"
+    return (f"the last good checkpoint (after epoch {epoch - 1}) is kept in "
+            f"{run.file(CHECKPOINT)}")
 
 
 class Trainer:
@@ -230,11 +240,8 @@ class Trainer:
             loss = self.step(x, y)
             loss_sum, count = global_sum([loss * len(y), len(y)]).tolist()
             if not math.isfinite(loss_sum):
-                raise DivergedError(
-                    f"non-finite training loss at epoch {epoch}, step {step}; "
-                    "the last good checkpoint is kept"
-                    + (f" in {run.path}" if run is not None else "")
-                )
+                raise DivergedError(f"non-finite training loss at epoch {epoch}, step {step}; "
+                                    + _kept_checkpoint(run, epoch))
             total, n, step = total + loss_sum, n + int(count), step + 1
             if steps_per_epoch is not None and step >= steps_per_epoch:
                 break
