@@ -18,6 +18,18 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _options(
+    tensorboard: bool = typer.Option(
+        False, "--tensorboard",
+        help="Also write every run's metrics as TensorBoard events in RUN/tensorboard "
+             "(needs: pip install 'genlab[tensorboard]')."),
+) -> None:
+    """Options for every command, given before it: genlab --tensorboard nas train ..."""
+    if tensorboard:
+        os.environ["GENLAB_TENSORBOARD"] = "1"
+
+
 def _register() -> None:
     from genlab.cli import demo, gaze, nas, optim
 
