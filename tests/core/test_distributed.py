@@ -69,6 +69,7 @@ def test_retrain_two_processes_equals_one(two_process, tmp_path):
     state2 = ddp_cases.model_state(folder / "ddp")
     state1 = ddp_cases.model_state(tmp_path / "one")
     worst = max(float((state2[k].double() - state1[k].double()).abs().max()) for k in state1)
+    print(f"largest weight difference, 2 processes vs 1: {worst:.3g}")  # shown with pytest -s
     assert worst < 1e-4, worst
     m1 = [json.loads(s) for s in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
     m2 = [json.loads(s) for s in (folder / "ddp" / "metrics.jsonl").read_text().splitlines()]
