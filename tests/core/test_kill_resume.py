@@ -34,16 +34,16 @@ def _env() -> dict:
 
 
 def _uninterrupted(out: Path, epochs: int) -> tuple[float, float]:
-    """Run to the end; (seconds from the folder's config.json to the summary, per epoch)."""
-    proc = subprocess.Popen(_command(out, epochs, False), env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    while not (out / "config.json").exists() and proc.poll() is None:
-        time.sleep(0.01)
+    """The reference run, in this process (one thread, like the commands); its time spans.
+
+    Returns (seconds from config.json to the summary, seconds per training epoch).
+    """
+    from genlab.nas.retrain import RetrainConfig, retrain
+
     t0 = time.monotonic()
-    _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
-    train_seconds = json.loads((out / "summary.json").read_text())["train_seconds"]
-    return time.monotonic() - t0, train_seconds / epochs
+    summary = retrain(RetrainConfig(arch=ARCH, channels=4, epochs=epochs, seed=2), out,
+                      progress_bar=False)
+    return time.monotonic() - t0, summary["train_seconds"] / epochs
 
 
 def _lines(out: Path) -> int:
