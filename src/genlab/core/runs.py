@@ -61,8 +61,6 @@ SUMMARY = "summary.json"
 # Options that may differ between a run and its resumption.
 _RESUME_FREE_KEYS = {"resume", "out", "progress", "device", "nb201_table", "tensorboard"}
 
-_jsonable = jsonable  # the name other modules of the package used
-
 
 def _tensorboard_requested(flag: bool | None) -> bool:
     if flag is not None:
