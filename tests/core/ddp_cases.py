@@ -88,11 +88,22 @@ def bn_gradient_case(rank: int, world: int, n: int) -> dict:
 
 
 def helpers_case(rank: int, world: int) -> dict:
-    from genlab.core.distributed import all_gather, broadcast_object, global_sum, process_info
+    from genlab.core.distributed import (
+        all_gather,
+        broadcast_module,
+        broadcast_object,
+        global_sum,
+        process_info,
+    )
 
     gathered = all_gather(torch.arange(rank + 1) + 10 * rank)
+    torch.manual_seed(100 + rank)  # different initial weights on each rank
+    net = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    net[1].running_mean.fill_(rank)
+    broadcast_module(net)
     return {"info": process_info(), "sum": global_sum([rank + 1.0, 2.0]).tolist(),
-            "gathered": gathered.tolist(), "obj": broadcast_object({"r": rank})}
+            "gathered": gathered.tolist(), "obj": broadcast_object({"r": rank}),
+            "weights": {k: v.clone() for k, v in net.state_dict().items()}}
 
 
 def run_folder_case(rank: int, world: int, folder: Path) -> dict:

@@ -46,6 +46,11 @@ def test_helpers_sum_gather_broadcast(two_process):
         assert h["sum"] == [3.0, 4.0]
         assert h["gathered"] == [0, 10, 11]
         assert h["obj"] == {"r": 0}
+    torch.manual_seed(100)  # what rank 0 drew
+    rank0 = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2)).state_dict()
+    for res in results:  # rank 0's initial weights and buffers everywhere
+        for k, v in rank0.items():
+            assert torch.equal(res["helpers"]["weights"][k], v), k
 
 
 def test_global_batchnorm_gradients_equal_one_process(two_process):
