@@ -11,9 +11,11 @@ export OMP_NUM_THREADS ?= 2
 
 venv: $(STAMP)
 
+# The test environment includes the optional extras (Ray sweeps, TensorBoard events) so
+# that their tests run here and in CI; without them those tests skip.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,ray,tensorboard]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -15,6 +16,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+@app.callback()
+def _options(
+    tensorboard: bool = typer.Option(
+        False, "--tensorboard",
+        help="Also write every run's metrics as TensorBoard events in RUN/tensorboard "
+             "(needs: pip install 'genlab[tensorboard]')."),
+) -> None:
+    """Options for every command, given before it: genlab --tensorboard nas train ..."""
+    if tensorboard:
+        os.environ["GENLAB_TENSORBOARD"] = "1"
 
 
 def _register() -> None:
@@ -32,6 +45,8 @@ def _register() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning GenlabError into one line on stderr and exit code 2."""
     _register()
+    if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 speaks for the group
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
     try:
         app(args=argv)
     except GenlabError as exc:

@@ -39,6 +39,18 @@ class RunExistsError(GenlabError):
     kind = "run exists"
 
 
+class RunInUseError(GenlabError):
+    """Another live process is writing the same output folder."""
+
+    kind = "run in use"
+
+
+class OutputError(GenlabError):
+    """The output folder cannot be written (full disk, read-only, no permission)."""
+
+    kind = "cannot write"
+
+
 class DivergedError(GenlabError):
     """Training produced a non-finite loss; the last good checkpoint is kept."""
 

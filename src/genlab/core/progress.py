@@ -9,11 +9,18 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from genlab.core.distributed import is_main_process
+
 console = Console(stderr=True)
 
 
 def progress_enabled(requested: bool | None = None) -> bool:
-    """Show bars when asked, or by default when stderr is a terminal and GENLAB_QUIET is unset."""
+    """Show bars when asked, or by default when stderr is a terminal and GENLAB_QUIET is unset.
+
+    Under torchrun only rank 0 shows bars.
+    """
+    if not is_main_process():
+        return False
     if requested is not None:
         return requested
     return sys.stderr.isatty() and not os.environ.get("GENLAB_QUIET")

@@ -1,107 +1,76 @@
-"""Run folders: config.json, metrics.jsonl, atomic checkpoint.pt, summary.json, plots.
+"""Run folders: config.json, metrics.jsonl, atomic checkpoints, summary.json, plots.
 
 Layout of a run folder (every command that produces results writes one)::
 
-    config.json     every resolved option, genlab version, seed
-    metrics.jsonl   one JSON object per epoch or step
-    checkpoint.pt   written to a temporary file, then renamed (never half-written)
-    summary.json    final figures (written last: its presence marks a finished run)
-    *.png           plots; report.html / report.md where the command makes a report
+    config.json          every resolved option, genlab version, seed
+    metrics.jsonl        one JSON object per epoch or step
+    checkpoint.pt        written to a temporary file, then renamed (never half-written)
+    checkpoint.prev.pt   the checkpoint before it (a damaged newest one falls back to it)
+    summary.json         final figures, and how many processes ran (written last: its
+                         presence marks a finished run)
+    *.png                plots; report.html / report.md where the command makes a report
+    tensorboard/         with --tensorboard: the metrics as TensorBoard events
+    .lock                held by the process writing the folder
 
-A run killed at any point restarts with ``resume=True``: metrics logged after the
-last checkpoint are dropped, and the state saved in the checkpoint is restored.
+A run killed at any point restarts with ``resume=True``: the newest checkpoint that
+passes its checksums is restored and metrics logged after it are dropped.
+
+Under torchrun only rank 0 writes (config, metrics, checkpoints, summary, plots); the
+other ranks keep their metrics in memory, resume from the same checkpoint as rank 0,
+and raise the same error when rank 0 refuses the folder.
 """
 
 from __future__ import annotations
 
+import io
 import json
-import math
 import os
-import tempfile
+import sys
+import weakref
 from pathlib import Path
-from typing import Any
-
-import torch
 
 from genlab import __version__
-from genlab.core.errors import CheckpointError, RunExistsError
+from genlab.core import errors as _errors
+from genlab.core import locks
+from genlab.core.checkpoints import (
+    CHECKPOINT,
+    PREVIOUS,
+    load_checkpoint,
+    load_latest,
+    save_checkpoint,
+)
+from genlab.core.distributed import broadcast_object, init_distributed, is_distributed
+from genlab.core.errors import CheckpointError, GenlabError, RunExistsError
+from genlab.core.files import (
+    append_line,
+    atomic_write_bytes,
+    jsonable,
+    output_errors,
+    read_json,
+    write_json,
+)
+
+__all__ = ["CHECKPOINT", "CONFIG", "METRICS", "PREVIOUS", "SUMMARY", "RunDir",
+           "atomic_write_bytes", "load_checkpoint", "read_json", "save_checkpoint",
+           "write_json"]
 
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
-CHECKPOINT = "checkpoint.pt"
 SUMMARY = "summary.json"
 
 # Options that may differ between a run and its resumption.
-_RESUME_FREE_KEYS = {"resume", "out", "progress", "device", "nb201_table"}
+_RESUME_FREE_KEYS = {"resume", "out", "progress", "device", "nb201_table", "tensorboard"}
 
 
-def _jsonable(value: Any) -> Any:
-    """Turn tensors, numpy scalars, paths and non-finite floats into JSON-safe values."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, torch.Tensor):
-        return _jsonable(value.detach().cpu().tolist())
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "item") and callable(value.item):  # numpy scalar
-        return _jsonable(value.item())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else (1e308 if value > 0 else -1e308)
-    return value
+def _tensorboard_requested(flag: bool | None) -> bool:
+    if flag is not None:
+        return flag
+    return os.environ.get("GENLAB_TENSORBOARD", "").lower() in ("1", "true", "yes")
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_json(path: Path, obj: Any) -> None:
-    """Atomically write ``obj`` as indented JSON."""
-    text = json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n"
-    atomic_write_bytes(Path(path), text.encode())
-
-
-def read_json(path: Path) -> Any:
-    with open(path) as fh:
-        return json.load(fh)
-
-
-def save_checkpoint(path: Path, state: dict) -> None:
-    """torch.save ``state`` atomically (temp file + rename)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict:
-    """Load a checkpoint with ``weights_only=True``; corrupt files raise CheckpointError."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such checkpoint file")
-    try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
-        raise CheckpointError(f"{path}: not a readable genlab checkpoint ({exc})") from exc
+def warn(message: str) -> None:
+    """One warning line on stderr."""
+    print(f"genlab: warning: {message}", file=sys.stderr)
 
 
 class RunDir:
@@ -110,30 +79,87 @@ class RunDir:
     ``RunDir(out, config)`` creates the folder and writes config.json. A folder that
     already holds a run is never overwritten: pass ``resume=True`` to continue it
     (its config must match, apart from options such as the device) or choose
-    another folder.
+    another folder. A folder being written by another live process is refused
+    (RunInUseError). ``tensorboard=True`` (or GENLAB_TENSORBOARD=1) mirrors every
+    metrics record as TensorBoard scalars.
     """
 
-    def __init__(self, path: str | Path, config: dict, *, resume: bool = False):
+    def __init__(self, path: str | Path, config: dict, *, resume: bool = False,
+                 tensorboard: bool | None = None):
         self.path = Path(path)
-        self.config = dict(_jsonable(config))
+        self.config = dict(jsonable(config))
         self.config.setdefault("genlab_version", __version__)
         self.resumed_state: dict | None = None
-        existing = self.path / CONFIG
-        if existing.exists():
-            if not resume:
-                raise RunExistsError(
-                    f"{self.path} already holds a run; pass --resume to continue it "
-                    "or choose another --out"
-                )
-            self._check_same_config(read_json(existing))
-            if (self.path / CHECKPOINT).exists():
-                self.resumed_state = load_checkpoint(self.path / CHECKPOINT)
-                self._truncate_metrics(self.resumed_state.get("metrics_lines", 0))
-            else:
-                self._truncate_metrics(0)
-        else:
+        self.checkpoint_name: str | None = None
+        info = init_distributed()
+        self.is_main, self.processes = info.is_main, info.world_size
+        self._records: list[dict] = []
+        self._tensorboard = None
+        outcome, failure = None, None
+        if self.is_main:
+            try:
+                outcome = ("ok", *self._open_as_writer(resume))
+            except Exception as exc:  # noqa: BLE001 - the other ranks must hear of any failure
+                if not is_distributed():
+                    raise
+                outcome, failure = ("error", type(exc).__name__, str(exc)), exc
+        outcome = broadcast_object(outcome)
+        if outcome[0] == "error":
+            if failure is not None:
+                raise failure
+            kind = getattr(_errors, outcome[1], None)
+            if not (isinstance(kind, type) and issubclass(kind, GenlabError)):
+                raise RuntimeError(f"rank 0 could not open {self.path}: {outcome[2]}")
+            raise kind(outcome[2])
+        if not self.is_main:
+            self._open_as_reader(outcome[1], outcome[2])
+        elif _tensorboard_requested(tensorboard):
+            self._open_tensorboard()
+
+    # -- opening -----------------------------------------------------------------
+    def _open_as_writer(self, resume: bool) -> tuple[str | None, int]:
+        """Create or reopen the folder (rank 0); returns (checkpoint used, metric lines kept)."""
+        with output_errors(self.path, "cannot create the run folder"):
             self.path.mkdir(parents=True, exist_ok=True)
+        key = locks.acquire(self.path)
+        self._finalizer = weakref.finalize(self, locks.release, key)
+        existing = self.path / CONFIG
+        if not existing.exists():
             write_json(existing, self.config)
+            self._remove_temporaries()
+            return None, 0
+        if not resume:
+            raise RunExistsError(f"{self.path} already holds a run; pass --resume to continue "
+                                 "it or choose another --out")
+        try:
+            old = read_json(existing)
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{existing}: unreadable ({exc})") from exc
+        self._check_same_config(old)
+        state, name, problems = load_latest(self.path)
+        for problem in problems:
+            warn(f"{problem}; resuming from {name}")
+        self.resumed_state, self.checkpoint_name = state, name
+        keep = int(state.get("metrics_lines", 0)) if state is not None else 0
+        self._truncate_metrics(keep)
+        self._remove_temporaries()
+        return name, keep
+
+    def _open_as_reader(self, checkpoint: str | None, kept: int) -> None:
+        """Ranks > 0: the checkpoint rank 0 chose, and the metric lines it kept (read only)."""
+        if checkpoint is not None:
+            self.resumed_state = load_checkpoint(self.path / checkpoint)
+            self.checkpoint_name = checkpoint
+        if kept:
+            lines = (self.path / METRICS).read_text().splitlines()[:kept]
+            self._records = [json.loads(ln) for ln in lines]
+
+    def _open_tensorboard(self) -> None:
+        from genlab.core.tensorboard import TensorBoardMirror, record_step
+
+        kept = self.metrics()
+        purge = record_step(kept[-1], len(kept) - 1) + 1 if kept else None
+        self._tensorboard = TensorBoardMirror(self.path, purge_step=purge)
 
     def _check_same_config(self, old: dict) -> None:
         diffs = [
@@ -157,42 +183,85 @@ class RunDir:
             return
         lines = metrics.read_text().splitlines(keepends=True)
         complete = [ln for ln in lines if ln.endswith("\n")]
-        atomic_write_bytes(metrics, "".join(complete[:keep]).encode())
+        if len(complete) != keep or len(lines) != len(complete):
+            atomic_write_bytes(metrics, "".join(complete[:keep]).encode())
+
+    def _remove_temporaries(self) -> None:
+        """Temporary files a killed writer left behind (this process holds the lock)."""
+        for tmp in self.path.glob(".*.tmp"):
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
 
     # -- writing -----------------------------------------------------------------
     def file(self, name: str) -> Path:
         return self.path / name
 
     def log(self, record: dict) -> None:
-        """Append one JSON object to metrics.jsonl (flushed at once)."""
-        with open(self.path / METRICS, "a") as fh:
-            fh.write(json.dumps(_jsonable(record)) + "\n")
-            fh.flush()
+        """Append one JSON object to metrics.jsonl (flushed at once; rank 0 writes)."""
+        line = json.dumps(jsonable(record))
+        if not self.is_main:
+            self._records.append(json.loads(line))
+            return
+        append_line(self.path / METRICS, line)
+        if self._tensorboard is not None:
+            self._tensorboard.write(json.loads(line), self.metrics_lines() - 1)
 
     def metrics(self) -> list[dict]:
+        if not self.is_main:
+            return [dict(r) for r in self._records]
         path = self.path / METRICS
         if not path.exists():
             return []
         return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
     def metrics_lines(self) -> int:
+        if not self.is_main:
+            return len(self._records)
         path = self.path / METRICS
         return len(path.read_text().splitlines()) if path.exists() else 0
 
     def save(self, state: dict) -> None:
-        """Write checkpoint.pt atomically, remembering how many metric lines it covers."""
+        """Write checkpoint.pt atomically (the previous one kept), with its metric line count."""
+        if not self.is_main:
+            return
         state = dict(state)
         state["metrics_lines"] = self.metrics_lines()
-        save_checkpoint(self.path / CHECKPOINT, state)
+        save_checkpoint(self.path / CHECKPOINT, state, keep_previous=self.path / PREVIOUS)
 
     def write_summary(self, summary: dict) -> None:
-        write_json(self.path / SUMMARY, summary)
+        """summary.json (rank 0 writes); adds ``processes`` (how many ran) to ``summary`` itself."""
+        summary["processes"] = self.processes
+        if self.is_main:
+            write_json(self.path / SUMMARY, summary)
 
     def save_figure(self, fig, name: str) -> Path:
-        """Save a matplotlib figure as PNG in the run folder and close it."""
+        """Save a matplotlib figure as PNG in the run folder (atomically) and close it."""
         import matplotlib.pyplot as plt
 
         target = self.path / name
-        fig.savefig(target, dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        try:
+            if self.is_main:
+                buffer = io.BytesIO()
+                fig.savefig(buffer, format=target.suffix.lstrip(".") or "png", dpi=110,
+                            bbox_inches="tight")
+                atomic_write_bytes(target, buffer.getvalue())
+        finally:
+            plt.close(fig)
         return target
+
+    def close(self) -> None:
+        """Flush TensorBoard events and release the folder's lock (also done when collected)."""
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+            self._tensorboard = None
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

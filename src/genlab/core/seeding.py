@@ -1,7 +1,8 @@
 """One seed for python, numpy and torch, and capture/restore of their RNG states.
 
 RNG states are stored as plain tensors and lists so checkpoints load with
-``torch.load(weights_only=True)``.
+``torch.load(weights_only=True)``. The CUDA generators (one per visible device) are
+captured too when CUDA has been initialised, so an exact resume holds on GPUs as well.
 """
 
 from __future__ import annotations
@@ -13,17 +14,21 @@ import torch
 
 
 def seed_everything(seed: int) -> None:
-    """Seed python's, numpy's and torch's global generators from one integer."""
+    """Seed python's, numpy's and torch's global generators (CPU and every CUDA device)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+    torch.manual_seed(seed)  # seeds every CUDA device too
+
+
+def _cuda_in_use() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
 
 
 def capture_rng_state() -> dict:
     """Return the global RNG states in a weights_only-loadable form."""
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     py_version, py_state, py_gauss = random.getstate()
-    return {
+    state = {
         "torch": torch.get_rng_state(),
         "numpy": {
             "kind": kind,
@@ -34,10 +39,17 @@ def capture_rng_state() -> dict:
         },
         "python": {"version": py_version, "state": list(py_state), "gauss": py_gauss},
     }
+    if _cuda_in_use():
+        state["cuda"] = [s.cpu() for s in torch.cuda.get_rng_state_all()]
+    return state
 
 
 def restore_rng_state(state: dict) -> None:
-    """Restore what :func:`capture_rng_state` returned."""
+    """Restore what :func:`capture_rng_state` returned.
+
+    CUDA states are restored for the devices present on both sides (a checkpoint written
+    on a GPU machine still resumes on a CPU-only one, with CPU-exact streams only).
+    """
     torch.set_rng_state(state["torch"])
     n = state["numpy"]
     np.random.set_state(
@@ -45,13 +57,34 @@ def restore_rng_state(state: dict) -> None:
     )
     p = state["python"]
     random.setstate((p["version"], tuple(p["state"]), p["gauss"]))
+    cuda = state.get("cuda")
+    if cuda and torch.cuda.is_available():
+        for index, s in enumerate(cuda[: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(s, device=index)
 
 
-def make_generator(seed: int, *streams: int) -> torch.Generator:
-    """A torch.Generator for one named stream of one seed (e.g. per epoch): no shared state."""
-    g = torch.Generator()
+def stream_seed(seed: int, *streams: int) -> int:
+    """The 63-bit seed of one named stream (e.g. per epoch, per step) of ``seed``."""
     mixed = seed
     for s in streams:
         mixed = (mixed * 1_000_003 + s + 1) % (2**63 - 1)
-    g.manual_seed(mixed)
+    return mixed
+
+
+def make_generator(seed: int, *streams: int, device: str | torch.device | None = None
+                   ) -> torch.Generator:
+    """A torch.Generator for one named stream of one seed (e.g. per epoch): no shared state.
+
+    ``device`` places the generator where the tensors it samples live (a CUDA
+    generator for ``torch.multinomial`` on CUDA probabilities, ...). The default, a
+    CPU generator, draws the same numbers on every machine: sample on the CPU and
+    move the result when results must not depend on the device.
+    """
+    g = torch.Generator(device=device) if device is not None else torch.Generator()
+    g.manual_seed(stream_seed(seed, *streams))
     return g
+
+
+def generator_for(tensor: torch.Tensor, seed: int, *streams: int) -> torch.Generator:
+    """make_generator on the device of ``tensor`` (a model's parameter, a batch, ...)."""
+    return make_generator(seed, *streams, device=tensor.device)

@@ -2,14 +2,26 @@
 
 Each step calls ``optimizer.step(closure)`` so SAM-style optimisers that need
 several forward-backward passes work unchanged. After every epoch the model,
-optimiser, scheduler and RNG states go to an atomic checkpoint; a killed run
-resumed from its folder ends exactly like an uninterrupted one (batches are drawn
+optimiser, scheduler, loss-scaler and RNG states go to an atomic checkpoint; a killed
+run resumed from its folder ends exactly like an uninterrupted one (batches are drawn
 from per-epoch seeded streams). A non-finite loss stops training with
 DivergedError and leaves the last good checkpoint in place.
+
+Under torchrun the same loop is data-parallel (genlab.core.distributed): every rank
+draws the same global batch, augments it with the same per-step generator, keeps its
+share, and the gradients are all-reduced weighted by the shares; BatchNorm layers
+normalise over the global batch (genlab.core.data_parallel). P processes at a
+global batch B therefore train the model one process trains at B, up to float
+rounding. The logged training loss is the global batch's.
+
+Options for accelerators: ``amp`` ("bf16" | "fp16", see genlab.core.amp) and
+``channels_last`` (NHWC memory layout of the model and of 4-D inputs, which cuDNN
+convolutions prefer under mixed precision).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -18,10 +30,23 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from genlab.core.amp import make_precision
+from genlab.core.data_parallel import GradientSync, convert_batchnorm
+from genlab.core.devices import resolve_device
+from genlab.core.distributed import (
+    broadcast_module,
+    global_sum,
+    init_distributed,
+    is_distributed,
+    shard_batch,
+    shard_slice,
+)
 from genlab.core.errors import DivergedError, require_positive
 from genlab.core.progress import progress
-from genlab.core.runs import RunDir
+from genlab.core.runs import CHECKPOINT, RunDir
 from genlab.core.seeding import capture_rng_state, make_generator, restore_rng_state
+
+__all__ = ["BatchSource", "TrainResult", "Trainer", "accuracy", "evaluate", "resolve_device"]
 
 BatchSource = Callable[[int], Iterable]  # epoch -> iterable of (inputs, targets)
 
@@ -30,31 +55,27 @@ BatchSource = Callable[[int], Iterable]  # epoch -> iterable of (inputs, targets
 class TrainResult:
     history: list[dict] = field(default_factory=list)
     seconds: float = 0.0
-
-
-def resolve_device(name: str) -> torch.device:
-    """torch.device from a CLI string, with a clear error when CUDA is asked for but absent."""
-    from genlab.core.errors import ConfigError
-
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        dev = torch.device(name)
-    except RuntimeError as exc:
-        raise ConfigError(f"unknown device {name!r} ({exc})") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda was given but no CUDA device is available")
-    return dev
+    processes: int = 1
 
 
 @torch.no_grad()
 def evaluate(model: nn.Module, batches: Iterable, loss_fn: Callable, device,
-             metric: Callable | None = None) -> dict:
-    """Mean loss (and mean ``metric(outputs, targets)`` if given) over batches, in eval mode."""
+             metric: Callable | None = None, *, shard: bool = True) -> dict:
+    """Mean loss (and mean ``metric(outputs, targets)`` if given) over batches, in eval mode.
+
+    Under torchrun (``shard=True``) each rank scores its share of every batch and the
+    sums are all-reduced: every rank must call it, and every rank gets the same result.
+    """
+    split = shard and is_distributed()
     was_training = model.training
     model.eval()
     total, n, metric_total = 0.0, 0, 0.0
     for x, y in batches:
+        if split:
+            rows = shard_slice(len(y))
+            x, y = x[rows], y[rows]
+            if len(y) == 0:
+                continue
         x, y = x.to(device), y.to(device)
         out = model(x)
         total += float(loss_fn(out, y)) * len(y)
@@ -62,6 +83,8 @@ def evaluate(model: nn.Module, batches: Iterable, loss_fn: Callable, device,
             metric_total += float(metric(out, y)) * len(y)
         n += len(y)
     model.train(was_training)
+    if split:
+        total, metric_total, n = global_sum([total, metric_total, n]).tolist()
     result = {"loss": total / max(n, 1)}
     if metric is not None:
         result["metric"] = metric_total / max(n, 1)
@@ -72,28 +95,50 @@ def accuracy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return (outputs.argmax(-1) == targets).float().mean()
 
 
+def _kept_checkpoint(run: RunDir | None, epoch: int) -> str:
+    """Where the last good state of a diverged run is, for its error line."""
+    if run is None:
+        return "no run folder was given, nothing was saved"
+    if epoch == 0 or not run.file(CHECKPOINT).exists():
+        return f"no checkpoint was written yet in {run.path}"
+    return (f"the last good checkpoint (after epoch {epoch - 1}) is kept in "
+            f"{run.file(CHECKPOINT)}")
+
+
 class Trainer:
     """Fit ``model`` with ``optimizer`` on batches from ``train_batches(epoch)``.
 
     ``augment(x, generator)`` (optional) transforms each training batch with draws
     from a per-step generator; ``on_epoch(epoch, model) -> dict`` adds figures to the
     epoch's metrics record (e.g. validation accuracy).
+
+    Subclasses override :meth:`step` (one optimisation step on this rank's share of the
+    batch); inside their closures :meth:`autocast` and :meth:`backward` give them the
+    chosen precision. ``global_batchnorm=False`` keeps per-rank BatchNorm statistics
+    under torchrun (then P processes no longer train what one process trains).
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, *,
                  device: str | torch.device = "cpu", scheduler=None, augment=None,
-                 seed: int = 0, progress_bar: bool | None = None, name: str = "train"):
+                 seed: int = 0, progress_bar: bool | None = None, name: str = "train",
+                 amp: str | None = None, channels_last: bool = False,
+                 global_batchnorm: bool = True):
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.device = torch.device(device)
         self.scheduler, self.augment, self.seed = scheduler, augment, seed
         self.progress_bar, self.name = progress_bar, name
+        self.precision = make_precision(amp, self.device)
+        self.channels_last, self.global_batchnorm = channels_last, global_batchnorm
+        self.sync: GradientSync | None = None  # set while fit runs under torchrun
 
+    # -- checkpoints ---------------------------------------------------------------
     def state(self, epoch: int) -> dict:
         return {
             "epoch": epoch,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else {},
+            "amp": self.precision.state_dict(),
             "rng": capture_rng_state(),
         }
 
@@ -102,52 +147,77 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state.get("scheduler"):
             self.scheduler.load_state_dict(state["scheduler"])
+        self.precision.load_state_dict(state.get("amp", {}))
         restore_rng_state(state["rng"])
         return int(state["epoch"]) + 1
+
+    # -- one step --------------------------------------------------------------------
+    def autocast(self):
+        """The forward-pass context of the chosen precision (a no-op in float32)."""
+        return self.precision.autocast()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """``loss.backward()``, scaled when fp16 needs it."""
+        self.precision.backward(loss)
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
         """One optimisation step through ``optimizer.step(closure)``; returns the loss."""
 
         def closure():
             self.optimizer.zero_grad(set_to_none=True)
-            loss = self.loss_fn(self.model(x), y)
-            loss.backward()
+            with self.autocast():
+                loss = self.loss_fn(self.model(x), y)
+            self.backward(loss)
             return loss
 
-        loss = self.optimizer.step(closure)
+        loss = self.precision.step(self.optimizer, closure)
         return float(loss.detach())
 
+    def _inputs(self, x: torch.Tensor, y: torch.Tensor, epoch: int, step: int):
+        """This rank's share of the global batch (augmented first), on the device; its weight."""
+        if self.augment is not None:
+            x = self.augment(x.to(self.device), make_generator(self.seed, epoch, step))
+        (x, y), share = shard_batch((x, y))
+        x, y = x.to(self.device), y.to(self.device)
+        if self.channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x, y, share
+
+    @contextlib.contextmanager
+    def _data_parallel(self):
+        """Under torchrun: gradient all-reduce, global BatchNorm, rank 0's weights everywhere."""
+        if not is_distributed():
+            yield
+            return
+        self.sync = GradientSync(self.model.parameters())
+        undo = convert_batchnorm(self.model, self.sync) if self.global_batchnorm else None
+        broadcast_module(self.model)
+        try:
+            yield
+        finally:
+            if undo is not None:
+                undo()
+            self.sync.close()
+            self.sync = None
+
+    # -- the loop --------------------------------------------------------------------
     def fit(self, train_batches: BatchSource, epochs: int, *, run: RunDir | None = None,
             on_epoch: Callable[[int, nn.Module], dict] | None = None,
             steps_per_epoch: int | None = None) -> TrainResult:
         require_positive("epochs", epochs)
+        info = init_distributed()
         start = 0
         if run is not None and run.resumed_state is not None:
             start = self.load_state(run.resumed_state)
-        result = TrainResult()
+        result = TrainResult(processes=info.world_size)
         t0 = time.perf_counter()
         self.model.to(self.device).train()
-        with progress(epochs, self.name, self.progress_bar, completed=start) as tick:
+        if self.channels_last:
+            self.model.to(memory_format=torch.channels_last)
+        with self._data_parallel(), progress(epochs, self.name, self.progress_bar,
+                                              completed=start) as tick:
             for epoch in range(start, epochs):
-                total, n, step = 0.0, 0, 0
-                for x, y in train_batches(epoch):
-                    x, y = x.to(self.device), y.to(self.device)
-                    if self.augment is not None:
-                        x = self.augment(x, make_generator(self.seed, epoch, step))
-                    loss = self.step(x, y)
-                    if not math.isfinite(loss):
-                        raise DivergedError(
-                            f"non-finite training loss at epoch {epoch}, step {step}; "
-                            "the last good checkpoint is kept"
-                            + (f" in {run.path}" if run is not None else "")
-                        )
-                    total, n, step = total + loss * len(y), n + len(y), step + 1
-                    if steps_per_epoch is not None and step >= steps_per_epoch:
-                        break
-                if self.scheduler is not None:
-                    self.scheduler.step()
-                record = {"epoch": epoch, "train_loss": total / max(n, 1),
-                          "lr": self.optimizer.param_groups[0]["lr"]}
+                record = self._epoch(train_batches, epoch, steps_per_epoch, run)
                 if on_epoch is not None:
                     record.update(on_epoch(epoch, self.model))
                     self.model.train()
@@ -158,3 +228,24 @@ class Trainer:
                 tick(1, loss=record["train_loss"])
         result.seconds = time.perf_counter() - t0
         return result
+
+    def _epoch(self, train_batches: BatchSource, epoch: int, steps_per_epoch: int | None,
+               run: RunDir | None) -> dict:
+        """Train one epoch; returns its record (global-batch mean training loss, lr)."""
+        total, n, step = 0.0, 0, 0
+        for x_all, y_all in train_batches(epoch):
+            x, y, share = self._inputs(x_all, y_all, epoch, step)
+            if self.sync is not None:
+                self.sync.share = share
+            loss = self.step(x, y)
+            loss_sum, count = global_sum([loss * len(y), len(y)]).tolist()
+            if not math.isfinite(loss_sum):
+                raise DivergedError(f"non-finite training loss at epoch {epoch}, step {step}; "
+                                    + _kept_checkpoint(run, epoch))
+            total, n, step = total + loss_sum, n + int(count), step + 1
+            if steps_per_epoch is not None and step >= steps_per_epoch:
+                break
+        if self.scheduler is not None:
+            self.scheduler.step()
+        return {"epoch": epoch, "train_loss": total / max(n, 1),
+                "lr": self.optimizer.param_groups[0]["lr"]}

@@ -49,7 +49,7 @@ BALANCES = ("switch", "rebalance", "none")
 def kmeans(x: torch.Tensor, k: int, *, iters: int = 100, seed: int = 0) -> torch.Tensor:
     """Lloyd's k-means with k-means++ seeding; returns the (k, D) centroids."""
     require_positive("k", k)
-    x = x.detach().float()
+    x = x.detach().float().cpu()  # seeded CPU draws: the same centroids on every device
     n = x.shape[0]
     if n == 0:
         raise ConfigError("k-means needs at least one embedding, got none")

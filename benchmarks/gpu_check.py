@@ -1,0 +1,262 @@
+"""The one command to validate a GPU machine: every method briefly on CUDA, CUDA against CPU.
+
+    python benchmarks/gpu_check.py --out runs/gpu_check
+
+Runs, through the public APIs, an NB201 search of a few steps, a retraining, a digits
+training with SAM and a MoEGaze training on the GPU; compares CUDA with CPU on small
+cases (gradients of one NB201 network on the same weights and batch; a retraining
+epoch's loss); checks mixed precision (bf16, fp16 with loss scaling) with channels_last,
+the CUDA RNG state in checkpoints and an exact resume on CUDA (deterministic kernels);
+prints step times. Every check prints PASS or FAIL with its figures; the exit code is
+1 when one fails. gpu_check.json in --out holds everything.
+
+On a machine without CUDA it prints a "no GPU" line and exits 0. ``--device cpu``
+runs the same checks on the CPU (CPU against CPU): a dry run of this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import torch
+from torch import nn
+
+ARCH = "|nor_conv_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|avg_pool_3x3~0|none~1|nor_conv_3x3~2|"
+
+
+def environment(device: torch.device) -> dict:
+    info = {"torch": torch.__version__, "cuda_build": torch.version.cuda,
+            "device": str(device)}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(name=props.name, capability=f"{props.major}.{props.minor}",
+                    memory_gib=round(props.total_memory / 2**30, 1),
+                    devices=torch.cuda.device_count(), bf16=torch.cuda.is_bf16_supported(),
+                    cudnn=torch.backends.cudnn.version())
+    return info
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def check_nas_search(device, out: Path, quick: bool) -> dict:
+    from genlab.nas.search import SearchConfig, run_search
+
+    steps = 4 if quick else 20
+    s = run_search(SearchConfig(steps=steps, channels=4 if quick else 8, hessian_points=1,
+                                device=str(device), diag_batch=32), out / "search",
+                   progress_bar=False)
+    assert s["genotype"] and s["processes"] == 1
+    return {"steps": steps, "genotype": s["genotype"],
+            "seconds_per_step": s["search_seconds"] / steps}
+
+
+def _retrain(device, out: Path, epochs: int, channels: int) -> dict:
+    from genlab.nas.retrain import RetrainConfig, retrain
+
+    s = retrain(RetrainConfig(arch=ARCH, channels=channels, epochs=epochs, device=str(device)),
+                out, progress_bar=False)
+    first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    return {"test_acc": s["test_acc"], "train_loss_epoch0": first["train_loss"],
+            "seconds_per_epoch": s["train_seconds"] / epochs}
+
+
+def check_nas_retrain(device, out: Path, quick: bool) -> dict:
+    """A retraining on the device; its first epoch's loss against the same epoch on CPU."""
+    epochs, channels = (1, 4) if quick else (3, 8)
+    dev = _retrain(device, out / "retrain", epochs, channels)
+    cpu = _retrain(torch.device("cpu"), out / "retrain_cpu", 1, channels)
+    rel = abs(dev["train_loss_epoch0"] - cpu["train_loss_epoch0"]) / cpu["train_loss_epoch0"]
+    assert rel < 1e-3, f"epoch-0 loss differs from CPU by {rel:.2e} (relative)"
+    return {**dev, "cpu_train_loss_epoch0": cpu["train_loss_epoch0"], "relative_diff": rel}
+
+
+def check_optim_train(device, out: Path, quick: bool) -> dict:
+    from genlab.optim.studies.train import TrainConfig, train_digits
+
+    epochs = 1 if quick else 3
+    s = train_digits(TrainConfig(arch="mlp" if quick else "cnn", optimizer="sam", epochs=epochs,
+                                 measure=False, device=str(device)), out / "optim",
+                     progress_bar=False)
+    assert 0 <= s["test_acc"] <= 1
+    return {"optimizer": "sam", "test_acc": s["test_acc"],
+            "seconds_per_epoch": s["train_seconds"] / epochs}
+
+
+def check_gaze_train(device, out: Path, quick: bool) -> dict:
+    from genlab.gaze.protocol import load_task_data
+    from genlab.gaze.train import GazeTrainConfig, train_gaze
+
+    cfg = GazeTrainConfig(epochs=1 if quick else 2, train_count=192 if quick else 1000,
+                          test_count=96 if quick else 300, device=str(device))
+    _, s = train_gaze(cfg, load_task_data(cfg), out / "gaze", progress_bar=False)
+    assert s["target_mean_deg"] == s["target_mean_deg"]  # not NaN
+    return {"target_mean_deg": s["target_mean_deg"],
+            "images_per_second": s["train_images_per_s"]}
+
+
+def check_gradients_vs_cpu(device, out: Path, quick: bool) -> dict:
+    """One NB201 network, same weights and batch: CUDA gradients against CPU (TF32 off)."""
+    from genlab.nas.networks import build_network
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    net = build_network(ARCH, 10, C=8, N=1, in_channels=3)
+    x, y = torch.randn(16, 3, 16, 16), torch.randint(0, 10, (16,))
+    grads = []
+    for dev in (torch.device("cpu"), device):
+        model = net.to(dev)
+        model.zero_grad()
+        nn.functional.cross_entropy(model(x.to(dev)), y.to(dev)).backward()
+        grads.append(torch.cat([p.grad.detach().cpu().flatten() for p in model.parameters()]))
+    rel = float((grads[0] - grads[1]).norm() / grads[0].norm())
+    assert rel < 1e-4, f"relative gradient difference {rel:.2e}"
+    return {"relative_gradient_difference": rel}
+
+
+def _amp_trainer(device, amp, channels_last, quick):
+    from genlab.core.trainer import Trainer
+    from genlab.nas.networks import build_network
+
+    torch.manual_seed(0)
+    model = build_network(ARCH, 10, C=4 if quick else 16, N=1 if quick else 2,
+                          in_channels=3).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    return Trainer(model, opt, nn.CrossEntropyLoss(), device=device, amp=amp,
+                   channels_last=channels_last, progress_bar=False)
+
+
+def check_precisions(device, out: Path, quick: bool) -> dict:
+    """fp32, bf16 and fp16 (with channels_last) steps: finite losses and step times."""
+    n, side, steps = (16, 16, 2) if quick else (128, 32, 20)
+    x = torch.randn(n, 3, side, side, device=device)
+    y = torch.randint(0, 10, (n,), device=device)
+    result = {}
+    for amp, cl in (("off", False), ("bf16", True), ("fp16", True)):
+        trainer = _amp_trainer(device, amp, cl, quick)
+        xs = x.contiguous(memory_format=torch.channels_last) if cl else x
+        if cl:
+            trainer.model.to(memory_format=torch.channels_last)
+        trainer.step(xs, y)  # warm-up
+        _sync(device)
+        t0 = time.perf_counter()
+        losses = [trainer.step(xs, y) for _ in range(steps)]
+        _sync(device)
+        assert all(v == v and abs(v) < 1e4 for v in losses), f"{amp}: losses {losses}"
+        result[f"{amp}_seconds_per_step"] = (time.perf_counter() - t0) / steps
+        result[f"{amp}_last_loss"] = losses[-1]
+    return result
+
+
+def check_exact_resume(device, out: Path, quick: bool) -> dict:
+    """Trainer on the device: 2 epochs, and 1 epoch + resume; the weights must agree.
+
+    Deterministic algorithms are requested (warn-only: some CUDA backward kernels, such as
+    adaptive average pooling, have no deterministic version); the figure says whether the
+    resume was exact. CPU resumes are exact.
+    """
+    from genlab.core.data import Batches, Split, augment_images, load_digits_data
+    from genlab.core.runs import RunDir
+    from genlab.core.seeding import capture_rng_state
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    n = 64 if quick else 256
+    data = load_digits_data(size=16)
+    batches = Batches(Split(data.train.images[:n].repeat(1, 3, 1, 1), data.train.labels[:n]),
+                      32, seed=0)
+    runs = []
+    for name, stops in (("full", [2]), ("part", [1, 2])):
+        for i, epochs in enumerate(stops):
+            run = RunDir(out / "resume" / name, {"x": 1}, resume=i > 0)
+            trainer = _amp_trainer(device, "off", False, quick)
+            trainer.augment = augment_images
+            trainer.fit(batches.epoch, epochs, run=run)
+        runs.append({k: v.detach().cpu() for k, v in trainer.model.state_dict().items()})
+    torch.use_deterministic_algorithms(False)
+    worst = max(float((runs[0][k].double() - runs[1][k].double()).abs().max()) for k in runs[0])
+    has_cuda_rng = "cuda" in capture_rng_state()
+    assert worst < 1e-4, f"resumed run differs by {worst:.2e}"
+    assert has_cuda_rng or device.type != "cuda", "CUDA RNG state missing from checkpoints"
+    return {"max_weight_difference": worst, "exact": worst == 0.0,
+            "cuda_rng_in_checkpoint": has_cuda_rng}
+
+
+CHECKS = {
+    "nas_search": check_nas_search,
+    "nas_retrain_vs_cpu": check_nas_retrain,
+    "optim_train_sam": check_optim_train,
+    "gaze_train": check_gaze_train,
+    "gradients_vs_cpu": check_gradients_vs_cpu,
+    "precisions_channels_last": check_precisions,
+    "exact_resume": check_exact_resume,
+}
+
+
+def run_checks(device: torch.device, out: Path, quick: bool, only: list[str]) -> dict:
+    results = {}
+    for name, check in CHECKS.items():
+        if only and name not in only:
+            continue
+        t0 = time.perf_counter()
+        try:
+            figures = check(device, out, quick)
+            status = "PASS"
+        except Exception as exc:  # noqa: BLE001 - every check runs; failures are reported
+            figures = {"error": f"{type(exc).__name__}: {exc}",
+                       "traceback": traceback.format_exc()}
+            status = "FAIL"
+        figures["seconds"] = time.perf_counter() - t0
+        results[name] = {"status": status, **figures}
+        shown = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                          for k, v in figures.items() if k != "traceback")
+        print(f"{status}  {name:26s} {shown}", flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=None, help="Folder for run folders and JSON.")
+    ap.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu (dry run).")
+    ap.add_argument("--quick", action="store_true", help="Smallest sizes (a smoke test).")
+    ap.add_argument("--only", default="", help=f"Comma-separated checks of: {', '.join(CHECKS)}.")
+    args = ap.parse_args(argv)
+    only = [c.strip() for c in args.only.split(",") if c.strip()]
+    unknown = sorted(set(only) - set(CHECKS))
+    if unknown:
+        ap.error(f"unknown check(s) {', '.join(unknown)}; expected some of {', '.join(CHECKS)}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"no GPU: torch {torch.__version__} sees no CUDA device "
+              f"(CUDA build: {torch.version.cuda}); nothing to check")
+        return 0
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+    from genlab.core.devices import resolve_device
+
+    device = resolve_device(args.device)
+    out = args.out or Path(tempfile.mkdtemp(prefix="genlab-gpu-check-"))
+    out.mkdir(parents=True, exist_ok=True)
+    if any(out.iterdir()):
+        out = Path(tempfile.mkdtemp(prefix="run-", dir=out))
+    env = environment(device)
+    print("environment  " + ", ".join(f"{k} {v}" for k, v in env.items()), flush=True)
+    results = run_checks(device, out, args.quick, only)
+    (out / "gpu_check.json").write_text(json.dumps({"environment": env, "checks": results},
+                                                   indent=2) + "\n")
+    failed = [n for n, r in results.items() if r["status"] != "PASS"]
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed; details in "
+          f"{out / 'gpu_check.json'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

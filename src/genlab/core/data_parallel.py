@@ -1,0 +1,232 @@
+"""Data-parallel training without a model wrapper: gradient all-reduce and global BatchNorm.
+
+Rank r holds n_r of the N samples of a global batch and computes the mean loss f_r of
+its share. One process would minimise the mean over the whole batch,
+L = sum_r w_r f_r with w_r = n_r / N, so :class:`GradientSync` replaces every gradient
+by sum_r w_r grad f_r at the end of each backward pass (one flat all-reduce per
+device and dtype). With equal shares this is DDP's average; with unequal ones (the last
+batch of an epoch) it is still the one-process gradient.
+
+Why not DistributedDataParallel: DDP needs every forward to go through its wrapper,
+and genlab's trainers (and their subclasses) call ``self.model`` directly, ask for its
+attributes and save its state_dict. Hooks on the parameters keep the model as it is:
+every closure, every optimiser (SAM's two passes included) is data-parallel unchanged.
+:meth:`GradientSync.no_sync` skips the reduction (gradient accumulation, SAM's
+per-rank perturbation).
+
+BatchNorm (our handling of per-rank statistics): each rank's batch statistics differ
+from the global batch's, so P processes would not train the model one process trains.
+:class:`GlobalBatchNorm` normalises with the statistics of the global batch, in two
+passes for accuracy: mean = (sum_r S_r) / N, var = (sum_r sum (x - mean)^2) / N
+(biased, as BatchNorm normalises; the running variance gets the unbiased one, as in
+torch). Gradients flow through the all-reduce of the sums; its backward on rank r is
+all_reduce(w_r g_r) / w_r, so that after GradientSync's weighting the gradient is
+exactly dL/dtheta. Unlike torch.nn.SyncBatchNorm it also runs on CPU (gloo).
+:func:`convert_batchnorm` swaps it in, sharing parameters and buffers, so optimisers
+and checkpoints see the same tensors and the same state_dict keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from genlab.core.distributed import global_sum, is_distributed, world_size
+
+
+class GradientSync:
+    """All-reduce the gradients of ``params`` at the end of every backward pass.
+
+    ``share`` is this rank's weight w_r = n_r / N for the coming step (default 1 / P).
+    Only parameters that received a gradient on some rank in the pass are reduced; a
+    parameter without a gradient on this rank contributes zeros.
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor]):
+        seen, unique = set(), []
+        for p in params:
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                unique.append(p)
+        self.params = unique
+        self.share = 1.0 / world_size()
+        self.enabled = True
+        self._fired: set[int] = set()
+        self._queued = False
+        self._handles = [p.register_post_accumulate_grad_hook(self._hook(i))
+                         for i, p in enumerate(self.params)]
+
+    def _hook(self, index: int) -> Callable:
+        def on_grad(_param):
+            if not self.enabled:
+                return
+            self._fired.add(index)
+            if not self._queued:
+                self._queued = True
+                torch.autograd.Variable._execution_engine.queue_callback(self._finish_backward)
+
+        return on_grad
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Inside the block gradients stay local (they accumulate; a later synced pass reduces)."""
+        previous, self.enabled = self.enabled, False
+        try:
+            yield
+        finally:
+            self.enabled = previous
+
+    def _finish_backward(self) -> None:
+        self._queued = False
+        fired, self._fired = self._fired, set()
+        if not is_distributed():
+            return
+        flags = torch.zeros(len(self.params), dtype=torch.float64)
+        flags[list(fired)] = 1.0
+        union = global_sum(flags)
+        self.reduce([p for p, f in zip(self.params, union.tolist(), strict=True) if f > 0])
+
+    @torch.no_grad()
+    def reduce(self, params: list[torch.Tensor]) -> None:
+        """grad <- sum over ranks of share * grad, for ``params`` (call on every rank)."""
+        buckets: dict[tuple, list[torch.Tensor]] = {}
+        for p in params:
+            buckets.setdefault((p.device, p.dtype), []).append(p)
+        for group in buckets.values():
+            flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                              for p in group])
+            flat.mul_(self.share)
+            dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+            offset = 0
+            for p in group:
+                part = flat[offset : offset + p.numel()].view_as(p)
+                offset += p.numel()
+                if p.grad is None:
+                    p.grad = part.clone(memory_format=torch.preserve_format)
+                else:
+                    p.grad.copy_(part)
+
+    def close(self) -> None:
+        """Remove the hooks (the parameters train as in one process again)."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+
+class _WeightedAllReduce(torch.autograd.Function):
+    """Forward: the sum over ranks. Backward on rank r: all_reduce(w_r g) / w_r (see module)."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor, share: float) -> torch.Tensor:
+        ctx.share = share
+        out = tensor.clone()
+        dist.all_reduce(out, op=dist.ReduceOp.SUM)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        g = (grad * ctx.share).contiguous()
+        dist.all_reduce(g, op=dist.ReduceOp.SUM)
+        return g / ctx.share, None
+
+
+def global_moments(x: torch.Tensor, share: float, dims: list[int]
+                   ) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Mean, biased variance and count over ``dims`` of the global batch (differentiable).
+
+    ``share`` is this rank's w_r (see module). Every rank must call it, with the same
+    shapes apart from the reduced dimensions.
+    """
+    local_count = 1
+    for d in dims:
+        local_count *= x.shape[d]
+    if not is_distributed():
+        return x.mean(dims), x.var(dims, unbiased=False), float(local_count)
+    count = float(global_sum([local_count], device="cpu")[0])
+    mean = _WeightedAllReduce.apply(x.sum(dims), share) / count
+    shape = [1 if d in dims else x.shape[d] for d in range(x.dim())]
+    centred = x - mean.view(shape)
+    var = _WeightedAllReduce.apply((centred * centred).sum(dims), share) / count
+    return mean, var, count
+
+
+class GlobalBatchNorm(_BatchNorm):
+    """BatchNorm over the global batch of all processes (train mode); plain BatchNorm in eval.
+
+    ``sync`` provides this rank's share w_r of the batch for the backward (see module).
+    """
+
+    def __init__(self, *args, sync: GradientSync | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sync = sync
+
+    def _check_input_dim(self, x: torch.Tensor) -> None:
+        if x.dim() < 2:
+            raise ValueError(f"expected at least 2-D input (N, C, ...), got {x.dim()}-D")
+
+    @classmethod
+    def from_module(cls, bn: _BatchNorm, sync: GradientSync | None) -> GlobalBatchNorm:
+        """A GlobalBatchNorm that shares ``bn``'s parameters and buffers (no copies)."""
+        new = cls(bn.num_features, bn.eps, bn.momentum, bn.affine, bn.track_running_stats,
+                  sync=sync)
+        for name in ("weight", "bias"):
+            setattr(new, name, getattr(bn, name))
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            setattr(new, name, getattr(bn, name))
+        new.train(bn.training)
+        return new
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self._check_input_dim(x)
+        use_batch = self.training or self.running_mean is None
+        if not use_batch or not is_distributed():
+            return super().forward(x)
+        share = self.sync.share if self.sync is not None else 1.0 / world_size()
+        dims = [0, *range(2, x.dim())]
+        xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        mean, var, count = global_moments(xf, share, dims)
+        shape = [1, -1] + [1] * (x.dim() - 2)
+        y = (xf - mean.view(shape)) * torch.rsqrt(var + self.eps).view(shape)
+        if self.affine:
+            y = y * self.weight.view(shape) + self.bias.view(shape)
+        if self.training and self.track_running_stats and self.running_mean is not None:
+            self._update_running(mean.detach(), var.detach(), count)
+        return y.to(x.dtype)
+
+    @torch.no_grad()
+    def _update_running(self, mean: torch.Tensor, var: torch.Tensor, count: float) -> None:
+        self.num_batches_tracked.add_(1)
+        factor = (1.0 / float(self.num_batches_tracked) if self.momentum is None
+                  else self.momentum)
+        unbiased = var * (count / max(count - 1.0, 1.0))
+        self.running_mean.mul_(1 - factor).add_(mean.to(self.running_mean.dtype), alpha=factor)
+        self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype), alpha=factor)
+
+
+def convert_batchnorm(model: nn.Module, sync: GradientSync | None) -> Callable[[], None]:
+    """Swap every BatchNorm of ``model`` for a GlobalBatchNorm in place; returns the undo."""
+    swapped: list[tuple[nn.Module, str, nn.Module]] = []
+
+    def visit(parent: nn.Module) -> None:
+        for name, child in list(parent.named_children()):
+            if isinstance(child, _BatchNorm) and not isinstance(child, GlobalBatchNorm):
+                setattr(parent, name, GlobalBatchNorm.from_module(child, sync))
+                swapped.append((parent, name, child))
+            else:
+                visit(child)
+
+    visit(model)
+
+    def undo() -> None:
+        for parent, name, original in reversed(swapped):
+            current = getattr(parent, name)
+            original.train(current.training)
+            setattr(parent, name, original)
+        swapped.clear()
+
+    return undo

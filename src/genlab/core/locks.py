@@ -1,0 +1,79 @@
+"""One writer per run folder: an advisory lock that dies with its process.
+
+``fcntl.flock`` on ``<folder>/.lock``: the kernel releases it when the holding process
+ends, however it ends (a SIGKILL leaves no stale lock behind). The file keeps the
+holder's pid and host for the message another command prints. Within one process a
+folder may be opened again (the lock is counted, not re-taken), so a library user can
+reopen a run it holds. Where fcntl does not exist (Windows) folders are not locked.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from genlab.core.errors import OutputError, RunInUseError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX
+    fcntl = None
+
+LOCK_FILE = ".lock"
+_held: dict[str, list] = {}  # real path of the folder -> [file descriptor, count]
+
+
+def acquire(folder: Path) -> str:
+    """Lock ``folder`` for this process (RunInUseError when another live process holds it)."""
+    key = os.path.realpath(folder)
+    if key in _held:
+        _held[key][1] += 1
+        return key
+    if fcntl is None:  # pragma: no cover
+        _held[key] = [None, 1]
+        return key
+    path = Path(folder) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise OutputError(f"{folder}: cannot create its lock file ({exc.strerror})") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_holder(fd)
+        os.close(fd)
+        raise RunInUseError(
+            f"{folder} is being written by another command ({holder}); wait for it to "
+            "finish or choose another --out"
+        ) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+    except OSError:
+        pass  # a full disk must not stop the lock itself: the pid note is informational
+    _held[key] = [fd, 1]
+    return key
+
+
+def release(key: str) -> None:
+    """Undo one :func:`acquire`; the last one unlocks."""
+    entry = _held.get(key)
+    if entry is None:
+        return
+    entry[1] -= 1
+    if entry[1] > 0:
+        return
+    del _held[key]
+    if entry[0] is not None:
+        os.close(entry[0])  # closing the descriptor releases the flock
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 200, 0).decode(errors="replace").split()
+    except OSError:
+        return "holder unknown"
+    if len(text) >= 2:
+        return f"process {text[0]} on {text[1]}"
+    return "holder unknown"

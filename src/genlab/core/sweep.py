@@ -1,0 +1,326 @@
+"""One runner for sweeps of independent runs: a local process pool by default, Ray when installed.
+
+A sweep is a list of :class:`RunSpec` (name, target, config, run folder). The target is
+a module-level function, or its path ``"package.module:function"``, called as
+``target(config, out, resume=..., progress_bar=False, **kwargs)`` and returning the
+run's summary dict: the shape of every genlab run function (``retrain``,
+``run_search``, ``train_digits``...). Each run writes its own run folder, so:
+
+- a run whose folder holds summary.json is finished: skipped on a rerun (its summary
+  is read back);
+- a run whose folder holds config.json but no summary is resumed (``resume=True``);
+- a run that raises is reported with its error line (the traceback goes to
+  ``error.txt`` in its folder) and the others go on; a worker process that dies (killed,
+  out of memory) is retried alone, and reported if it dies again.
+
+Executors (registry ``EXECUTORS``): ``process`` (default; ``workers`` spawned
+processes, each with ``threads`` torch threads), ``inline`` (this process, one run
+after another: notebooks and debugging) and ``ray`` (``pip install 'genlab[ray]'``; a
+local Ray instance, or the cluster at ``address`` HOST:PORT). One progress bar covers
+the whole sweep; ``status`` (a path) receives sweep.json after every run.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import importlib
+import multiprocessing as mp
+import os
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from genlab.core.errors import ConfigError, GenlabError, require_choice
+from genlab.core.files import read_json, write_json
+from genlab.core.progress import progress
+
+FINISHED, SKIPPED, FAILED = "finished", "skipped", "failed"
+
+
+@dataclass
+class RunSpec:
+    """One independent run of a sweep."""
+
+    name: str
+    target: str | Callable
+    config: Any
+    out: str | Path
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunOutcome:
+    """What became of one run: finished, skipped (finished before) or failed (with its line)."""
+
+    name: str
+    out: str
+    status: str
+    summary: dict | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+
+def resolve_target(target: str | Callable) -> Callable:
+    """The function behind ``"package.module:function"`` (or ``target`` itself if callable)."""
+    if callable(target):
+        return target
+    module_name, _, attr = str(target).partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"sweep target {target!r}: expected 'package.module:function'")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"sweep target {target!r} cannot be imported ({exc})") from exc
+    if not callable(fn):
+        raise ConfigError(f"sweep target {target!r} is not callable")
+    return fn
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for a failed run: genlab's kind and message, else the exception's first line."""
+    if isinstance(exc, GenlabError):
+        return f"{exc.kind}: {exc}"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def execute(spec: RunSpec) -> RunOutcome:
+    """Run one spec in this process (skip if finished, resume if started); never raises."""
+    out = Path(spec.out)
+    t0 = time.perf_counter()
+    if (out / "summary.json").exists():
+        return RunOutcome(spec.name, str(out), SKIPPED, summary=read_json(out / "summary.json"))
+    try:
+        fn = resolve_target(spec.target)
+        summary = fn(spec.config, out, resume=(out / "config.json").exists(),
+                     progress_bar=False, **spec.kwargs)
+    except Exception as exc:  # noqa: BLE001 - a failed run is reported, the sweep goes on
+        _keep_traceback(out)
+        return RunOutcome(spec.name, str(out), FAILED, error=error_line(exc),
+                          seconds=time.perf_counter() - t0)
+    return RunOutcome(spec.name, str(out), FINISHED, summary=summary,
+                      seconds=time.perf_counter() - t0)
+
+
+def _keep_traceback(out: Path) -> None:
+    try:
+        if out.is_dir():
+            (out / "error.txt").write_text(traceback.format_exc())
+    except OSError:
+        pass
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    os.environ.setdefault("GENLAB_QUIET", "1")
+    torch.set_num_threads(threads)
+
+
+# -- executors -----------------------------------------------------------------------------
+
+Done = Callable[[RunOutcome], None]
+
+
+class InlineExecutor:
+    """One run after another in this process."""
+
+    def __init__(self, workers: int, threads: int, address: str | None):
+        self.threads = threads
+
+    def run(self, specs: Sequence[RunSpec], done: Done) -> None:
+        for spec in specs:
+            done(execute(spec))
+
+
+class ProcessExecutor:
+    """A pool of ``workers`` spawned processes; at most ``workers`` runs in flight.
+
+    When a worker dies the pool breaks: the runs in flight are retried one by one in a
+    process of their own (whose exit code names the culprit), the others continue in a
+    new pool.
+    """
+
+    def __init__(self, workers: int, threads: int, address: str | None):
+        self.workers, self.threads = workers, threads
+        self.context = mp.get_context("spawn")
+
+    def run(self, specs: Sequence[RunSpec], done: Done) -> None:
+        queue = list(specs)
+        while queue:
+            suspects, queue = self._pool(queue, done)
+            for spec in suspects:
+                done(self._alone(spec))
+
+    def _pool(self, queue: list[RunSpec], done: Done) -> tuple[list[RunSpec], list[RunSpec]]:
+        """Run ``queue`` until it is empty or the pool breaks; (runs in flight, runs not begun)."""
+        queue = list(queue)
+        with cf.ProcessPoolExecutor(self.workers, mp_context=self.context,
+                                    initializer=_init_worker, initargs=(self.threads,)) as pool:
+            flight: dict[cf.Future, RunSpec] = {}
+            while queue or flight:
+                try:
+                    while queue and len(flight) < self.workers:
+                        flight[pool.submit(execute, queue[0])] = queue[0]
+                        queue.pop(0)
+                except cf.process.BrokenProcessPool:
+                    return list(flight.values()), queue
+                finished, _ = cf.wait(flight, return_when=cf.FIRST_COMPLETED)
+                broken = []
+                for future in finished:
+                    spec = flight.pop(future)
+                    try:
+                        done(future.result())
+                    except cf.process.BrokenProcessPool:
+                        broken.append(spec)
+                if broken:
+                    return [*broken, *flight.values()], queue
+        return [], []
+
+    def _alone(self, spec: RunSpec) -> RunOutcome:
+        """Run one spec in a fresh process; a death is reported with its exit code."""
+        receive, send = self.context.Pipe(duplex=False)
+        child = self.context.Process(target=_child, args=(spec, send, self.threads))
+        t0 = time.perf_counter()
+        child.start()
+        send.close()
+        try:
+            outcome = receive.recv()
+        except EOFError:
+            outcome = None
+        child.join()
+        if outcome is None:
+            code = child.exitcode
+            how = f"killed by signal {-code}" if code is not None and code < 0 else \
+                f"exit code {code}"
+            outcome = RunOutcome(spec.name, str(spec.out), FAILED,
+                                 error=f"worker process died ({how})",
+                                 seconds=time.perf_counter() - t0)
+        return outcome
+
+
+def _child(spec: RunSpec, send, threads: int) -> None:
+    _init_worker(threads)
+    send.send(execute(spec))
+    send.close()
+
+
+class RayExecutor:
+    """Ray tasks (one CPU each); a local instance unless ``address`` names a cluster."""
+
+    def __init__(self, workers: int, threads: int, address: str | None):
+        try:
+            import ray
+        except ImportError as exc:
+            raise ConfigError("--executor ray needs the optional extra: "
+                              "pip install 'genlab[ray]'") from exc
+        self.ray, self.workers, self.threads, self.address = ray, workers, threads, address
+
+    def run(self, specs: Sequence[RunSpec], done: Done) -> None:
+        ray = self.ray
+        started = not ray.is_initialized()
+        if started:
+            options = dict(include_dashboard=False, log_to_driver=False)
+            if self.address:
+                ray.init(address=self.address, **options)
+            else:
+                ray.init(num_cpus=self.workers, **options)
+        try:
+            task = ray.remote(num_cpus=1, max_retries=0)(_ray_execute)
+            refs = {task.remote(spec, self.threads): spec for spec in specs}
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                for ref in ready:
+                    spec = refs.pop(ref)
+                    try:
+                        done(ray.get(ref))
+                    except ray.exceptions.RayError as exc:
+                        done(RunOutcome(spec.name, str(spec.out), FAILED,
+                                        error=f"ray task failed: {error_line(exc)}"))
+        finally:
+            if started:
+                ray.shutdown()
+
+
+def _ray_execute(spec: RunSpec, threads: int) -> RunOutcome:
+    _init_worker(threads)
+    return execute(spec)
+
+
+EXECUTORS: dict[str, Callable[[int, int, str | None], Any]] = {
+    "process": ProcessExecutor,
+    "inline": InlineExecutor,
+    "ray": RayExecutor,
+}
+
+
+# -- the sweep -----------------------------------------------------------------------------
+
+def _check_specs(specs: Sequence[RunSpec]) -> None:
+    names, folders = set(), set()
+    for spec in specs:
+        folder = os.path.realpath(spec.out)
+        if spec.name in names:
+            raise ConfigError(f"sweep: two runs are named {spec.name!r}")
+        if folder in folders:
+            raise ConfigError(f"sweep: two runs would write the same folder {spec.out}")
+        names.add(spec.name)
+        folders.add(folder)
+        if not callable(spec.target):
+            resolve_target(spec.target)
+
+
+def run_sweep(specs: Sequence[RunSpec], *, executor: str = "process", workers: int | None = None,
+              threads: int | None = None, address: str | None = None,
+              status: str | Path | None = None, progress_bar: bool | None = None,
+              description: str = "sweep") -> list[RunOutcome]:
+    """Run every spec (finished ones skipped, started ones resumed); outcomes in spec order.
+
+    ``workers`` defaults to the number of CPUs (at most the number of runs); ``threads``
+    (torch threads per run) to CPUs / workers.
+    """
+    require_choice("executor", executor, tuple(EXECUTORS))
+    specs = list(specs)
+    _check_specs(specs)
+    cpus = os.cpu_count() or 1
+    workers = workers or max(1, min(cpus, len(specs)))
+    threads = threads or max(1, cpus // workers)
+    if workers < 1 or threads < 1:
+        raise ConfigError(f"workers and threads must be >= 1, got {workers} and {threads}")
+    outcomes: dict[str, RunOutcome] = {}
+    todo = []
+    for spec in specs:
+        if (Path(spec.out) / "summary.json").exists():
+            outcomes[spec.name] = execute(spec)  # finished before: reads the summary back
+        else:
+            todo.append(spec)
+    runner = EXECUTORS[executor](workers, threads, address)
+
+    with progress(len(specs), description, progress_bar, completed=len(outcomes)) as tick:
+        def done(outcome: RunOutcome) -> None:
+            outcomes[outcome.name] = outcome
+            if status is not None:
+                write_sweep_status(status, [outcomes[s.name] for s in specs
+                                            if s.name in outcomes])
+            failed = sum(o.status == FAILED for o in outcomes.values())
+            if failed:
+                tick(1, failed=failed)
+            else:
+                tick(1)
+
+        if todo:
+            runner.run(todo, done)
+    result = [outcomes[s.name] for s in specs]
+    if status is not None:
+        write_sweep_status(status, result)
+    return result
+
+
+def write_sweep_status(path: str | Path, outcomes: Sequence[RunOutcome]) -> None:
+    """sweep.json: one record per run (name, folder, status, error line, seconds, summary)."""
+    counts = {k: sum(o.status == k for o in outcomes) for k in (FINISHED, SKIPPED, FAILED)}
+    write_json(Path(path), {"counts": counts, "runs": [asdict(o) for o in outcomes]})

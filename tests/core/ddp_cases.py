@@ -1,0 +1,167 @@
+"""Helpers for the data-parallel tests: launch P gloo processes as torchrun would.
+
+Each process gets torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+MASTER_PORT) and joins through genlab's own init_distributed. Workers return values
+by writing ``result_<rank>.pt`` (torch.save) into a folder the test reads.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+ARCH = "|nor_conv_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|avg_pool_3x3~0|none~1|nor_conv_3x3~2|"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(rank: int, world: int, port: int, fn, folder: str, args: tuple) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GENLAB_QUIET="1")
+    torch.set_num_threads(1)
+    from genlab.core.distributed import init_distributed
+
+    init_distributed(timeout_s=120)
+    result = fn(rank, world, Path(folder), *args)
+    torch.save(result, Path(folder) / f"result_{rank}.pt")
+
+
+def launch(fn, world: int, folder: Path, *args) -> list:
+    """Run ``fn(rank, world, folder, *args)`` in ``world`` spawned processes; their results."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mp.start_processes(_entry, args=(world, free_port(), fn, str(folder), args),
+                       nprocs=world, join=True, start_method="spawn")
+    return [torch.load(folder / f"result_{r}.pt", weights_only=False) for r in range(world)]
+
+
+# -- what the workers run ----------------------------------------------------------------
+
+def retrain_config(**kw):
+    from genlab.nas.retrain import RetrainConfig
+
+    base = dict(arch=ARCH, channels=4, cells=1, epochs=2, batch_size=64, seed=3)
+    base.update(kw)
+    return RetrainConfig(**base)
+
+
+def model_state(out: Path) -> dict:
+    from genlab.core.runs import load_checkpoint
+
+    return load_checkpoint(out / "checkpoint.pt")["model"]
+
+
+def small_bn_net(seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(),
+                         nn.Conv2d(3, 2, 3), nn.BatchNorm2d(2, momentum=None), nn.Flatten(),
+                         nn.Linear(2 * 6 * 6, 4)).double()
+
+
+def bn_gradient_case(rank: int, world: int, n: int) -> dict:
+    """Gradients and running statistics of a BN net on this rank's share of an n-batch."""
+    from genlab.core.data_parallel import GradientSync, convert_batchnorm
+    from genlab.core.distributed import shard_batch
+
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(n, 1, 8, 8, generator=g, dtype=torch.float64) * 2 + 1
+    y = torch.randint(0, 4, (n,), generator=g)
+    model = small_bn_net(5)
+    sync = GradientSync(model.parameters())
+    undo = convert_batchnorm(model, sync)
+    (xs, ys), share = shard_batch((x, y))
+    sync.share = share
+    nn.functional.cross_entropy(model(xs), ys).backward()
+    types = [type(m).__name__ for m in model.modules()]
+    undo()
+    sync.close()
+    return {"grads": [p.grad.clone() for p in model.parameters()],
+            "buffers": [b.clone() for b in model.buffers()], "types": types}
+
+
+def helpers_case(rank: int, world: int) -> dict:
+    from genlab.core.distributed import (
+        all_gather,
+        broadcast_module,
+        broadcast_object,
+        global_sum,
+        process_info,
+    )
+
+    gathered = all_gather(torch.arange(rank + 1) + 10 * rank)
+    torch.manual_seed(100 + rank)  # different initial weights on each rank
+    net = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    net[1].running_mean.fill_(rank)
+    broadcast_module(net)
+    return {"info": process_info(), "sum": global_sum([rank + 1.0, 2.0]).tolist(),
+            "gathered": gathered.tolist(), "obj": broadcast_object({"r": rank}),
+            "weights": {k: v.clone() for k, v in net.state_dict().items()}}
+
+
+def run_folder_case(rank: int, world: int, folder: Path) -> dict:
+    """nas retraining through the library under P processes; what each rank saw."""
+    from genlab.core.errors import RunExistsError
+    from genlab.core.runs import RunDir
+    from genlab.nas.retrain import retrain
+
+    summary = retrain(retrain_config(), folder / "ddp")
+    try:
+        RunDir(folder / "ddp", {"any": 1})
+        refused = None
+    except RunExistsError as exc:
+        refused = str(exc)
+    return {"summary": summary, "refused": refused,
+            "files": sorted(p.name for p in (folder / "ddp").iterdir())}
+
+
+def resume_case(rank: int, world: int, folder: Path) -> dict:
+    """A Trainer run of 3 epochs, and one stopped after 1 and resumed to 3, under P processes."""
+    from genlab.core.data import Batches, Split, augment_images, load_digits_data
+    from genlab.core.runs import RunDir
+    from genlab.core.trainer import Trainer
+    from genlab.nas.networks import build_network
+
+    data = load_digits_data()
+    batches = Batches(Split(data.train.images[:150], data.train.labels[:150]), 40, seed=1)
+
+    def trainer(init_seed):  # the resumed run's initial weights must not matter
+        torch.manual_seed(init_seed)
+        model = build_network(ARCH, 10, C=4, N=1, in_channels=1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 3)
+        return Trainer(model, opt, nn.CrossEntropyLoss(), scheduler=sched, seed=0,
+                       augment=augment_images, progress_bar=False)
+
+    full = trainer(0)
+    full.fit(batches.epoch, 3, run=RunDir(folder / "full", {"x": 1}))
+    trainer(0).fit(batches.epoch, 1, run=RunDir(folder / "part", {"x": 1}))
+    run = RunDir(folder / "part", {"x": 1}, resume=True)
+    resumed = trainer(7)
+    resumed.fit(batches.epoch, 3, run=run)
+    return {"full": {k: v.clone() for k, v in full.model.state_dict().items()},
+            "resumed": {k: v.clone() for k, v in resumed.model.state_dict().items()},
+            "metrics": run.metrics()}
+
+
+def all_cases(rank: int, world: int, folder: Path) -> dict:
+    """Every check of one 2-process session (one spawn: the start-up is the slow part)."""
+    import time
+
+    times, out = {}, {}
+    for name, case in (("helpers", lambda: helpers_case(rank, world)),
+                       ("bn", lambda: bn_gradient_case(rank, world, 13)),
+                       ("run_folder", lambda: run_folder_case(rank, world, folder)),
+                       ("resume", lambda: resume_case(rank, world, folder))):
+        t0 = time.perf_counter()
+        out[name] = case()
+        times[name] = time.perf_counter() - t0
+    out["seconds"] = times
+    return out
