@@ -6,7 +6,8 @@ import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
 from genlab.nas.diagnostics import alpha_hessian, hessian_eigenvalue
-from genlab.nas.regularizers import batch_entropy, edge_entropy, make_regularizer
+from genlab.nas.entropy import edge_entropy
+from genlab.nas.regularizers import make_regularizer
 
 
 def test_beta_gradient_is_softmax_over_edges():
@@ -39,14 +40,6 @@ def test_ber_schedules_up_and_down():
     assert (up.lam(0, 100), up.lam(50, 100), up.lam(100, 100)) == (0.0, 1.0, 2.0)
     assert (down.lam(0, 100), down.lam(50, 100), down.lam(100, 100)) == (2.0, 1.0, 0.0)
     assert make_regularizer("ber").name in ("ber-kl", "ber-batch")
-
-
-def test_batch_entropy_hand_value():
-    # two samples +-a: batch variance a^2 for every unit
-    a = 0.7
-    t = torch.tensor([[a, -a, a], [-a, a, -a]])
-    expected = 0.5 * math.log(2 * math.pi * math.e * a * a + 1)
-    assert float(batch_entropy(t)) == pytest.approx(expected)
 
 
 def test_ber_batch_penalises_only_compression():

@@ -6,7 +6,8 @@
   Zela et al. 2020): alpha has |E| x K = 30 entries on NB201, so the whole Hessian is
   formed exactly by double backward (one batched pass for all rows);
 - the information-bottleneck plane: the compression estimate (batch entropy of the
-  cell outputs, Peer et al. 2022, averaged over cells) against the prediction term
+  cell outputs after Peer et al. 2022, with genlab's earlier estimator
+  ``gaussian_batch_entropy``, averaged over cells) against the prediction term
   (validation cross-entropy), one point per epoch.
 """
 
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.report import figure
-from genlab.nas.regularizers import batch_entropy, edge_entropy
+from genlab.nas.entropy import edge_entropy, gaussian_batch_entropy
 
 
 def mean_entropy(arch_params: torch.Tensor) -> float:
@@ -55,8 +56,8 @@ def ib_point(net, x: torch.Tensor, y: torch.Tensor) -> dict:
     net.train()
     logits, cells = net(x, return_cells=True)
     net.train(was_training)
-    outs = [batch_entropy(o) for _, o in cells]
-    drops = [batch_entropy(i) - batch_entropy(o) for i, o in cells]
+    outs = [gaussian_batch_entropy(o) for _, o in cells]
+    drops = [gaussian_batch_entropy(i) - gaussian_batch_entropy(o) for i, o in cells]
     return {
         "val_ce": float(F.cross_entropy(logits, y)),
         "val_acc": float((logits.argmax(-1) == y).float().mean()),

@@ -15,9 +15,10 @@ parameters alpha (one row of K logits per edge, |E| rows) minimise:
             lambda_t = ``strength`` * s(t) with s rising (``up``: t/T) or falling
             (``down``: 1 - t/T, releasing the restraint so alpha can commit at the
             bifurcation point).
-- ``ber-batch`` BER, feature-side (our reconstruction with the batch entropy of Peer
-            et al., TMLR 2022): H_B(T) = mean_j 0.5 log(2 pi e Var_batch(T_j) + 1) over
-            the units j of a cell's output T; R = mean over cells of
+- ``ber-batch`` BER, feature-side (our reconstruction after the batch entropy of Peer
+            et al., TMLR 2022, with genlab's earlier estimator, not theirs; see
+            genlab.nas.entropy): H_B(T) = mean_j 0.5 log(2 pi e Var_batch(T_j) + 1) over
+            the units j of a cell's output T (population variance); R = mean over cells of
             relu(H_B(cell input) - H_B(cell output)), the compression a cell performs.
             Same schedules as ber-kl. Applied to alpha only (the architecture step).
 
@@ -33,21 +34,9 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.nas.entropy import edge_entropy, gaussian_batch_entropy
 
 SCHEDULES = ("up", "down", "constant")
-
-
-def edge_entropy(arch_params: torch.Tensor) -> torch.Tensor:
-    """Entropy H(softmax(alpha_e)) of each edge (natural log), shape (|E|,)."""
-    logp = F.log_softmax(arch_params, dim=-1)
-    return -(logp.exp() * logp).sum(-1)
-
-
-def batch_entropy(t: torch.Tensor) -> torch.Tensor:
-    """Batch entropy of Peer et al. 2022: mean_j 0.5 log(2 pi e Var_batch(T_j) + 1)."""
-    flat = t.reshape(t.shape[0], -1)
-    var = flat.var(dim=0, unbiased=False)
-    return 0.5 * torch.log(2 * math.pi * math.e * var + 1).mean()
 
 
 def schedule_factor(kind: str, step: int, total_steps: int) -> float:
@@ -97,7 +86,7 @@ class Regularizer:
             return (math.log(k) - edge_entropy(arch_params)).mean()
         if cells is None:
             raise ConfigError("ber-batch needs the cell inputs and outputs (return_cells=True)")
-        drops = [F.relu(batch_entropy(i) - batch_entropy(o)) for i, o in cells]
+        drops = [F.relu(gaussian_batch_entropy(i) - gaussian_batch_entropy(o)) for i, o in cells]
         return torch.stack(drops).mean()
 
     def __call__(self, arch_params, step: int, total_steps: int, cells=None) -> torch.Tensor:
