@@ -17,6 +17,8 @@ def _defaults():
 
 
 TABLE_HELP = "NB201 accuracy CSV (default: $GENLAB_NB201_TABLE); judges the result, never selects."
+THREADS_HELP = ("torch intra-op threads (recorded in config.json); the result depends on them, "
+                "so they are fixed rather than taken from the machine.")
 REG_HELP = ("none (DARTS) | beta (beta-DARTS) | ber (our BER default) | ber-kl | ber-batch "
             "(the two BER variants, our reconstruction).")
 
@@ -46,6 +48,7 @@ def search(
     hessian_points: int = typer.Option(
         _defaults().hessian_points, help="How often the alpha-Hessian eigenvalue is computed."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
+    threads: int = typer.Option(_defaults().threads, help=THREADS_HELP),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
     resume: bool = typer.Option(False, help="Continue a killed run in --out."),
 ):
@@ -57,7 +60,7 @@ def search(
                        reg=reg, reg_strength=reg_strength, reg_schedule=reg_schedule, seed=seed,
                        device=device, arch_lr=arch_lr, arch_weight_decay=arch_weight_decay,
                        augment=augment, hessian_points=hessian_points,
-                       nb201_table=_s(nb201_table))
+                       nb201_table=_s(nb201_table), threads=threads)
     s = run_search(cfg, out, resume=resume)
     typer.echo(f"genotype        {s['genotype']}")
     hess = "-" if s["hessian_eig"] is None else f"{s['hessian_eig']:.4g}"
@@ -84,6 +87,7 @@ def train(
     lr: float = typer.Option(0.05),
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
+    threads: int = typer.Option(_defaults().threads, help=THREADS_HELP),
     resume: bool = typer.Option(False),
 ):
     """Retrain an architecture from scratch and report its test accuracy and parameter count."""
@@ -91,7 +95,7 @@ def train(
 
     cfg = RetrainConfig(arch=arch, dataset=dataset, data_root=_s(data_root), size=size,
                         channels=channels, cells=cells, epochs=epochs, batch_size=batch_size,
-                        lr=lr, seed=seed, device=device)
+                        lr=lr, seed=seed, device=device, threads=threads)
     s = retrain(cfg, out, resume=resume)
     typer.echo(f"test accuracy {s['test_acc']:.2f}%   parameters {s['params']:,}   "
                f"outputs in {out}")

@@ -15,7 +15,7 @@ from torch import nn
 from genlab.core.data import Batches, augment_images, load_image_data
 from genlab.core.errors import require_choice, require_positive
 from genlab.core.runs import RunDir
-from genlab.core.seeding import seed_everything
+from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.nas.genotype import Genotype
 from genlab.nas.networks import build_network
@@ -39,11 +39,12 @@ class RetrainConfig:
     seed: int = 0
     device: str = "cpu"
     eval_on: str = "test"
+    threads: int = 1  # torch intra-op threads, fixed so that a rerun gives the same figures
 
     def validate(self) -> None:
         Genotype.from_string(self.arch)
         require_choice("eval_on", self.eval_on, ("test", "val"))
-        for name in ("size", "channels", "cells", "epochs", "batch_size", "lr"):
+        for name in ("size", "channels", "cells", "epochs", "batch_size", "lr", "threads"):
             require_positive(name.replace("_", "-"), getattr(self, name))
 
 
@@ -58,6 +59,11 @@ def retrain(cfg: RetrainConfig, out, *, resume: bool = False, progress_bar=None)
     selection criterion used when tuning the search (never the test split).
     """
     cfg.validate()
+    with fixed_threads(cfg.threads):
+        return _retrain(cfg, out, resume=resume, progress_bar=progress_bar)
+
+
+def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
     device = resolve_device(cfg.device)
     run = RunDir(out, asdict(cfg), resume=resume)
     seed_everything(cfg.seed)

@@ -26,6 +26,7 @@ from genlab.core.progress import progress
 from genlab.core.runs import RunDir
 from genlab.core.seeding import (
     capture_rng_state,
+    fixed_threads,
     make_generator,
     restore_rng_state,
     seed_everything,
@@ -65,9 +66,10 @@ class SearchConfig:
     diag_batch: int = 64
     hessian_points: int = 6  # Hessian eigenvalue this many times over the run (0: never)
     nb201_table: str | None = None
+    threads: int = 1  # torch intra-op threads: fixed, because the search is chaotic in them
 
     def validate(self) -> None:
-        for name in ("size", "channels", "cells", "batch_size", "steps", "diag_batch"):
+        for name in ("size", "channels", "cells", "batch_size", "steps", "diag_batch", "threads"):
             require_positive(name.replace("_", "-"), getattr(self, name))
         require_positive("hessian-points", self.hessian_points, allow_zero=True)
         for name in ("w_lr", "arch_lr"):
@@ -131,6 +133,11 @@ def bilevel_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int, tota
 def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=None) -> dict:
     """Run (or resume) one search into the run folder ``out``; returns summary.json's content."""
     cfg.validate()
+    with fixed_threads(cfg.threads):
+        return _run_search(cfg, out, resume=resume, progress_bar=progress_bar)
+
+
+def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
     table = resolve_table(cfg.nb201_table)
     device = resolve_device(cfg.device)
     run = RunDir(out, asdict(cfg), resume=resume)
