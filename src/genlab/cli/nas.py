@@ -28,7 +28,9 @@ def search(
     out: Path = typer.Option(..., help="Run folder to create (or continue with --resume)."),
     space: str = typer.Option("nb201", help="Search space (nb201)."),
     dataset: str = typer.Option("digits",
-                                help="digits (embedded) | cifar10 | cifar100 | imagenet16."),
+                                help="digits | digits-noisy | digits-clutter (embedded; the last "
+                                     "two are harder proxies, use --size 16) | cifar10 | "
+                                     "cifar100 | imagenet16."),
     data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits)."),
     reg: str = typer.Option("ber", help=REG_HELP),
     reg_strength: float = typer.Option(None, help="lambda_0 (default: per regulariser, see docs)."),
