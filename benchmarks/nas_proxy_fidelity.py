@@ -43,6 +43,8 @@ DRAW_SEED, NUM_CELLS, RETRAIN_SEEDS = 0, 30, (0, 1)
 # retrainings of a study take about an hour of CPU (one thread); docs/ber.md says why.
 PROXIES = {
     "digits": {"dataset": "digits", "size": 8, "channels": 16, "cells": 1, "epochs": 30},
+    "digits-clutter": {"dataset": "digits-clutter", "size": 16, "channels": 8, "cells": 1,
+                       "epochs": 20},
 }
 BOOTSTRAP = 2000
 
