@@ -18,7 +18,9 @@ writes, and consumes no random numbers.
 The collapse side, from the search's metrics: the parameter-free weight (mean over edges of the
 softmax mass on none, skip_connect and avg_pool_3x3; uniform: 0.6) and the parameter-free edge
 count of the argmax cell. The rise starts at the last minimum of the parameter-free weight
-(after it, the weight only climbs away); the peak is the step of the largest batch entropy.
+(after it, the weight only climbs away); the peak is the step of the largest batch entropy of
+nodes 1-3 (mean over nodes and cells), raw and after a 9-point moving average, and "peak
+before rise" needs both before the rise.
 
     python benchmarks/nas_entropy_peak.py --out runs/entropy_peak [--dataset NAME] [--seeds 0,1,2]
 
@@ -47,6 +49,8 @@ from genlab.nas.supernet import SearchCell, edge_index
 
 NODE_FILE = "node_entropy.jsonl"  # one line per logging step, aligned with metrics.jsonl
 RISE_MARGIN = 0.02  # the parameter-free weight must end this far above its last minimum
+SMOOTH = 9  # logging steps (about 100 bilevel steps) in the smoothed entropy curve
+NODE_COLOURS = ("tab:grey", "tab:blue", "tab:green", "tab:purple")  # red: p-free weight
 
 
 @torch.no_grad()
@@ -166,6 +170,13 @@ def count_onset(steps: list[int], counts: list[int]) -> int | None:
     return steps[k]
 
 
+def moving_average(values, window: int) -> np.ndarray:
+    """Centred moving average; near the ends the window shrinks to the points available."""
+    values = np.asarray(values, float)
+    kernel = np.ones(window)
+    return np.convolve(values, kernel, "same") / np.convolve(np.ones_like(values), kernel, "same")
+
+
 def analyse(metrics: list[dict], ops) -> dict:
     """Peak of the node batch entropy and the onset of the parameter-free rise for one search."""
     steps = [m["step"] for m in metrics]
@@ -174,14 +185,15 @@ def analyse(metrics: list[dict], ops) -> dict:
     pfw = [param_free_weight(m, ops) for m in metrics]
     counts = [m["param_free_ops"] for m in metrics]
     peak = steps[int(np.argmax(inner))]
+    smooth_peak = steps[int(np.argmax(moving_average(inner, SMOOTH)))]
     node_peaks = [[steps[int(np.argmax(per_node[:, c, n]))] for n in range(1, 4)]
                   for c in range(per_node.shape[1])]
     onset = rise_onset(steps, pfw)
     return {"steps": steps, "node_entropy": per_node.tolist(), "mean_node_entropy": inner.tolist(),
             "param_free_weight": pfw, "param_free_count": counts,
-            "peak_step": peak, "node_peak_steps": node_peaks,
+            "peak_step": peak, "smoothed_peak_step": smooth_peak, "node_peak_steps": node_peaks,
             "param_free_rise_step": onset, "param_free_count_rise_step": count_onset(steps, counts),
-            "peak_before_rise": None if onset is None else peak < onset,
+            "peak_before_rise": None if onset is None else max(peak, smooth_peak) < onset,
             "final_genotype": metrics[-1]["genotype"], "final_param_free": counts[-1]}
 
 
@@ -190,8 +202,9 @@ def plot_peaks(results: dict[int, dict], dataset: str):
     fig, axes = figure(ncols=len(results), width=4.6, height=3.6)
     for ax, (seed, r) in zip(axes.flat, results.items(), strict=True):
         per_node = np.array(r["node_entropy"]).mean(axis=1)  # (steps, 4)
-        for n in range(per_node.shape[1]):
-            ax.plot(r["steps"], per_node[:, n], lw=1, label=f"node {n}" + (" (input)" * (n == 0)))
+        for n, colour in zip(range(per_node.shape[1]), NODE_COLOURS, strict=False):
+            ax.plot(r["steps"], per_node[:, n], lw=1, c=colour,
+                    label=f"node {n}" + (" (input)" * (n == 0)))
         ax.plot(r["steps"], r["mean_node_entropy"], c="k", lw=1.6, label="mean of nodes 1-3")
         ax.axvline(r["peak_step"], c="k", ls="--", lw=0.8)
         ax.set_xlabel("step")
@@ -209,7 +222,7 @@ def plot_peaks(results: dict[int, dict], dataset: str):
 
 
 def summary_rows(results: dict[int, dict]) -> list[dict]:
-    return [{"seed": seed, "peak step": r["peak_step"],
+    return [{"seed": seed, "peak step": r["peak_step"], "smoothed peak": r["smoothed_peak_step"],
              "node peak steps (cells x nodes 1-3)": str(r["node_peak_steps"]),
              "p-free weight rise": r["param_free_rise_step"],
              "p-free count rise": r["param_free_count_rise_step"],

@@ -9,7 +9,10 @@ search amplifies them. This script runs the default `ber` search of one seed as:
 - ``threads2``: `--threads 2`;
 - ``init-eps-K``: `--threads 1` with every initial parameter (weights and alpha) multiplied by
   (1 + 1e-6 z), z ~ N(0, 1) from stream K: a change of about ten float32 ulps, standing in for
-  another CPU whose kernels round differently (another instruction set, another library).
+  another CPU whose kernels round differently (another instruction set, another library);
+- ``no-onednn``: `--threads 1` with torch's oneDNN (mkldnn) convolutions switched off, so the
+  convolutions run through another kernel with another summation order: the same data, the
+  same start, different rounding, as on a machine whose library picks another algorithm.
 
 The perturbed starts are written as a step-0 checkpoint of the very network the search builds
 and then resumed, so the search code is the one users run; with eps = 0 this reproduces the
@@ -48,9 +51,10 @@ from genlab.nas.table import NB201Table
 
 EPS = 1e-6
 PART_THRESHOLD = 1e-3
-VARIANTS = {  # name -> (threads, perturbation stream or None)
-    "threads1": (1, None), "threads1-again": (1, None), "threads2": (2, None),
-    "init-eps-0": (1, 0), "init-eps-1": (1, 1), "init-eps-2": (1, 2),
+VARIANTS = {  # name -> (threads, perturbation stream or None, oneDNN convolutions on)
+    "threads1": (1, None, True), "threads1-again": (1, None, True), "threads2": (2, None, True),
+    "init-eps-0": (1, 0, True), "init-eps-1": (1, 1, True), "init-eps-2": (1, 2, True),
+    "no-onednn": (1, None, False),
 }
 
 
@@ -77,7 +81,7 @@ def write_perturbed_start(cfg: SearchConfig, folder: Path, stream: int, eps: flo
 
 def run_variant(out: Path, name: str, base: SearchConfig, eps: float = EPS) -> dict:
     """One variant's search (reused when finished, resumed when killed) and its CPU seconds."""
-    threads, stream = VARIANTS[name]
+    threads, stream, onednn = VARIANTS[name]
     cfg = replace(base, threads=threads)
     folder = out / "search" / name
     if not (folder / SUMMARY).exists():
@@ -85,7 +89,11 @@ def run_variant(out: Path, name: str, base: SearchConfig, eps: float = EPS) -> d
         if stream is not None and fresh:
             write_perturbed_start(cfg, folder, stream, eps)
         t0, c0 = time.perf_counter(), time.process_time()
-        run_search(cfg, folder, resume=not fresh or stream is not None, progress_bar=False)
+        before, torch.backends.mkldnn.enabled = torch.backends.mkldnn.enabled, onednn
+        try:
+            run_search(cfg, folder, resume=not fresh or stream is not None, progress_bar=False)
+        finally:
+            torch.backends.mkldnn.enabled = before
         write_json(folder / "timing.json", {"wall_s": time.perf_counter() - t0,
                                             "cpu_s": time.process_time() - c0,
                                             "whole_run": fresh})

@@ -52,3 +52,8 @@ def test_onset_rules_on_hand_curves(peak):
     assert peak.rise_onset(steps, [0.6, 0.55, 0.5, 0.5, 0.49, 0.5]) is None  # no clear rise
     assert peak.count_onset(steps, [2, 1, 3, 1, 2, 3]) == 50
     assert peak.count_onset(steps, [2, 1, 3, 1, 2, 1]) is None
+
+
+def test_moving_average_hand_values(peak):
+    got = peak.moving_average([0.0, 3.0, 6.0, 3.0], 3)
+    assert got.tolist() == pytest.approx([1.5, 3.0, 4.0, 4.5])

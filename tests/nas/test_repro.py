@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from genlab.nas.search import SearchConfig, run_search
 
@@ -13,8 +14,10 @@ def repro(bench_script):
 
 
 def test_perturbed_starts_and_the_comparison_with_the_reference(repro, tmp_path, monkeypatch):
-    monkeypatch.setattr(repro, "VARIANTS", {"threads1": (1, None), "threads1-again": (1, None),
-                                            "init-eps-0": (1, 0)})
+    monkeypatch.setattr(repro, "VARIANTS", {"threads1": (1, None, True),
+                                            "threads1-again": (1, None, True),
+                                            "init-eps-0": (1, 0, True),
+                                            "no-onednn": (1, None, False)})
     base = SearchConfig(reg="ber", steps=22, channels=4, hessian_points=0)
     for name in repro.VARIANTS:
         repro.run_variant(tmp_path, name, base)
@@ -23,6 +26,8 @@ def test_perturbed_starts_and_the_comparison_with_the_reference(repro, tmp_path,
     assert rows["threads1-again"]["max |alpha - ref|"] == 0.0  # same command, same row
     assert rows["threads1-again"]["parts at step"] is None and rows["threads1"]["same cell"]
     assert rows["init-eps-0"]["max |alpha - ref|"] > 0  # 1e-6 at the start moves alpha
+    assert rows["no-onednn"]["max |alpha - ref|"] > 0  # so does another conv kernel
+    assert torch.backends.mkldnn.enabled  # switched back on
     assert result["distance_curves"]["threads1-again"] == [0.0, 0.0]
     # the same start written with eps = 0 is the plain search exactly
     repro.write_perturbed_start(base, tmp_path / "zero", stream=0, eps=0.0)
