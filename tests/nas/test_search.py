@@ -82,6 +82,22 @@ def test_search_without_table_has_no_nb201(tmp_path, monkeypatch):
     assert "nb201" not in s and CONTRACT <= set(s)
 
 
+def test_search_runs_at_its_thread_count_and_records_it(tmp_path, monkeypatch):
+    seen = []
+    real = search_mod.bilevel_step
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search_mod, "bilevel_step", spy)
+    before = torch.get_num_threads()
+    run_search(SearchConfig(**{**TINY, "steps": 11, "hessian_points": 0}, reg="none", threads=2),
+               tmp_path / "r")
+    assert set(seen) == {2} and torch.get_num_threads() == before
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["threads"] == 2
+
+
 def test_kill_and_resume_equals_uninterrupted(tmp_path):
     args = ["nas", "search", "--reg", "beta", "--steps", "66", "-C", "4", "-N", "1",
             "--seed", "3"]
@@ -145,6 +161,9 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path, monkeypatch):
     (["nas", "search", "--out", "{out}", "--space", "nope"], "space"),
     (["nas", "search", "--out", "{out}", "--steps", "0"], "steps"),
     (["nas", "search", "--out", "{out}", "-C", "-4"], "channels"),
+    (["nas", "search", "--out", "{out}", "--threads", "0"], "threads"),
+    (["nas", "train", "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|", "--out", "{out}",
+      "--threads", "0"], "threads"),
     (["nas", "search", "--out", "{out}", "--dataset", "cifar10", "--data-root", "{empty}"],
      "CIFAR"),
     (["nas", "train", "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~9|+|skip_connect~0|"

@@ -13,6 +13,8 @@ app = typer.Typer(no_args_is_help=True)
 SPACE_HELP = ("Search space: nb201 | darts | darts-7op | s1 | s2 | s3 | s4 | mobilenet "
               "(docs/nas_spaces.md).")
 TABLE_HELP = "NB201 accuracy CSV (default: $GENLAB_NB201_TABLE); judges the result, never selects."
+THREADS_HELP = ("torch intra-op threads (recorded in config.json); the result depends on them, "
+                "so they are fixed rather than taken from the machine.")
 REG_HELP = ("none (DARTS) | beta (beta-DARTS) | ber (our BER default) | ber-kl | ber-batch "
             "(the two BER variants, our reconstruction).")
 PROXY = "default: the space's digits proxy"
@@ -23,7 +25,9 @@ def search(
     out: Path = typer.Option(..., help="Run folder to create (or continue with --resume)."),
     space: str = typer.Option("nb201", help=SPACE_HELP),
     dataset: str = typer.Option("digits",
-                                help="digits (embedded) | cifar10 | cifar100 | imagenet16."),
+                                help="digits | digits-noisy | digits-clutter (embedded; the last "
+                                     "two are harder proxies, use --size 16) | cifar10 | "
+                                     "cifar100 | imagenet16."),
     data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits)."),
     reg: str = typer.Option("ber", help=REG_HELP),
     reg_strength: float = typer.Option(None, help="lambda_0 (default: per regulariser, see docs)."),
@@ -44,6 +48,7 @@ def search(
     hessian_points: int = typer.Option(6, help="How often the alpha-Hessian eigenvalue is "
                                                "computed."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
+    threads: int = typer.Option(1, help=THREADS_HELP),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
     resume: bool = typer.Option(False, help="Continue a killed run in --out."),
 ):
@@ -55,7 +60,8 @@ def search(
                        reg=reg, reg_strength=reg_strength, reg_schedule=reg_schedule, seed=seed,
                        device=device, order=order, arch_lr=arch_lr,
                        arch_weight_decay=arch_weight_decay, augment=augment,
-                       hessian_points=hessian_points, nb201_table=_s(nb201_table))
+                       hessian_points=hessian_points, nb201_table=_s(nb201_table),
+                       threads=threads)
     s = run_search(cfg, out, resume=resume)
     typer.echo(f"genotype        {s['genotype']}")
     hess = "-" if s["hessian_eig"] is None else f"{s['hessian_eig']:.4g}"
@@ -93,6 +99,7 @@ def train(
     augment: bool = typer.Option(True, help="Augment training batches (digits)."),
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
+    threads: int = typer.Option(1, help=THREADS_HELP),
     resume: bool = typer.Option(False),
 ):
     """Retrain an architecture from scratch with its space's recipe; test accuracy, params."""
@@ -102,7 +109,8 @@ def train(
                         size=size, channels=channels, cells=cells, epochs=epochs,
                         batch_size=batch_size, lr=lr, weight_decay=weight_decay,
                         grad_clip=grad_clip, auxiliary_weight=aux_weight, drop_path=drop_path,
-                        cutout=cutout, augment=augment, seed=seed, device=device)
+                        cutout=cutout, augment=augment, seed=seed, device=device,
+                        threads=threads)
     s = retrain(cfg, out, resume=resume)
     typer.echo(f"test accuracy {s['test_acc']:.2f}%   parameters {s['params']:,}   "
                f"outputs in {out}")

@@ -7,9 +7,21 @@ Split (stratified, seeded): 20% test (360 images), the rest 50/50 into the
 "train" and "val" halves that bilevel search uses (718 / 719 images); plain
 training uses train+val.
 
+Harder embedded proxies built from digits (same stratified split; procedural
+corruption from genlab.core.clutter, drawn once per image from the seed, so every
+split is fixed):
+- ``digits-noisy``: contrast lowered by a factor in [0.5, 1], Gaussian noise (std 0.25
+  of the [0, 1] range) and an occluding square of a quarter of the side, in every split;
+- ``digits-clutter``: the digits as coloured figures of random polarity on coloured
+  1/f clutter (natural-image spectrum), 3 channels, three composites per image of the
+  train and val halves and one per test image. Use ``size`` 16 or more.
+
 CIFAR-10/100 are read from the python-pickle batches in a folder the user gives,
 with a restricted unpickler that admits only dicts, lists, bytes, strings, numbers
 and numpy arrays: never arbitrary objects.
+
+Every data set is a registry entry (``DATASETS``: name -> builder of an ImageData from
+``root``, ``size`` and ``seed``); ``load_image_data`` looks names up there.
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ from __future__ import annotations
 import io
 import math
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,10 +37,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from genlab.core.clutter import corrupt, on_clutter
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
 from genlab.core.seeding import make_generator
-
-DATASETS = ("digits", "cifar10", "cifar100", "imagenet16")
 
 
 @dataclass
@@ -86,8 +98,9 @@ def _standardise(splits: list[torch.Tensor]) -> list[torch.Tensor]:
     return [(s - mean) / std for s in splits]
 
 
-def load_digits_data(size: int = 8, seed: int = 0, test_fraction: float = 0.2) -> ImageData:
-    """scikit-learn digits, resized to ``size`` and split train/val/test (see module doc)."""
+def _digit_splits(size: int, seed: int, test_fraction: float = 0.2
+                  ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Digits in [0, 1] at ``size`` and labels, split train / val / test (not standardised)."""
     from sklearn.datasets import load_digits
 
     require_positive("size", size)
@@ -99,11 +112,17 @@ def load_digits_data(size: int = 8, seed: int = 0, test_fraction: float = 0.2) -
         x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
     y = bunch.target.astype(np.int64)
     rest = (1 - test_fraction) / 2
-    tr, va, te = stratified_split(y, (rest, rest, test_fraction), seed)
-    xs = _standardise([x[tr], x[va], x[te]])
+    parts = stratified_split(y, (rest, rest, test_fraction), seed)
     yt = torch.from_numpy(y)
+    return [x[p] for p in parts], [yt[p] for p in parts]
+
+
+def load_digits_data(size: int = 8, seed: int = 0, test_fraction: float = 0.2) -> ImageData:
+    """scikit-learn digits, resized to ``size`` and split train/val/test (see module doc)."""
+    xs, ys = _digit_splits(size, seed, test_fraction)
+    xs = _standardise(xs)
     return ImageData(
-        "digits", Split(xs[0], yt[tr]), Split(xs[1], yt[va]), Split(xs[2], yt[te]), 10, 1, size
+        "digits", Split(xs[0], ys[0]), Split(xs[1], ys[1]), Split(xs[2], ys[2]), 10, 1, size
     )
 
 
@@ -211,17 +230,78 @@ def _finish(name, xtr, ytr, xte, yte, classes, seed, val_fraction) -> ImageData:
     )
 
 
+@dataclass(frozen=True)
+class DatasetEntry:
+    """A registered data set: ``builder(root=..., size=..., seed=...)`` returns its ImageData."""
+
+    builder: Callable[..., ImageData]
+    needs_root: bool
+    description: str
+
+
+DATASETS: dict[str, DatasetEntry] = {}
+
+
+def register_dataset(name: str, description: str, *, needs_root: bool = False):
+    """Decorator: register ``builder(root, size, seed) -> ImageData`` under ``name``."""
+    def add(builder: Callable[..., ImageData]) -> Callable[..., ImageData]:
+        DATASETS[name] = DatasetEntry(builder, needs_root, description)
+        return builder
+    return add
+
+
 def load_image_data(name: str, root: str | Path | None = None, *, size: int = 8,
                     seed: int = 0) -> ImageData:
-    """Dispatch on the data set name; real data sets need ``root``."""
+    """The registered data set ``name``; those read from disk need ``root``."""
     require_choice("dataset", name, DATASETS)
-    if name == "digits":
-        return load_digits_data(size=size, seed=seed)
-    if root is None:
+    entry = DATASETS[name]
+    if entry.needs_root and root is None:
         raise ConfigError(f"dataset {name!r} needs --data-root pointing at its files")
-    if name == "imagenet16":
-        return load_imagenet16(root, seed=seed)
-    return load_cifar(name, root, seed=seed)
+    return entry.builder(root=root, size=size, seed=seed)
+
+
+@register_dataset("digits", "scikit-learn digits (embedded), 1,797 grey 8x8 images")
+def _digits(root, size: int, seed: int) -> ImageData:
+    return load_digits_data(size=size, seed=seed)
+
+
+@register_dataset("cifar10", "CIFAR-10 python batches", needs_root=True)
+def _cifar10(root, size: int, seed: int) -> ImageData:
+    return load_cifar("cifar10", root, seed=seed)
+
+
+@register_dataset("cifar100", "CIFAR-100 python batches", needs_root=True)
+def _cifar100(root, size: int, seed: int) -> ImageData:
+    return load_cifar("cifar100", root, seed=seed)
+
+
+@register_dataset("imagenet16", "ImageNet16-120 batches", needs_root=True)
+def _imagenet16(root, size: int, seed: int) -> ImageData:
+    return load_imagenet16(root, seed=seed)
+
+
+@register_dataset("digits-noisy", "digits with lowered contrast, strong noise and occlusion")
+def _digits_noisy(root, size: int, seed: int) -> ImageData:
+    xs, ys = _digit_splits(size, seed)
+    xs = _standardise([corrupt(x, make_generator(seed, 101, k)) for k, x in enumerate(xs)])
+    return ImageData("digits-noisy", Split(xs[0], ys[0]), Split(xs[1], ys[1]),
+                     Split(xs[2], ys[2]), 10, 1, size)
+
+
+CLUTTER_COPIES = (3, 3, 1)  # composites per source image in train, val, test
+
+
+@register_dataset("digits-clutter", "digits as coloured figures on 1/f clutter, 3 channels")
+def _digits_clutter(root, size: int, seed: int) -> ImageData:
+    xs, ys = _digit_splits(8, seed)
+    out_x, out_y = [], []
+    for k, (x, y, copies) in enumerate(zip(xs, ys, CLUTTER_COPIES, strict=True)):
+        gen = make_generator(seed, 202, k)
+        out_x.append(torch.cat([on_clutter(x, gen, size=size) for _ in range(copies)]))
+        out_y.append(y.repeat(copies))
+    out_x = _standardise(out_x)
+    return ImageData("digits-clutter", Split(out_x[0], out_y[0]), Split(out_x[1], out_y[1]),
+                     Split(out_x[2], out_y[2]), 10, 3, size)
 
 
 class Batches:

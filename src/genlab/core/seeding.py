@@ -1,16 +1,26 @@
-"""One seed for python, numpy and torch, and capture/restore of their RNG states.
+"""One seed for python, numpy and torch, capture/restore of their RNG states, a fixed thread count.
 
 RNG states are stored as plain tensors and lists so checkpoints load with
 ``torch.load(weights_only=True)``. The CUDA generators (one per visible device) are
 captured too when CUDA has been initialised, so an exact resume holds on GPUs as well.
+
+A seed alone does not fix a run on CPU: parallel kernels split their sums over the
+intra-op threads, so the rounding (the last bits) depends on the thread count, and a
+chaotic computation such as an architecture search amplifies those bits into a
+different result. Runs therefore fix the thread count too (``fixed_threads``) and
+record it in config.json.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
+
+from genlab.core.errors import require_positive_ints
 
 
 def seed_everything(seed: int) -> None:
@@ -88,3 +98,19 @@ def make_generator(seed: int, *streams: int, device: str | torch.device | None =
 def generator_for(tensor: torch.Tensor, seed: int, *streams: int) -> torch.Generator:
     """make_generator on the device of ``tensor`` (a model's parameter, a batch, ...)."""
     return make_generator(seed, *streams, device=tensor.device)
+
+
+@contextmanager
+def fixed_threads(threads: int) -> Iterator[None]:
+    """Run the body with torch's intra-op thread count set to ``threads``; restore it after.
+
+    Inter-op threads are left alone: eager CPU kernels do not use them, and torch refuses to
+    change their number once any parallel work has run.
+    """
+    require_positive_ints(threads=threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -10,7 +10,8 @@
   iterations on Hessian-vector products (a few HVPs instead of one per entry; the tests
   check it against the exact Hessian);
 - the information-bottleneck plane: the compression estimate (batch entropy of the
-  cell outputs, Peer et al. 2022, averaged over cells) against the prediction term
+  cell outputs after Peer et al. 2022, with genlab's earlier estimator
+  ``gaussian_batch_entropy``, averaged over cells) against the prediction term
   (validation cross-entropy), one point per epoch.
 """
 
@@ -22,8 +23,9 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.report import figure
+from genlab.nas.entropy import edge_entropy, gaussian_batch_entropy
 from genlab.nas.probe import CellPairs
-from genlab.nas.regularizers import Alphas, batch_entropy, edge_entropy, named
+from genlab.nas.regularizers import Alphas, named
 
 HESSIAN_CHUNK = 32  # Hessian rows per batched double-backward pass (bounds the memory)
 EXACT_MAX_ENTRIES = 30  # more alpha entries: the Lanczos estimate of the top eigenvalue
@@ -144,8 +146,8 @@ def ib_point(net, x: torch.Tensor, y: torch.Tensor) -> dict:
     with torch.random.fork_rng(devices=[]):  # S4's noise op must not move the search's RNG
         logits = net(x, probe=probe)
     net.train(was_training)
-    outs = [batch_entropy(o) for _, o in probe.pairs]
-    drops = [batch_entropy(i) - batch_entropy(o) for i, o in probe.pairs]
+    outs = [gaussian_batch_entropy(o) for _, o in probe.pairs]
+    drops = [gaussian_batch_entropy(i) - gaussian_batch_entropy(o) for i, o in probe.pairs]
     return {
         "val_ce": float(F.cross_entropy(logits, y)),
         "val_acc": float((logits.argmax(-1) == y).float().mean()),

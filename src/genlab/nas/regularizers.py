@@ -18,9 +18,10 @@ beta-DARTS applies its penalty per cell type in the DARTS space:
             lambda_t = ``strength`` * s(t) with s rising (``up``: t/T) or falling
             (``down``: 1 - t/T, releasing the restraint so alpha can commit at the
             bifurcation point).
-- ``ber-batch`` BER, feature-side (our reconstruction with the batch entropy of Peer
-            et al., TMLR 2022): H_B(T) = mean_j 0.5 log(2 pi e Var_batch(T_j) + 1) over
-            the units j of a cell's output T; R = mean over cells of
+- ``ber-batch`` BER, feature-side (our reconstruction after the batch entropy of Peer
+            et al., TMLR 2022, with genlab's earlier estimator, not theirs; see
+            genlab.nas.entropy): H_B(T) = mean_j 0.5 log(2 pi e Var_batch(T_j) + 1) over
+            the units j of a cell's output T (population variance); R = mean over cells of
             relu(H_B(cell input) - H_B(cell output)), the compression a cell performs.
             Same schedules as ber-kl. Applied to alpha only (the architecture step). Needs
             the cells' inputs and outputs: it declares ``needs_probe`` and gives the probe
@@ -39,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.nas.entropy import edge_entropy, gaussian_batch_entropy
 from genlab.nas.probe import CellPairs, Probe
 
 SCHEDULES = ("up", "down", "constant")
@@ -64,19 +66,6 @@ def per_alpha_sum(fn, alphas: Alphas) -> torch.Tensor:
 def zero_like(alphas: Alphas) -> torch.Tensor:
     """A zero connected to every alpha (so backward reaches them)."""
     return per_alpha_sum(torch.sum, alphas) * 0.0
-
-
-def edge_entropy(arch_params: torch.Tensor) -> torch.Tensor:
-    """Entropy H(softmax(alpha_e)) of each edge (natural log), shape (|E|,)."""
-    logp = F.log_softmax(arch_params, dim=-1)
-    return -(logp.exp() * logp).sum(-1)
-
-
-def batch_entropy(t: torch.Tensor) -> torch.Tensor:
-    """Batch entropy of Peer et al. 2022: mean_j 0.5 log(2 pi e Var_batch(T_j) + 1)."""
-    flat = t.reshape(t.shape[0], -1)
-    var = flat.var(dim=0, unbiased=False)
-    return 0.5 * torch.log(2 * math.pi * math.e * var + 1).mean()
 
 
 def schedule_factor(kind: str, step: int, total_steps: int) -> float:
@@ -131,7 +120,8 @@ class Regularizer:
         if not isinstance(probe, CellPairs) or not probe.pairs:
             raise ConfigError("ber-batch needs the cell inputs and outputs: pass the probe "
                               "from make_probe() to the supernet's forward")
-        drops = [F.relu(batch_entropy(i) - batch_entropy(o)) for i, o in probe.pairs]
+        drops = [F.relu(gaussian_batch_entropy(i) - gaussian_batch_entropy(o))
+                 for i, o in probe.pairs]
         return torch.stack(drops).mean()
 
     def __call__(self, alphas: Alphas | torch.Tensor, step: int, total_steps: int,

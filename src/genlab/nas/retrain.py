@@ -27,7 +27,7 @@ from torch import nn
 from genlab.core.data import Batches, augment_images, load_image_data
 from genlab.core.errors import ConfigError, require_choice, require_positive
 from genlab.core.runs import RunDir
-from genlab.core.seeding import seed_everything
+from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.nas.networks import count_parameters
 from genlab.nas.spaces import get_space
@@ -61,6 +61,7 @@ class RetrainConfig:
     seed: int = 0
     device: str = "cpu"
     eval_on: str = "test"
+    threads: int = 1  # torch intra-op threads, fixed so that a rerun gives the same figures
 
     def resolved(self) -> RetrainConfig:
         """A copy with every None filled from the space's recipe (size: the search proxy's)."""
@@ -75,7 +76,7 @@ class RetrainConfig:
         space.parse(self.arch)
         require_choice("eval_on", self.eval_on, ("test", "val"))
         space.check_size_options(self.channels, self.cells)
-        for name in ("size", "channels", "cells", "epochs", "batch_size", "lr"):
+        for name in ("size", "channels", "cells", "epochs", "batch_size", "lr", "threads"):
             value = getattr(self, name)
             if value is not None:
                 require_positive(name.replace("_", "-"), value)
@@ -196,6 +197,11 @@ def retrain(cfg: RetrainConfig, out, *, resume: bool = False, progress_bar=None)
     """
     cfg.validate()
     cfg = cfg.resolved()
+    with fixed_threads(cfg.threads):
+        return _retrain(cfg, out, resume=resume, progress_bar=progress_bar)
+
+
+def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
     space = get_space(cfg.space)
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)

@@ -29,6 +29,7 @@ from genlab.core.progress import progress
 from genlab.core.runs import RunDir
 from genlab.core.seeding import (
     capture_rng_state,
+    fixed_threads,
     make_generator,
     restore_rng_state,
     seed_everything,
@@ -72,6 +73,7 @@ class SearchConfig:
     diag_batch: int = 64
     hessian_points: int = 6  # Hessian eigenvalue this many times over the run (0: never)
     nb201_table: str | None = None
+    threads: int = 1  # torch intra-op threads: fixed, because the search is chaotic in them
 
     def resolved(self) -> SearchConfig:
         """A copy with every None size option filled from the space's proxy defaults."""
@@ -82,7 +84,8 @@ class SearchConfig:
 
     def validate(self) -> None:
         space = get_space(self.space)
-        for name in ("size", "channels", "cells", "batch_size", "steps", "diag_batch"):
+        for name in ("size", "channels", "cells", "batch_size", "steps", "diag_batch",
+                     "threads"):
             value = getattr(self, name)
             if value is not None:
                 require_positive(name.replace("_", "-"), value)
@@ -187,6 +190,11 @@ def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=Non
     """Run (or resume) one search into the run folder ``out``; returns summary.json's content."""
     cfg.validate()
     cfg = cfg.resolved()
+    with fixed_threads(cfg.threads):
+        return _run_search(cfg, out, resume=resume, progress_bar=progress_bar)
+
+
+def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
     space = get_space(cfg.space)
     table = space_table(space, cfg.nb201_table)
     device = resolve_device(cfg.device)

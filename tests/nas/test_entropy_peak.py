@@ -1,0 +1,59 @@
+"""benchmarks/nas_entropy_peak.py: node-by-node recomputation, probe alignment, onsets."""
+
+import json
+
+import pytest
+import torch
+
+from genlab.nas.search import SearchConfig, run_search
+from genlab.nas.spaces import NB201_OPS
+from genlab.nas.supernet import NB201SuperNet, edge_index
+
+
+@pytest.fixture(scope="module")
+def peak(bench_script):
+    return bench_script("nas_entropy_peak")
+
+
+def test_cell_nodes_reproduce_the_fused_cell(peak, nas_step_bench):
+    # the per-edge reference cell (one module per op) with the fused cell's kernels
+    torch.manual_seed(0)
+    net = NB201SuperNet(C=3, N=1, num_classes=3, in_channels=1).double()
+    ref = nas_step_bench.ReferenceSuperNet(C=3, N=1, num_classes=3, in_channels=1).double()
+    nas_step_bench.copy_reference_into(net, ref)
+    cell, ref_cell = net.search_cells()[0], ref.cells[0]
+    x = torch.randn(10, 3, 6, 6, dtype=torch.float64)
+    w = torch.softmax(torch.randn(6, 5, dtype=torch.float64), -1)
+    nodes = peak.cell_nodes(cell, x, w)
+    assert torch.allclose(nodes[-1], cell(x, w), atol=1e-10)
+    ref_nodes = [x]
+    for i in range(1, 4):  # the reference cell, node by node
+        ref_nodes.append(sum(ref_cell.edges[f"{i}<-{j}"](ref_nodes[j], w[edge_index(i, j)])
+                             for j in range(i)))
+    for mine, theirs in zip(nodes, ref_nodes, strict=True):
+        assert torch.allclose(mine, theirs, atol=1e-10)
+
+
+def test_probed_search_pairs_nodes_with_metrics_and_leaves_the_search_alone(peak, tmp_path):
+    cfg = SearchConfig(reg="none", steps=22, channels=4, hessian_points=0)
+    metrics = peak.probed_search(cfg, tmp_path / "probed")
+    plain = run_search(cfg, tmp_path / "plain", progress_bar=False)
+    assert len(metrics) == 2 and all(len(m["nodes"]) == 3 for m in metrics)
+    assert all(len(cell) == 4 for m in metrics for cell in m["nodes"])
+    probed = json.loads((tmp_path / "probed" / "summary.json").read_text())
+    assert probed["alpha"] == plain["alpha"]  # the probe reads, never writes
+    assert peak.probed_search(cfg, tmp_path / "probed") == metrics  # reused when finished
+    assert peak.analyse(metrics, NB201_OPS)["peak_step"] in (11, 22)
+
+
+def test_onset_rules_on_hand_curves(peak):
+    steps = [10, 20, 30, 40, 50, 60]
+    assert peak.rise_onset(steps, [0.6, 0.55, 0.5, 0.52, 0.58, 0.7]) == 30
+    assert peak.rise_onset(steps, [0.6, 0.55, 0.5, 0.5, 0.49, 0.5]) is None  # no clear rise
+    assert peak.count_onset(steps, [2, 1, 3, 1, 2, 3]) == 50
+    assert peak.count_onset(steps, [2, 1, 3, 1, 2, 1]) is None
+
+
+def test_moving_average_hand_values(peak):
+    got = peak.moving_average([0.0, 3.0, 6.0, 3.0], 3)
+    assert got.tolist() == pytest.approx([1.5, 3.0, 4.0, 4.5])
