@@ -1,6 +1,7 @@
 """Run specs: finished runs are read back, interrupted ones resumed, others started."""
 
 import json
+from dataclasses import asdict
 
 import pytest
 
@@ -42,3 +43,12 @@ def test_run_specs_in_worker_processes(tmp_path):
     assert [out[f"w{i}"]["value"] for i in range(4)] == [0, 2, 4, 6]
     for i in range(4):
         assert json.loads((tmp_path / f"w{i}" / "summary.json").read_text())["value"] == 2 * i
+
+
+def test_run_specs_refuses_a_folder_made_with_other_options(tmp_path):
+    from genlab.gaze.train import GazeTrainConfig
+
+    spec = RunSpec("a", GazeTrainConfig(steps=5), tmp_path / "a")
+    RunDir(spec.folder, asdict(GazeTrainConfig(steps=7)))
+    with pytest.raises(ConfigError, match="steps: 7 -> 5"):
+        run_specs([spec], fake_execute, progress_bar=False)

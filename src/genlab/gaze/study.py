@@ -3,17 +3,19 @@
 A study (the synthetic bench, the paper protocol) is a list of :class:`RunSpec`
 (name, config, run folder). :func:`run_specs` executes them: a spec whose folder holds
 summary.json is finished and is read back, one whose folder holds only config.json was
-interrupted and is resumed, the others start. Specs do not depend on each other, so
+interrupted and is resumed, the others start. A folder whose config.json differs from
+its spec's config is refused before anything runs. Specs do not depend on each other, so
 they may run in any order or at the same time (``workers`` processes); everything a
 run needs is in its config, and data are shared through a cache on disk.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 
 from genlab.core.errors import ConfigError, require_positive
@@ -39,6 +41,20 @@ class RunSpec:
     def started(self) -> bool:
         return (self.folder / CONFIG).is_file()
 
+    def check_folder(self) -> None:
+        """ConfigError if the folder holds a run made with other options than this spec's."""
+        if not self.started or not is_dataclass(self.config):
+            return
+        want = json.loads(json.dumps(asdict(self.config)))
+        have = read_json(self.folder / CONFIG)
+        diffs = sorted(k for k in want if have.get(k) != want[k])
+        if diffs:
+            raise ConfigError(
+                f"{self.folder} holds a run of {self.name} with other options ("
+                + ", ".join(f"{k}: {have.get(k)!r} -> {want[k]!r}" for k in diffs[:4])
+                + "); choose another output folder or remove it"
+            )
+
 
 Execute = Callable[[RunSpec, bool], dict]  # (spec, resume) -> summary
 
@@ -58,6 +74,8 @@ def run_specs(specs: Sequence[RunSpec], execute: Execute, *, workers: int = 1,
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ConfigError(f"run specs need unique names, got duplicates in {names}")
+    for spec in specs:
+        spec.check_folder()
     results = {s.name: read_json(s.folder / SUMMARY) for s in specs if s.finished}
     pending = [s for s in specs if not s.finished]
     with progress(len(specs), description, progress_bar, completed=len(results)) as tick:
