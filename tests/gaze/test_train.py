@@ -171,8 +171,11 @@ def test_training_learns_well_below_the_constant_predictor(tmp_path):
 
 def test_interrupted_run_resumed_equals_uninterrupted(tmp_path, tiny_task, monkeypatch):
     cfg = GazeTrainConfig(model="moegaze", balance="rebalance", source="app-e",
-                          targets=["app-m", "app-d"], **TINY)
+                          targets=["app-m", "app-d"], reinit_router_at=0.5, **TINY)
     full_model, full = train_gaze(cfg, tiny_task, tmp_path / "full", progress_bar=False)
+    refits = [json.loads(x).get("router_prepared") for x in
+              (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+    assert refits == [None, True, None]  # step 5 of 9 falls in the second chunk
 
     real_step, calls = train_mod.GazeTrainer.step, {"n": 0}
 

@@ -42,11 +42,16 @@ class RunSpec:
         return (self.folder / CONFIG).is_file()
 
     def check_folder(self) -> None:
-        """ConfigError if the folder holds a run made with other options than this spec's."""
+        """ConfigError if the folder holds a run made with other options than this spec's.
+
+        An option missing from the folder's config.json (added to genlab later) counts as
+        its default value.
+        """
         if not self.started or not is_dataclass(self.config):
             return
         want = json.loads(json.dumps(asdict(self.config)))
-        have = read_json(self.folder / CONFIG)
+        defaults = json.loads(json.dumps(asdict(type(self.config)())))
+        have = {**defaults, **read_json(self.folder / CONFIG)}
         diffs = sorted(k for k in want if have.get(k) != want[k])
         if diffs:
             raise ConfigError(

@@ -7,6 +7,10 @@ any data). Loss per step = L1(gaze, target) + ``balance_weight`` * L_bal +
 ``appearance_weight`` * L_app, where L_bal and L_app are MoEGaze's auxiliary losses
 (our reconstruction, see genlab.gaze.routing); the baseline has only the L1 term.
 
+``reinit_router_at`` (a fraction of the steps, 0 = never) calls the model's
+``prepare`` hook again at the end of the chunk that reaches that step: MoEGaze then
+re-fits its prototypes by k-means on the appearance embeddings learned so far.
+
 Batches come from a seeded stream that depends only on (seed, step) (see
 genlab.gaze.splits.step_batches): models trained with the same seed see the same
 batches in the same order, which pairs a baseline and a MoEGaze run of one seed
@@ -74,6 +78,7 @@ class GazeTrainConfig:
     balance_weight: float = 0.05
     appearance_weight: float = 0.2
     appearance_grad: bool = False
+    reinit_router_at: float = 0.0
     train_count: int = 4000
     test_count: int = 1000
     val_fraction: float = 0.2
@@ -102,6 +107,8 @@ class GazeTrainConfig:
             require_positive(name, getattr(self, name), allow_zero=True)
         if not 0 < self.fraction <= 1:
             raise ConfigError(f"fraction must be in (0, 1], got {self.fraction}")
+        if not 0 <= self.reinit_router_at < 1:
+            raise ConfigError(f"reinit_router_at must be in [0, 1), got {self.reinit_router_at}")
         if not 0 < self.val_fraction < 1:
             raise ConfigError(f"val_fraction must be in (0, 1), got {self.val_fraction}")
         if len(self.size) != 2 or min(self.size) < 8:
@@ -235,8 +242,14 @@ def train_gaze(cfg: GazeTrainConfig, data, out: str | Path, *, resume: bool = Fa
     curve_val = take_share(data.val, min(1.0, cfg.curve_val_images / len(data.val)),
                            cfg.data_seed)
 
+    reinit_step = round(cfg.reinit_router_at * cfg.steps)
+
     def on_chunk(chunk: int, m) -> dict:
-        record = {"step": chunk_steps(chunk)[1], **trainer.pop_parts()}
+        start, stop = chunk_steps(chunk)
+        record = {"step": stop, **trainer.pop_parts()}
+        if start < reinit_step <= stop:  # re-fit the router on the trained embeddings
+            m.prepare(data.train, device, cfg.seed, cfg.eval_batch_size)
+            record["router_prepared"] = True
         record["val_mean_deg"] = summarise(predict(m, curve_val, device, cfg.eval_batch_size),
                                            curve_val.labels)["mean_deg"]
         return record
