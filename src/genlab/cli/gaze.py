@@ -78,12 +78,12 @@ def train(
     pretrained: Path = typer.Option(None, help="torchvision-layout ResNet state-dict file "
                                     "for the backbone (needs --width 64 --stem imagenet)."),
     fraction: float = typer.Option(1.0, help="Share of the source training images, in (0, 1]."),
-    steps: int = typer.Option(600, help="Optimiser steps (the same for any --fraction)."),
+    steps: int = typer.Option(400, help="Optimiser steps (the same for any --fraction)."),
     warmup_steps: int = typer.Option(30, help="Linear LR warm-up steps (then cosine to 0)."),
     eval_every: int = typer.Option(100, help="Checkpoint and validation interval in steps."),
     batch_size: int = typer.Option(64, help="Mini-batch size."),
     lr: float = typer.Option(3e-3, help="AdamW learning rate."),
-    train_count: int = typer.Option(4000, help="Synthetic source images rendered (before "
+    train_count: int = typer.Option(3000, help="Synthetic source images rendered (before "
                                     "the subject hold-out)."),
     test_count: int = typer.Option(1000, help="Synthetic target images rendered."),
     size: str = typer.Option("32x48", help="Input size HEIGHTxWIDTH."),

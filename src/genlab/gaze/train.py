@@ -67,7 +67,7 @@ class GazeTrainConfig:
     appearance_dim: int = 32
     gaze_feat_dim: int = 64
     fraction: float = 1.0
-    steps: int = 600
+    steps: int = 400
     warmup_steps: int = 30
     eval_every: int = 100
     curve_val_images: int = 2000
@@ -79,7 +79,7 @@ class GazeTrainConfig:
     appearance_weight: float = 0.2
     appearance_grad: bool = False
     reinit_router_at: float = 0.0
-    train_count: int = 4000
+    train_count: int = 3000
     test_count: int = 1000
     val_fraction: float = 0.2
     size: list[int] = field(default_factory=lambda: [32, 48])
