@@ -36,6 +36,8 @@ VARIANTS = {
     "gaze loss reaches appearance": {"appearance_grad": True},
     "hard-train-soft-infer": {"routing": "hard-train-soft-infer"},
     "oracle (true cluster)": {"routing": "oracle"},
+    "gaze loss reaches the router": {"router_grad": True},
+    "router from gaze loss only": {"router_grad": True, "appearance_weight": 0.0},
 }
 
 

@@ -282,3 +282,13 @@ def test_models_share_one_interface_and_hooks():
         out = m.outputs(x, _labels(3, [1, 1, 2]))
         assert out.gaze.shape == (3, 2) and torch.allclose(m(x), out.gaze)
         m.after_step(out)  # never raises, whatever the model
+
+
+@pytest.mark.parametrize("kw, reaches", [({}, False), ({"router_grad": True}, True)])
+def test_gaze_loss_reaches_the_appearance_mlp_only_with_router_grad(kw, reaches):
+    m = _model(**kw).train()
+    m(torch.rand(4, 3, 20, 28)).abs().mean().backward()  # gaze only: no contrastive term
+    g = m.appearance[0].weight.grad
+    assert (g is not None and bool(g.abs().sum() > 0)) == reaches
+    # the backbone gets gaze gradient either way, but never through the appearance branch
+    assert m.backbone.conv1.weight.grad.abs().sum() > 0

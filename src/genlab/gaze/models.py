@@ -24,7 +24,9 @@ carry colour, texture and shape but little of where the iris is. By default the
 branch reads that map through a stop-gradient and the router reads ``a`` through
 a stop-gradient too, so ``a`` is learned only from the subject-contrastive loss
 (appearance, not gaze) and the gaze loss shapes the backbone, prototypes, experts
-and head. ``appearance_grad=True`` lets the gaze loss reach ``a``.
+and head. ``router_grad=True`` lets the gaze loss reach ``a`` (the appearance MLP) while
+the backbone map stays detached; ``appearance_grad=True`` removes both stop-gradients
+(then the subject-contrastive loss also shapes the backbone).
 ``routing="oracle"`` replaces the router by the sample's true appearance cluster
 (one-hot), where the data know it: the upper reference of appearance routing.
 
@@ -145,6 +147,7 @@ class MoEGaze(GazeModel):
         balance: str = "switch",
         appearance_stage: int = 2,
         appearance_grad: bool = False,
+        router_grad: bool = False,
         contrastive_tau: float = 0.1,
         rebalance_momentum: float = 0.05,
         stem: str = "small",
@@ -166,12 +169,14 @@ class MoEGaze(GazeModel):
             "gaze_feat_dim": gaze_feat_dim, "expert_hidden": expert_hidden,
             "temperature": temperature, "routing": routing, "balance": balance,
             "appearance_stage": appearance_stage, "appearance_grad": appearance_grad,
-            "contrastive_tau": contrastive_tau, "rebalance_momentum": rebalance_momentum,
+            "router_grad": router_grad, "contrastive_tau": contrastive_tau,
+            "rebalance_momentum": rebalance_momentum,
             "stem": stem, "input_norm": input_norm,
         }
         self.num_experts, self.temperature = num_experts, temperature
         self.routing, self.balance = routing, balance
         self.appearance_stage, self.appearance_grad = appearance_stage, appearance_grad
+        self.router_grad = router_grad
         self.contrastive_tau, self.rebalance_momentum = contrastive_tau, rebalance_momentum
         self.backbone = _backbone(width, stem, input_norm, init_seed)
         style_dim = 2 * self.backbone.widths[appearance_stage - 1]
@@ -235,7 +240,8 @@ class MoEGaze(GazeModel):
     def outputs(self, x: torch.Tensor, labels: GazeLabels | None = None) -> GazeOutput:
         feats, maps = self.backbone(x, return_stages=True)
         appearance = self.appearance_embedding(maps)
-        router_in = appearance if self.appearance_grad else appearance.detach()
+        router_in = appearance if (self.appearance_grad or self.router_grad) else (
+            appearance.detach())
         soft = self.router_probs(router_in)
         losses = {}
         if self.routing == "oracle":
@@ -300,7 +306,8 @@ MODELS: dict[str, ModelEntry] = {
     "moegaze": ModelEntry(MoEGaze, (*BACKBONE_OPTIONS, "num_experts", "appearance_dim",
                                     "gaze_feat_dim", "expert_hidden", "temperature", "routing",
                                     "balance", "appearance_stage", "appearance_grad",
-                                    "contrastive_tau", "rebalance_momentum", "init_seed")),
+                                    "router_grad", "contrastive_tau", "rebalance_momentum",
+                                    "init_seed")),
 }
 
 

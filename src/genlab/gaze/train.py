@@ -78,6 +78,7 @@ class GazeTrainConfig:
     balance_weight: float = 0.05
     appearance_weight: float = 0.2
     appearance_grad: bool = False
+    router_grad: bool = False
     reinit_router_at: float = 0.0
     train_count: int = 3000
     test_count: int = 1000
@@ -124,7 +125,7 @@ class GazeTrainConfig:
             "num_experts": self.experts, "appearance_dim": self.appearance_dim,
             "gaze_feat_dim": self.gaze_feat_dim, "temperature": self.temperature,
             "routing": self.routing, "balance": self.balance,
-            "appearance_grad": self.appearance_grad,
+            "appearance_grad": self.appearance_grad, "router_grad": self.router_grad,
         }
 
 
