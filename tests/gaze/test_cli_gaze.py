@@ -23,6 +23,9 @@ def _run(args, capsys):
         (["--routing", "top2"], "routing"),
         (["--source", "nowhere"], "nowhere"),
         (["--size", "32by48"], "size"),
+        (["--steps", "0"], "steps"),
+        (["--target", "mpii:"], "mpii"),
+        (["--source", "nosuchset:/x"], "nosuchset"),
     ],
 )
 def test_train_bad_options_exit_2_with_one_line(args, word, tmp_path, capsys):
@@ -57,8 +60,10 @@ def test_train_predict_eval_end_to_end(tmp_path, capsys):
             run,
             "--width",
             "4",
-            "--epochs",
-            "1",
+            "--steps",
+            "2",
+            "--eval-every",
+            "2",
             "--train-count",
             "64",
             "--test-count",
@@ -70,7 +75,7 @@ def test_train_predict_eval_end_to_end(tmp_path, capsys):
         ],
         capsys,
     )
-    assert "target mean angular error" in out
+    assert "target narrow-m: mean angular error" in out and "constant predictor" in out
     cv2.imwrite(str(tmp_path / "eye.png"), np.full((30, 40, 3), 128, np.uint8))
     out = _ok(
         ["gaze", "predict", run, str(tmp_path / "eye.png"), "--out", str(tmp_path / "p.png")],
@@ -84,7 +89,7 @@ def test_train_predict_eval_end_to_end(tmp_path, capsys):
             run,
             "--out",
             str(tmp_path / "ev"),
-            "--domain",
+            "--data",
             "narrow-d",
             "--count",
             "16",

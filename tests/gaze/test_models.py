@@ -5,8 +5,9 @@ import pytest
 import torch
 from torch import nn
 
-from genlab.core.errors import ConfigError
+from genlab.core.errors import ConfigError, DataError
 from genlab.gaze.backbones import ResNetBackbone
+from genlab.gaze.gazeset import GazeLabels
 from genlab.gaze.models import GazeBaseline, MoEGaze, build_model
 from genlab.gaze.routing import (
     ExpertBank,
@@ -15,6 +16,11 @@ from genlab.gaze.routing import (
     subject_contrastive_loss,
     switch_balance_loss,
 )
+
+
+def _labels(n, subjects=None, clusters=None):
+    subjects = list(range(n)) if subjects is None else subjects
+    return GazeLabels.build(np.zeros((n, 2)), subjects, clusters)
 
 
 def _model(**kw):
@@ -34,8 +40,7 @@ def _model(**kw):
 @pytest.mark.parametrize("training", [True, False])
 def test_router_weights_sum_to_one(routing, training):
     m = _model(routing=routing).train(training)
-    _, aux = m(torch.rand(6, 3, 20, 28), return_aux=True)
-    w = aux["router_weights"]
+    w = m.outputs(torch.rand(6, 3, 20, 28)).router_weights
     assert w.shape == (6, 4)
     assert torch.allclose(w.sum(dim=1), torch.ones(6), atol=1e-6)
     assert (w >= -1e-6).all()
@@ -67,17 +72,15 @@ def _expert_grads(m):
 
 def test_gradients_reach_every_expert_soft():
     m = _model(routing="soft").train()
-    gaze, _ = m(torch.rand(8, 3, 20, 28), return_aux=True)
-    gaze.abs().mean().backward()
+    m(torch.rand(8, 3, 20, 28)).abs().mean().backward()
     for k, g in enumerate(_expert_grads(m)):
         assert g.abs().sum() > 0, f"expert {k} got no gradient"
 
 
 def _assign_one_sample_per_expert(m, x):
     """Put prototype k on sample k's appearance so each expert owns one sample."""
-    _, aux = m(x, return_aux=True)
     with torch.no_grad():
-        m.prototypes.copy_(aux["appearance"][: m.num_experts])
+        m.prototypes.copy_(m.outputs(x).appearance[: m.num_experts])
 
 
 def test_gradients_reach_every_assigned_expert_hard_train():
@@ -85,9 +88,9 @@ def test_gradients_reach_every_assigned_expert_hard_train():
     torch.manual_seed(1)
     x = torch.rand(4, 3, 20, 28)
     _assign_one_sample_per_expert(m, x)
-    gaze, aux = m(x, return_aux=True)
-    assert sorted(aux["router_weights"].argmax(1).tolist()) == [0, 1, 2, 3]
-    gaze.abs().mean().backward()
+    out = m.outputs(x)
+    assert sorted(out.router_weights.argmax(1).tolist()) == [0, 1, 2, 3]
+    out.gaze.abs().mean().backward()
     for k, g in enumerate(_expert_grads(m)):
         assert g.abs().sum() > 0, f"expert {k} got no gradient"
 
@@ -97,9 +100,9 @@ def test_hard_training_trains_only_the_assigned_expert():
     torch.manual_seed(1)
     x = torch.rand(4, 3, 20, 28)
     _assign_one_sample_per_expert(m, x)
-    gaze, aux = m(x, return_aux=True)
-    owner = aux["router_weights"].argmax(1)
-    gaze[owner == 2].abs().sum().backward()  # loss of expert 2's sample only
+    out = m.outputs(x)
+    owner = out.router_weights.argmax(1)
+    out.gaze[owner == 2].abs().sum().backward()  # loss of expert 2's sample only
     grads = _expert_grads(m)
     assert grads[2].abs().sum() > 0
     for k in (0, 1, 3):
@@ -125,10 +128,10 @@ def test_batched_experts_equal_a_loop_of_linear_layers():
 def test_mixture_equals_weighted_sum_of_expert_outputs():
     m = _model(routing="soft").eval()
     x = torch.rand(5, 3, 20, 28)
-    gaze, aux = m(x, return_aux=True)
+    out = m.outputs(x)
     feats = m.backbone(x)
-    z = sum(aux["router_weights"][:, k : k + 1] * m.experts.forward_one(feats, k) for k in range(4))
-    assert torch.allclose(gaze, m.head(z), atol=1e-5)
+    z = sum(out.router_weights[:, k : k + 1] * m.experts.forward_one(feats, k) for k in range(4))
+    assert torch.allclose(out.gaze, m.head(z), atol=1e-5)
 
 
 @pytest.mark.parametrize("size", [(20, 28), (36, 60), (17, 23)])
@@ -137,11 +140,12 @@ def test_shapes(size):
     b = GazeBaseline(width=4, gaze_feat_dim=8, expert_hidden=8)
     assert b(x).shape == (3, 2)
     m = _model(num_experts=3)
-    gaze, aux = m(x, return_aux=True, subjects=torch.tensor([0, 0, 1]))
-    assert gaze.shape == (3, 2)
-    assert aux["appearance"].shape == (3, 8)
-    assert torch.allclose(aux["appearance"].norm(dim=1), torch.ones(3), atol=1e-5)
-    assert set(aux["losses"]) == {"balance", "appearance"}
+    out = m.outputs(x, _labels(3, [0, 0, 1]))
+    assert out.gaze.shape == (3, 2)
+    assert out.appearance.shape == (3, 8)
+    assert torch.allclose(out.appearance.norm(dim=1), torch.ones(3), atol=1e-5)
+    assert set(out.losses) == {"balance", "appearance"}
+    assert set(m.outputs(x).losses) == {"balance"}  # no labels: no subject-contrastive term
     feats, maps = ResNetBackbone(4)(x, return_stages=True)
     assert feats.shape == (3, 32) and [f.shape[1] for f in maps] == [4, 8, 16, 32]
 
@@ -234,3 +238,57 @@ def test_build_model_by_name():
     assert isinstance(build_model("moegaze", width=4, num_experts=3), MoEGaze)
     with pytest.raises(ConfigError, match="model"):
         build_model("vit")
+
+
+def test_oracle_routing_is_the_true_cluster_one_hot():
+    m = _model(routing="oracle").eval()
+    x = torch.rand(4, 3, 20, 28)
+    out = m.outputs(x, _labels(4, clusters=[3, 0, 2, 0]))
+    assert out.router_weights.argmax(1).tolist() == [3, 0, 2, 0]
+    assert torch.equal(out.router_weights.sum(1), torch.ones(4))
+    feats = m.backbone(x)
+    ref = m.head(torch.stack([m.experts.forward_one(feats[i:i + 1], k)[0]
+                              for i, k in enumerate([3, 0, 2, 0])]))
+    assert torch.allclose(out.gaze, ref, atol=1e-5)
+    assert "balance" not in out.losses
+    with pytest.raises(ConfigError, match="oracle"):
+        m(x)  # no labels, no clusters
+    with pytest.raises(DataError, match="oracle"):
+        m.outputs(x, _labels(4, clusters=[0, 1, 4, 0]))  # cluster 4 with 4 experts
+    with pytest.raises(DataError, match="oracle"):
+        m.outputs(x, _labels(4))  # clusters unknown (-1)
+
+
+def test_same_seed_gives_identical_shared_parts_across_models():
+    kw = {"width": 4, "gaze_feat_dim": 8, "expert_hidden": 8}
+    b = build_model("baseline", init_seed=3, **kw)
+    m = build_model("moegaze", init_seed=3, num_experts=2, appearance_dim=8, **kw)
+    other = build_model("baseline", init_seed=4, **kw)
+    for part in ("backbone", "head"):
+        sb, sm = getattr(b, part).state_dict(), getattr(m, part).state_dict()
+        assert sb.keys() == sm.keys()
+        assert all(torch.equal(sb[k], sm[k]) for k in sb), part
+    assert not torch.equal(b.backbone.conv1.weight, other.backbone.conv1.weight)
+    state = torch.get_rng_state()
+    build_model("baseline", init_seed=5, **kw)
+    assert torch.equal(state, torch.get_rng_state())  # the global RNG is left alone
+
+
+def test_models_share_one_interface_and_hooks():
+    x = torch.rand(3, 3, 20, 28)
+    for name in ("baseline", "moegaze"):
+        m = build_model(name, width=4, gaze_feat_dim=8, expert_hidden=8, num_experts=2,
+                        appearance_dim=8)
+        out = m.outputs(x, _labels(3, [1, 1, 2]))
+        assert out.gaze.shape == (3, 2) and torch.allclose(m(x), out.gaze)
+        m.after_step(out)  # never raises, whatever the model
+
+
+@pytest.mark.parametrize("kw, reaches", [({}, False), ({"router_grad": True}, True)])
+def test_gaze_loss_reaches_the_appearance_mlp_only_with_router_grad(kw, reaches):
+    m = _model(**kw).train()
+    m(torch.rand(4, 3, 20, 28)).abs().mean().backward()  # gaze only: no contrastive term
+    g = m.appearance[0].weight.grad
+    assert (g is not None and bool(g.abs().sum() > 0)) == reaches
+    # the backbone gets gaze gradient either way, but never through the appearance branch
+    assert m.backbone.conv1.weight.grad.abs().sum() > 0

@@ -176,3 +176,59 @@ def test_render_to_folder_writes_h5_grid_summary_and_refuses_overwrite(tmp_path)
         with pytest.raises(ConfigError):
             render_to_folder(args["count"], args["domain"], 0, tmp_path / "bad", args["size"])
         assert not (tmp_path / "bad").exists()  # nothing written on bad options
+
+
+# ----------------------------------------------------------------------------- worlds
+
+
+def test_cluster_quotas_follow_the_stated_proportions():
+    from collections import Counter
+
+    from genlab.gaze.synth_worlds import CLUSTERS
+
+    for domain, n, want in (("app-m", 20, [2, 4, 6, 8]), ("app-e", 80, [44, 20, 12, 4]),
+                            ("app-d", 20, [4, 2, 8, 6])):
+        subjects = sample_subjects(domain, n, 0)
+        counts = Counter(s.cluster for s in subjects)
+        assert [counts[k] for k in range(4)] == want, domain
+        for s in subjects:
+            c = CLUSTERS[s.cluster]
+            assert s.iris_family == c.iris_family and s.iris_gain == c.iris_gain
+            assert abs(np.degrees(s.kappa[1]) - c.kappa_deg[1]) < 2.5  # 0.5 deg spread
+    assert {s.cluster for s in sample_subjects("broad-e", 10, 0)} == {-1}
+    batch = render_domain("app-m", 40, seed=0, size=(16, 24))
+    by_subject = {s.subject_id: s.cluster for s in sample_subjects("app-m", 20, 0)}
+    assert batch.cluster.tolist() == [by_subject[i] for i in batch.subject.tolist()]
+
+
+def test_iris_gain_scales_the_iris_displacement():
+    s = replace(sample_subjects("broad-e", 1, 0)[0], iris_rgb=(0.1, 0.25, 0.95), aperture=1.5,
+                glasses=False, kappa=(0.0, 0.0))
+    fast = replace(s, iris_gain=1.35)
+    gaze = np.radians([[0.0, -15.0], [0.0, 15.0]] * 2).astype(np.float32)
+    imgs = render_eyes(gaze, [s, s, fast, fast], np.zeros_like(gaze), np.random.default_rng(0),
+                       conditions=CLEAN)
+    c = _iris_centroids(imgs)
+    ratio = abs(c[2, 0] - c[3, 0]) / abs(c[0, 0] - c[1, 0])
+    assert ratio == pytest.approx(np.sin(np.radians(1.35 * 15)) / np.sin(np.radians(15)),
+                                  rel=0.05)
+
+
+def _differing_fields(a, b):
+    from dataclasses import asdict
+
+    da, db = asdict(DOMAINS[a]), asdict(DOMAINS[b])
+    return {k for k in da if da[k] != db[k]} - {"name", "description", "subject_offset",
+                                                 "n_subjects"}
+
+
+def test_worlds_shift_only_what_they_say():
+    for a, b in (("app-e", "app-m"), ("app-e", "app-g"), ("app-g", "app-d")):
+        assert _differing_fields(a, b) == {"cluster_probs"}  # same capture and gaze range
+    assert _differing_fields("ctrl-s", "ctrl-label") == {"gaze_mean", "gaze_std", "gaze_limit"}
+    capture = _differing_fields("ctrl-s", "ctrl-capture")
+    assert capture and capture <= {"light_intensity", "ambient", "coloured_light_prob",
+                                   "light_colour_std", "light_dir_std", "side_shadow",
+                                   "blur_sigma", "resolution_scale", "noise_std",
+                                   "jpeg_quality"}
+    assert not DOMAINS["ctrl-s"].clusters and len(DOMAINS["app-m"].clusters) == 4

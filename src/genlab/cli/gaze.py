@@ -1,4 +1,4 @@
-"""`genlab gaze ...` commands: render, train, eval, predict, bench (thin over genlab.gaze)."""
+"""`genlab gaze ...`: render, train, eval, predict, bench, paper (thin over genlab.gaze)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ RECON = (
     "full text is public): cosine router over k-means prototypes, batched experts, "
     "Switch balance loss, subject-contrastive appearance loss."
 )
+DATA_HELP = ("a synthetic domain (broad-e, broad-g, narrow-m, narrow-d, app-e, app-g, app-m, "
+             "app-d, ctrl-s, ctrl-label, ctrl-capture, mixed) or a real data set as NAME:ROOT "
+             "(xgaze, gaze360, mpii, eyediap; see docs/moegaze.md)")
 
 
 def parse_size(text: str) -> list[int]:
@@ -29,12 +32,18 @@ def parse_size(text: str) -> list[int]:
     return [h, w]
 
 
+def parse_list(text: str, kind=str, option: str = "") -> list:
+    """'a,b' -> [a, b] converted by ``kind``."""
+    try:
+        return [kind(v.strip()) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"{option} must be a comma-separated list, got {text!r}") from exc
+
+
 @app.command()
 def render(
-    out: Path = typer.Option(..., help="Folder for the PNG images and labels."),
-    domain: str = typer.Option(
-        "mixed", help="Synthetic domain: broad-e, broad-g, narrow-m, narrow-d, mixed."
-    ),
+    out: Path = typer.Option(..., help="Folder for the h5 files, sample grid and summary."),
+    domain: str = typer.Option("mixed", help="Synthetic domain (see `genlab gaze train`)."),
     count: int = typer.Option(64, help="Number of images."),
     seed: int = typer.Option(0, help="Rendering seed."),
     size: str = typer.Option("64x96", help="Image size HEIGHTxWIDTH."),
@@ -49,116 +58,92 @@ def render(
     typer.echo(f"rendered {count} images of {domain} into {out}")
 
 
-@app.command(
-    help="Train a gaze model (baseline or MoEGaze) under the cross-domain protocol "
-    "or on real data. " + RECON
-)
+@app.command(help="Train a gaze model (baseline or MoEGaze) on a source and test it on "
+             "held-out source subjects and on every target. " + RECON)
 def train(
-    out: Path = typer.Option(
-        ..., help="Run folder (config.json, metrics.jsonl, checkpoint.pt, summary.json, plots)."
-    ),
+    out: Path = typer.Option(..., help="Run folder (config.json, metrics.jsonl, "
+                             "checkpoint.pt, summary.json, plots)."),
     model: str = typer.Option("moegaze", help="baseline or moegaze."),
-    source: str = typer.Option("broad-e", help="Source (training) domain."),
-    target: str = typer.Option("narrow-m", help="Target (test) domain, never trained on."),
+    source: str = typer.Option("broad-e", help="Training data: " + DATA_HELP + "."),
+    target: list[str] = typer.Option(None, help="Test data, never trained on (repeat for "
+                                     "several; default narrow-m)."),
     experts: int = typer.Option(4, help="Number of experts K (MoEGaze)."),
-    routing: str = typer.Option("soft", help="soft, hard-train-soft-infer or hard."),
+    routing: str = typer.Option("soft", help="soft, hard-train-soft-infer, hard or oracle "
+                                "(the true appearance cluster; appearance world only)."),
     balance: str = typer.Option("switch", help="switch, rebalance or none."),
     temperature: float = typer.Option(0.1, help="Router softmax temperature (> 0)."),
-    width: int = typer.Option(16, help="Backbone base width (ResNet-18 uses 64)."),
+    width: int = typer.Option(8, help="Backbone base width (ResNet-18: 64)."),
+    stem: str = typer.Option("small", help="small (3x3 stride 2) or imagenet (ResNet-18's)."),
+    input_norm: str = typer.Option("half", help="half (x - 0.5) or imagenet (mean/std)."),
+    pretrained: Path = typer.Option(None, help="torchvision-layout ResNet state-dict file "
+                                    "for the backbone (needs --width 64 --stem imagenet)."),
     fraction: float = typer.Option(1.0, help="Share of the source training images, in (0, 1]."),
-    epochs: int = typer.Option(8, help="Training epochs."),
+    steps: int = typer.Option(400, help="Optimiser steps (the same for any --fraction)."),
+    warmup_steps: int = typer.Option(30, help="Linear LR warm-up steps (then cosine to 0)."),
+    eval_every: int = typer.Option(100, help="Checkpoint and validation interval in steps."),
     batch_size: int = typer.Option(64, help="Mini-batch size."),
-    lr: float = typer.Option(2e-3, help="Adam learning rate."),
-    train_count: int = typer.Option(
-        3000, help="Source images rendered (before the subject hold-out)."
-    ),
-    test_count: int = typer.Option(1000, help="Target images rendered."),
+    lr: float = typer.Option(3e-3, help="AdamW learning rate."),
+    train_count: int = typer.Option(3000, help="Synthetic source images rendered (before "
+                                    "the subject hold-out)."),
+    test_count: int = typer.Option(1000, help="Synthetic target images rendered."),
     size: str = typer.Option("32x48", help="Input size HEIGHTxWIDTH."),
-    data_seed: int = typer.Option(0, help="Seed of the rendered data."),
+    data_seed: int = typer.Option(0, help="Seed of the rendered data and the subject split."),
     seed: int = typer.Option(0, help="Seed of initialisation, batches and the fraction."),
     device: str = typer.Option("cpu", help="cpu, cuda or auto."),
-    data_format: str = typer.Option("synthetic", help="synthetic, xgaze or gazehub."),
-    train_path: list[str] = typer.Option(None, help="Real data: training file(s)."),
-    test_path: list[str] = typer.Option(None, help="Real data: test file(s)."),
-    image_root: str = typer.Option(
-        None, help="GazeHub: folder the label files' paths are relative to."
-    ),
+    threads: int = typer.Option(1, help="torch CPU threads (0: torch's default); recorded."),
+    workers: int = typer.Option(0, help="DataLoader workers for real data."),
     resume: bool = typer.Option(False, help="Continue a killed run in --out."),
 ):
     from genlab.gaze.protocol import load_task_data
     from genlab.gaze.train import GazeTrainConfig, train_gaze
 
     cfg = GazeTrainConfig(
-        model=model,
-        source=source,
-        target=target,
-        experts=experts,
-        routing=routing,
-        balance=balance,
-        temperature=temperature,
-        width=width,
-        fraction=fraction,
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        train_count=train_count,
-        test_count=test_count,
-        size=parse_size(size),
-        data_seed=data_seed,
-        seed=seed,
-        device=device,
-        data_format=data_format,
-        train_path=list(train_path) if train_path else None,
-        test_path=list(test_path) if test_path else None,
-        image_root=image_root,
+        model=model, source=source, targets=list(target) if target else ["narrow-m"],
+        experts=experts, routing=routing, balance=balance, temperature=temperature,
+        width=width, stem=stem, input_norm=input_norm,
+        pretrained=str(pretrained) if pretrained else None, fraction=fraction, steps=steps,
+        warmup_steps=warmup_steps, eval_every=eval_every, batch_size=batch_size, lr=lr,
+        train_count=train_count, test_count=test_count, size=parse_size(size),
+        data_seed=data_seed, seed=seed, device=device, threads=threads, workers=workers,
     )
     cfg.validate()
     data = load_task_data(cfg)
     _, summary = train_gaze(cfg, data, out, resume=resume)
-    what = (
-        f"{cfg.source}->{cfg.target}"
-        if cfg.data_format == "synthetic"
-        else f"{cfg.data_format} files"
-    )
-    typer.echo(
-        f"{cfg.model} {what}: target mean angular error "
-        f"{summary['target_mean_deg']:.2f} deg (median "
-        f"{summary['target_median_deg']:.2f}); source val "
-        f"{summary['val_mean_deg']:.2f} deg"
-    )
+    typer.echo(f"{cfg.model} trained on {cfg.source}: held-out source subjects "
+               f"{summary['val_mean_deg']:.2f} deg (constant predictor "
+               f"{summary['constant_val_mean_deg']:.2f})")
+    for name, res in summary["targets"].items():
+        if res is None:
+            typer.echo(f"  {name}: unlabelled, no error")
+            continue
+        typer.echo(f"  target {name}: mean angular error {res['mean_deg']:.2f} deg (median "
+                   f"{res['median_deg']:.2f}; constant predictor "
+                   f"{res['constant']['mean_deg']:.2f})")
     typer.echo(f"run folder: {out}")
 
 
 @app.command(name="eval")
 def eval_(
     checkpoint: Path = typer.Argument(..., help="Run folder or its checkpoint.pt."),
-    out: Path = typer.Option(..., help="Folder for summary.json and gaze_arrows.png."),
-    domain: str = typer.Option("narrow-m", help="Synthetic domain to evaluate on."),
-    count: int = typer.Option(1000, help="Images rendered from the domain."),
+    out: Path = typer.Option(..., help="Folder for summary.json, predictions.csv, arrows."),
+    data: str = typer.Option("narrow-m", help="Data to evaluate on: " + DATA_HELP + "; "
+                             "unlabelled files (ETH-XGaze test) get predictions only."),
+    count: int = typer.Option(1000, help="Images rendered from a synthetic domain."),
     data_seed: int = typer.Option(1, help="Seed of the rendered images."),
-    data_format: str = typer.Option("synthetic", help="synthetic, xgaze or gazehub."),
-    test_path: list[str] = typer.Option(None, help="Real data: test file(s)."),
-    image_root: str = typer.Option(None, help="GazeHub: image folder."),
     device: str = typer.Option("cpu", help="cpu, cuda or auto."),
+    workers: int = typer.Option(0, help="DataLoader workers for real data."),
 ):
     """Evaluate a trained run on a synthetic domain or on real data."""
     from genlab.gaze.evaluate import evaluate_run
 
-    summary = evaluate_run(
-        checkpoint,
-        out,
-        domain=domain,
-        count=count,
-        data_seed=data_seed,
-        data_format=data_format,
-        test_path=list(test_path) if test_path else None,
-        image_root=image_root,
-        device=device,
-    )
-    typer.echo(
-        f"{summary['data']}: mean angular error {summary['mean_deg']:.2f} deg "
-        f"(median {summary['median_deg']:.2f}) over {summary['images']} images"
-    )
+    summary = evaluate_run(checkpoint, out, data=data, count=count, data_seed=data_seed,
+                           device=device, workers=workers)
+    if summary["labelled"]:
+        typer.echo(f"{summary['data']}: mean angular error {summary['mean_deg']:.2f} deg "
+                   f"(median {summary['median_deg']:.2f}) over {summary['images']} images")
+    else:
+        typer.echo(f"{summary['data']}: unlabelled, wrote predictions of "
+                   f"{summary['images']} images")
     typer.echo(f"results in {out}")
 
 
@@ -179,20 +164,69 @@ def predict(
 
 @app.command()
 def bench(
-    out: Path = typer.Option(..., help="Folder for runs/, bench.json, bench.md and plots."),
-    quick: bool = typer.Option(False, help="A tiny version (one task, one seed) in a minute."),
-    seeds: int = typer.Option(3, help="Seeds per setting."),
-    epochs: int = typer.Option(None, help="Override the training epochs."),
+    out: Path = typer.Option(..., help="Folder for runs/, data/, bench.json, bench.md, plot."),
+    quick: bool = typer.Option(False, help="The appearance world, 2 seeds, short runs."),
+    worlds: str = typer.Option(None, help="Comma-separated worlds (realistic, appearance, "
+                               "control; default all)."),
+    seeds: int = typer.Option(None, help="Seeds per setting (default 5)."),
+    steps: int = typer.Option(None, help="Optimiser steps per run (default 300)."),
+    workers: int = typer.Option(None, help="Runs trained at the same time (processes)."),
 ):
-    """The MoEGaze results table: 4 tasks x seeds, 10% data, K and routing ablations.
+    """MoEGaze vs the baseline in the synthetic worlds, with references and intervals.
 
     Resumable: every finished training is recorded; rerunning skips it.
     """
     from genlab.gaze.bench import BenchConfig, run_bench
 
-    cfg = BenchConfig.quick() if quick else BenchConfig(seeds=seeds)
-    if epochs is not None:
-        cfg.epochs = epochs
+    cfg = BenchConfig.quick() if quick else BenchConfig()
+    for name, value in (("seeds", seeds), ("steps", steps), ("workers", workers)):
+        if value is not None:
+            setattr(cfg, name, value)
+    if worlds:
+        cfg.worlds = parse_list(worlds, option="--worlds")
     result = run_bench(cfg, out)
     typer.echo(result["markdown"])
-    typer.echo(f"bench results in {out}")
+    typer.echo(f"bench results in {out} ({result['seconds']:.0f} s this invocation)")
+
+
+@app.command()
+def paper(
+    out: Path = typer.Option(..., help="Folder for runs/, paper.json and paper.md."),
+    xgaze: Path = typer.Option(None, help="ETH-XGaze root (train/subject*.h5)."),
+    gaze360: Path = typer.Option(None, help="Gaze360 in GazeHub layout (Label/, Image/)."),
+    mpii: Path = typer.Option(None, help="MPIIFaceGaze in GazeHub layout (Label/p*.label)."),
+    eyediap: Path = typer.Option(None, help="EyeDiap in GazeHub layout (Label/*.label)."),
+    pretrained: Path = typer.Option(None, help="torchvision-layout ResNet-18 state-dict file."),
+    models: str = typer.Option("baseline,moegaze", help="Models to train."),
+    fractions: str = typer.Option("1,0.1", help="Shares of the source data."),
+    seeds: int = typer.Option(3, help="Seeds per setting."),
+    reference_seeds: int = typer.Option(1, help="Seeds of the trained-on-target reference "
+                                        "(0: none)."),
+    steps: int = typer.Option(20000, help="Optimiser steps per run."),
+    batch_size: int = typer.Option(64, help="Mini-batch size."),
+    lr: float = typer.Option(1e-4, help="AdamW learning rate."),
+    size: str = typer.Option("224x224", help="Face size HEIGHTxWIDTH."),
+    width: int = typer.Option(64, help="Backbone width (64: ResNet-18)."),
+    eval_every: int = typer.Option(1000, help="Checkpoint and validation interval in steps."),
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    workers: int = typer.Option(4, help="DataLoader worker processes."),
+):
+    """The paper's protocol on real data: E/G -> M/D, baseline and MoEGaze, 100% and 10%.
+
+    Reads the data sets from your disk (nothing is downloaded); resumable.
+    """
+    from genlab.gaze.paper import PaperConfig, run_paper
+
+    cfg = PaperConfig(
+        xgaze=str(xgaze) if xgaze else None, gaze360=str(gaze360) if gaze360 else None,
+        mpii=str(mpii) if mpii else None, eyediap=str(eyediap) if eyediap else None,
+        pretrained=str(pretrained) if pretrained else None,
+        models=parse_list(models, option="--models"),
+        fractions=parse_list(fractions, float, "--fractions"), seeds=seeds,
+        reference_seeds=reference_seeds, steps=steps, batch_size=batch_size, lr=lr,
+        size=parse_size(size), width=width, eval_every=eval_every, device=device,
+        workers=workers,
+    )
+    result = run_paper(cfg, out)
+    typer.echo(result["markdown"])
+    typer.echo(f"paper results in {out}")

@@ -1,4 +1,4 @@
-"""MoEGaze data side: gaze geometry, a procedural eye renderer with exact labels, and readers."""
+"""MoEGaze: gaze geometry, a procedural eye renderer with exact labels, readers, models."""
 
 from genlab.gaze.datasets import (
     ETHXGaze,

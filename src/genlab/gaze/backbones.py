@@ -1,25 +1,36 @@
-"""A ResNet-18-style convolutional backbone, written here (torchvision is not a dependency).
+"""A ResNet-18-style backbone in torchvision's module layout, written here (no torchvision).
 
 Shape (He et al., CVPR-16, ResNet-18): a stem, four stages of two BasicBlocks
 ([2, 2, 2, 2]) with widths w, 2w, 4w, 8w and strides 1, 2, 2, 2, global average
-pooling. ``base_width`` 64 with ``stem="imagenet"`` (7x7 stride-2 conv + max-pool)
-is the original; genlab's default is ``base_width=16`` and a 3x3 stride-2 stem
-(our choice) so eye/face crops of a few dozen pixels train on a CPU. Any input
-height and width work. Inputs are RGB in [0, 1]; they are centred at 0.5 inside.
+pooling. Module names follow torchvision's ``resnet18`` (``conv1``, ``bn1``,
+``layer1.0.conv1`` ... ``layer4.1.bn2``, ``layerN.0.downsample.0/1``), so a user's
+state-dict file in that layout loads with :meth:`ResNetBackbone.load_pretrained`
+(its ``fc.*`` classifier is ignored; nothing is ever downloaded).
+
+``width`` 64 with ``stem="imagenet"`` (7x7 stride-2 conv + 3x3 stride-2 max-pool) is
+ResNet-18 itself; genlab's synthetic default is ``width=8``-16 with a 3x3 stride-2 stem
+(our choice) so eye crops of a few dozen pixels train on a CPU. Inputs are RGB in
+[0, 1]; ``input_norm`` centres them inside the model: "half" subtracts 0.5, "imagenet"
+standardises with the ImageNet mean and std (what torchvision's pretrained weights expect).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
-from genlab.core.errors import require_choice, require_positive
+from genlab.core.errors import CheckpointError, ConfigError, require_choice, require_positive
 
 STEMS = ("small", "imagenet")
+INPUT_NORMS = ("half", "imagenet")
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 class BasicBlock(nn.Module):
-    """Two 3x3 conv-BN layers with an identity (or 1x1 projection) shortcut."""
+    """Two 3x3 conv-BN layers with an identity (or 1x1 conv-BN ``downsample``) shortcut."""
 
     def __init__(self, in_ch: int, out_ch: int, stride: int = 1):
         super().__init__()
@@ -27,16 +38,17 @@ class BasicBlock(nn.Module):
         self.bn1 = nn.BatchNorm2d(out_ch)
         self.conv2 = nn.Conv2d(out_ch, out_ch, 3, 1, 1, bias=False)
         self.bn2 = nn.BatchNorm2d(out_ch)
-        self.shortcut = nn.Identity()
+        self.downsample = None
         if stride != 1 or in_ch != out_ch:
-            self.shortcut = nn.Sequential(
+            self.downsample = nn.Sequential(
                 nn.Conv2d(in_ch, out_ch, 1, stride, bias=False), nn.BatchNorm2d(out_ch)
             )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return torch.relu(out + self.shortcut(x))
+        shortcut = x if self.downsample is None else self.downsample(x)
+        return torch.relu(out + shortcut)
 
 
 class ResNetBackbone(nn.Module):
@@ -46,45 +58,81 @@ class ResNetBackbone(nn.Module):
     (for branches that read earlier, more appearance-like features).
     """
 
-    def __init__(
-        self, base_width: int = 16, blocks=(2, 2, 2, 2), in_channels: int = 3, stem: str = "small"
-    ):
+    def __init__(self, base_width: int = 16, blocks=(2, 2, 2, 2), in_channels: int = 3,
+                 stem: str = "small", input_norm: str = "half"):
         super().__init__()
         require_positive("width", base_width)
         require_choice("stem", stem, STEMS)
+        require_choice("input_norm", input_norm, INPUT_NORMS)
         if len(blocks) != 4 or any(b <= 0 for b in blocks):
-            from genlab.core.errors import ConfigError
-
             raise ConfigError(f"blocks must be four positive counts, got {tuple(blocks)}")
         w = base_width
-        if stem == "small":
-            self.stem = nn.Sequential(
-                nn.Conv2d(in_channels, w, 3, 2, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU()
-            )
-        else:
-            self.stem = nn.Sequential(
-                nn.Conv2d(in_channels, w, 7, 2, 3, bias=False),
-                nn.BatchNorm2d(w),
-                nn.ReLU(),
-                nn.MaxPool2d(3, 2, 1),
-            )
+        kernel, pad = (3, 1) if stem == "small" else (7, 3)
+        self.conv1 = nn.Conv2d(in_channels, w, kernel, 2, pad, bias=False)
+        self.bn1 = nn.BatchNorm2d(w)
+        self.maxpool = nn.MaxPool2d(3, 2, 1) if stem == "imagenet" else nn.Identity()
         widths = [w, 2 * w, 4 * w, 8 * w]
-        stages, in_ch = [], w
+        in_ch = w
         for i, (width, n) in enumerate(zip(widths, blocks, strict=True)):
-            stride = 1 if i == 0 else 2
-            layers = [BasicBlock(in_ch, width, stride)]
+            layers = [BasicBlock(in_ch, width, 1 if i == 0 else 2)]
             layers += [BasicBlock(width, width) for _ in range(n - 1)]
-            stages.append(nn.Sequential(*layers))
+            self.add_module(f"layer{i + 1}", nn.Sequential(*layers))
             in_ch = width
-        self.stages = nn.ModuleList(stages)
         self.widths = widths
         self.out_dim = widths[-1]
+        mean, std = ((0.5,) * 3, (1.0,) * 3) if input_norm == "half" else (IMAGENET_MEAN,
+                                                                             IMAGENET_STD)
+        self.register_buffer("input_mean", torch.tensor(mean).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("input_std", torch.tensor(std).view(1, 3, 1, 1), persistent=False)
+
+    @property
+    def stages(self) -> list[nn.Sequential]:
+        return [self.layer1, self.layer2, self.layer3, self.layer4]
 
     def forward(self, x: torch.Tensor, return_stages: bool = False):
-        h = self.stem(x.contiguous() - 0.5)  # NCHW: see protocol._to_tensor_images
+        # NCHW-contiguous input: see genlab.gaze.images.rgb_to_tensor
+        h = (x.contiguous() - self.input_mean) / self.input_std
+        h = self.maxpool(torch.relu(self.bn1(self.conv1(h))))
         maps = []
         for stage in self.stages:
             h = stage(h)
             maps.append(h)
         feats = h.mean(dim=(2, 3))
         return (feats, maps) if return_stages else feats
+
+    def load_pretrained(self, path: str | Path) -> list[str]:
+        """Load a torchvision-layout ResNet state dict (``fc.*`` ignored); return loaded keys.
+
+        The file is read with ``weights_only=True``; a dict holding the weights under
+        "state_dict" or "model" is unwrapped, and a "module." prefix (DataParallel) is
+        dropped. Missing keys and shape mismatches raise CheckpointError naming the file,
+        the key and the expected shape.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise CheckpointError(f"{path}: no such pretrained weights file")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
+            raise CheckpointError(f"{path}: not a readable state-dict file ({exc})") from exc
+        for key in ("state_dict", "model"):
+            if isinstance(state, dict) and isinstance(state.get(key), dict):
+                state = state[key]
+        if not isinstance(state, dict):
+            raise CheckpointError(f"{path}: expected a state dict (name -> tensor)")
+        state = {k.removeprefix("module."): v for k, v in state.items()}
+        own = self.state_dict()
+        missing = [k for k in own if k not in state]
+        if missing:
+            raise CheckpointError(
+                f"{path}: {len(missing)} backbone weights missing (first: {missing[:3]}); "
+                "expected torchvision's ResNet-18 layout (conv1, bn1, layer1.0.conv1, ...)"
+            )
+        for k, v in own.items():
+            if tuple(state[k].shape) != tuple(v.shape):
+                raise CheckpointError(
+                    f"{path}: {k} has shape {tuple(state[k].shape)} but the backbone expects "
+                    f"{tuple(v.shape)} (ResNet-18 weights need width 64 and the imagenet stem)"
+                )
+        self.load_state_dict({k: state[k] for k in own})
+        return list(own)

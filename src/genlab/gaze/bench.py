@@ -1,331 +1,148 @@
-"""`genlab gaze bench`: the MoEGaze results table on the synthetic cross-domain protocol.
+"""`genlab gaze bench`: MoEGaze against the baseline in the synthetic worlds.
 
-Runs (each a run folder under ``out/runs``; a finished one has summary.json and is
-skipped when the bench is rerun, a killed one is resumed):
+The bench is a list of run specs (genlab.gaze.study), each a run folder under
+``out/runs``; finished runs are skipped when it is rerun and interrupted ones resumed.
+For every world (genlab.gaze.protocol.WORLDS) and seed:
 
-* every task x seed: baseline and MoEGaze on all source data and on 10% of it;
-* ablations on ``ablation_task``: number of experts K and the routing mode.
+* each source: baseline and MoEGaze on all of its training data and on 10% of it, each
+  tested on the held-out source subjects and on *both* of the source's targets;
+* reference rows: a baseline trained on another population of each target (the
+  in-domain reference) and, in the appearance world, the oracle gate: MoEGaze routed by
+  the true appearance cluster (one expert per cluster), judged on held-out source subjects
+  against the baseline, before any target figure is read;
+* the control world's two targets (label shift only, capture shift only) at 100%.
 
-Data are rendered once per domain (``data_seed``) and shared by every run; the seed
-changes initialisation, batch order and the 10% subsample.
+Every run of a seed shares initialisation of the shared parts and batch order, so
+differences are paired by seed; intervals bootstrap over seeds and test subjects
+(genlab.gaze.stats). Nothing is selected on targets: every setting is fixed in advance.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from genlab.core.progress import progress
-from genlab.core.report import figure, markdown_table
-from genlab.core.runs import SUMMARY, read_json, write_json
-from genlab.gaze.protocol import TASKS, synthetic_task, with_fraction
-from genlab.gaze.train import GazeTrainConfig, train_gaze
+from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.core.runs import write_json
+from genlab.gaze.bench_tables import bench_tables, plot_main
+from genlab.gaze.protocol import WORLDS
+from genlab.gaze.study import RunSpec, TrainExecutor, run_specs
+from genlab.gaze.synth_domains import get_domain
+from genlab.gaze.train import GazeTrainConfig
+
+__all__ = ["BenchConfig", "bench_specs", "run_bench"]
 
 
 @dataclass
 class BenchConfig:
-    """Sizes of the benchmark (defaults: the README table, ~25 minutes on 2 CPU cores)."""
+    """Sizes of the bench (defaults: the README tables)."""
 
-    tasks: list[str] = field(default_factory=lambda: list(TASKS))
-    seeds: int = 3
-    epochs: int = 5
-    train_count: int = 1000
-    test_count: int = 400
+    worlds: list[str] = field(default_factory=lambda: list(WORLDS))
+    seeds: int = 5
+    reference_seeds: int = 3
+    steps: int = 300
+    batch_size: int = 64
+    train_count: int = 3000
+    test_count: int = 1000
     size: list[int] = field(default_factory=lambda: [32, 48])
     width: int = 8
     small_fraction: float = 0.1
-    ablation_task: str = "E->M"
-    ablation_experts: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
-    ablation_routings: list[str] = field(
-        default_factory=lambda: ["soft", "hard-train-soft-infer", "hard"]
-    )
-    ablation_temperatures: list[float] = field(default_factory=lambda: [0.02, 0.1, 1.0])
-    ablation_seeds: int = 3
     data_seed: int = 0
+    workers: int = 2
+    n_boot: int = 2000
     device: str = "cpu"
+
+    def validate(self) -> None:
+        for w in self.worlds:
+            require_choice("world", w, WORLDS)
+        for name in ("seeds", "reference_seeds", "steps", "batch_size", "train_count",
+                     "test_count", "width", "workers", "n_boot"):
+            require_positive(name, getattr(self, name))
+        if not 0 < self.small_fraction < 1:
+            raise ConfigError(f"small_fraction must be in (0, 1), got {self.small_fraction}")
 
     @classmethod
     def quick(cls) -> BenchConfig:
-        """One task, one seed, no ablations: a smoke version in about a minute."""
-        return cls(
-            tasks=["E->M"],
-            seeds=1,
-            epochs=3,
-            train_count=800,
-            test_count=300,
-            width=8,
-            ablation_experts=[],
-            ablation_routings=[],
-            ablation_seeds=0,
-        )
+        """The appearance world only, 2 seeds, short runs: a smoke version in minutes."""
+        return cls(worlds=["appearance"], seeds=2, reference_seeds=1, steps=60,
+                   train_count=800, test_count=300, workers=1, n_boot=500)
 
     def base(self) -> GazeTrainConfig:
         return GazeTrainConfig(
-            epochs=self.epochs,
-            train_count=self.train_count,
-            test_count=self.test_count,
-            size=list(self.size),
-            width=self.width,
-            data_seed=self.data_seed,
-            device=self.device,
+            steps=self.steps, batch_size=self.batch_size, train_count=self.train_count,
+            test_count=self.test_count, size=list(self.size), width=self.width,
+            data_seed=self.data_seed, device=self.device, eval_every=100,
         )
 
 
-def bench_runs(cfg: BenchConfig) -> list[tuple[str, str, GazeTrainConfig]]:
-    """(run name, task, training config) of every training the bench needs, deduplicated."""
-    base, runs = cfg.base(), {}
-
-    def add(task: str, **kw):
-        source, target = TASKS[task]
-        c = replace(base, source=source, target=target, **kw)
-        name = (
-            f"{task.replace('->', '2')}_{c.model}_K{c.experts}_{c.routing}"
-            f"_f{c.fraction:g}_s{c.seed}"
-        )
-        if c.temperature != base.temperature:
-            name += f"_T{c.temperature:g}"
-        runs.setdefault(name, (name, task, c))
-
-    for seed in range(max(cfg.seeds, cfg.ablation_seeds)):  # seed-major: partial = all tasks
-        for task in cfg.tasks if seed < cfg.seeds else []:
-            for model in ("baseline", "moegaze"):
-                for fraction in (1.0, cfg.small_fraction):
-                    add(task, model=model, fraction=fraction, seed=seed)
-        if seed < cfg.ablation_seeds:
-            for k in cfg.ablation_experts:
-                add(cfg.ablation_task, model="moegaze", experts=k, seed=seed)
-            for routing in cfg.ablation_routings:
-                add(cfg.ablation_task, model="moegaze", routing=routing, seed=seed)
-            for temp in cfg.ablation_temperatures:
-                add(cfg.ablation_task, model="moegaze", temperature=temp, seed=seed)
-    return list(runs.values())
-
-
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
-    if not values:
-        return None, None
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-
-
-def _pm(values: list[float]) -> str:
-    m, s = _mean_std(values)
-    return "-" if m is None else f"{m:.2f} ± {s:.2f}"
-
-
-def _select(rows, key: str = "target_mean_deg", **kw) -> list[float]:
-    return [
-        r[key] for r in rows if all(r.get(k) == v for k, v in kw.items()) and r.get(key) is not None
-    ]
-
-
-def _router_row(summary: dict) -> dict:
-    """How sharply MoEGaze routes: largest mean router weight, busiest expert's share."""
-    router = summary.get("router", {})
-    if not router.get("source"):
-        return {}
-    return {
-        "max_mean_weight_source": max(router["source"]["load"]),
-        "busiest_top1_share_target": max(router["target"]["top1_share"]),
-        "subject_purity_source": router["source"]["subject_purity"],
-    }
-
-
-def _router_cols(rows, **kw) -> dict:
-    """Router-sharpness columns (mean over seeds) for the ablation tables."""
-    out = {}
-    for key, label in (
-        ("max_mean_weight_source", "max mean weight (source)"),
-        ("busiest_top1_share_target", "busiest expert share (target)"),
-    ):
-        vals = _select(rows, key=key, **kw)
-        out[label] = statistics.fmean(vals) if vals else None
+def sources_of(world: str) -> dict[str, list[str]]:
+    """Each source of a world with the targets of its tasks (in task order)."""
+    out: dict[str, list[str]] = {}
+    for source, target in WORLDS[world].values():
+        out.setdefault(source, []).append(target)
     return out
 
 
-def tables(rows: list[dict], cfg: BenchConfig) -> dict:
-    """Main, ablation-K and routing tables (Markdown) and the average improvement."""
-    d = cfg.base()
-    main, improvements = [], []
-    for task in cfg.tasks:
-        common = {
-            "task": task,
-            "experts": d.experts,
-            "routing": d.routing,
-            "temperature": d.temperature,
-        }
-        b = _select(rows, model="baseline", fraction=1.0, **common)
-        m = _select(rows, model="moegaze", fraction=1.0, **common)
-        m10 = _select(rows, model="moegaze", fraction=cfg.small_fraction, **common)
-        b10 = _select(rows, model="baseline", fraction=cfg.small_fraction, **common)
-        imp = (
-            None
-            if not (b and m)
-            else 100 * (statistics.fmean(b) - statistics.fmean(m)) / statistics.fmean(b)
-        )
-        if imp is not None:
-            improvements.append(imp)
-        main.append(
-            {
-                "task": task,
-                "baseline 100%": _pm(b),
-                "MoEGaze 100%": _pm(m),
-                "MoEGaze vs baseline": "-" if imp is None else f"{imp:+.1f}%",
-                "MoEGaze 10%": _pm(m10),
-                "baseline 10%": _pm(b10),
-            }
-        )
-    avg = statistics.fmean(improvements) if improvements else None
-    t = cfg.ablation_task
-    default = {"experts": d.experts, "routing": d.routing, "temperature": d.temperature}
-
-    def ablation(column: str, key: str, values) -> list[dict]:
-        """One row per value of ``key``, the other MoEGaze settings at their defaults."""
-        out = []
-        for v in values:
-            sel = {"task": t, "model": "moegaze", "fraction": 1.0, **default, key: v}
-            out.append({column: v, "target error (deg)": _pm(_select(rows, **sel)),
-                        **_router_cols(rows, **sel)})
-        return out
-
-    k_rows = ablation("K", "experts", cfg.ablation_experts)
-    r_rows = ablation("routing", "routing", cfg.ablation_routings)
-    t_rows = ablation("temperature", "temperature", cfg.ablation_temperatures)
-    md = [
-        "Mean angular error on the target domain (degrees, mean ± std over "
-        f"{cfg.seeds} seeds; lower is better).\n",
-        markdown_table(main),
-    ]
-    if avg is not None:
-        md.append(
-            f"\nAverage relative error reduction of MoEGaze over the baseline: "
-            f"{avg:+.1f}% (the paper reports 27.6% on real data).\n"
-        )
-    if k_rows:
-        md += [f"\nNumber of experts K on {t} (routing {d.routing}):\n", markdown_table(k_rows)]
-    if r_rows:
-        md += [f"\nRouting mode on {t} (K={d.experts}):\n", markdown_table(r_rows)]
-    if t_rows:
-        md += [
-            f"\nRouter temperature on {t} (K={d.experts}, {d.routing}; explores the "
-            "router's sharpness, not used to pick defaults):\n",
-            markdown_table(t_rows),
-        ]
-    return {
-        "main": main,
-        "experts": k_rows,
-        "routing": r_rows,
-        "temperature": t_rows,
-        "average_improvement_pct": avg,
-        "markdown": "\n".join(md),
-    }
+def clusters_of(domain: str) -> int:
+    return len(get_domain(domain).clusters)
 
 
-def plot_main(rows: list[dict], cfg: BenchConfig):
-    """Grouped bars: target error per task for baseline / MoEGaze at 100% and 10% data."""
-    fig, axes = figure(width=7.0, height=3.4)
-    ax, d = axes[0, 0], cfg.base()
-    groups = [
-        ("baseline", 1.0),
-        ("moegaze", 1.0),
-        ("baseline", cfg.small_fraction),
-        ("moegaze", cfg.small_fraction),
-    ]
-    width = 0.8 / len(groups)
-    for g, (model, frac) in enumerate(groups):
-        stats = [
-            _mean_std(
-                _select(
-                    rows,
-                    task=t,
-                    model=model,
-                    fraction=frac,
-                    experts=d.experts,
-                    routing=d.routing,
-                    temperature=d.temperature,
-                )
-            )
-            for t in cfg.tasks
-        ]
-        xs = [i + (g - (len(groups) - 1) / 2) * width for i in range(len(cfg.tasks))]
-        ax.bar(
-            xs,
-            [s[0] or 0 for s in stats],
-            width,
-            yerr=[s[1] or 0 for s in stats],
-            label=f"{model} {frac:.0%}",
-            capsize=2,
-        )
-    ax.set_xticks(range(len(cfg.tasks)), cfg.tasks)
-    ax.set(ylabel="target mean angular error (deg)", title="cross-domain gaze error")
-    ax.legend(fontsize=7)
-    return fig
+def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
+    """Every run of the bench (seed-major, so a partial bench covers every task)."""
+    cfg.validate()
+    runs = Path(out) / "runs"
+    base, specs = cfg.base(), []
+
+    def add(name: str, **kw) -> None:
+        specs.append(RunSpec(name, replace(base, **kw), runs / name))
+
+    for seed in range(max(cfg.seeds, cfg.reference_seeds)):
+        for world in cfg.worlds:
+            fractions = (1.0,) if world == "control" else (1.0, cfg.small_fraction)
+            for source, targets in sources_of(world).items() if seed < cfg.seeds else ():
+                for model in ("baseline", "moegaze"):
+                    for fr in fractions:
+                        add(f"{world}__{source}__{model}__f{fr:g}__s{seed}", model=model,
+                            source=source, targets=targets, fraction=fr, seed=seed)
+                k = clusters_of(source)
+                if k:
+                    add(f"{world}__{source}__oracle__f1__s{seed}", model="moegaze",
+                        routing="oracle", experts=k, source=source, targets=targets, seed=seed)
+            if seed < cfg.reference_seeds:
+                for target in dict.fromkeys(t for _, t in WORLDS[world].values()):
+                    add(f"{world}__{target}__reference__f1__s{seed}", model="baseline",
+                        source=target, targets=[target], seed=seed)
+    return specs
 
 
 def run_bench(cfg: BenchConfig, out: str | Path, *, progress_bar: bool | None = None) -> dict:
-    """Run (or resume) every training of the bench; write bench.json, bench.md and plots."""
+    """Run (or resume) every spec of the bench; write bench.json, bench.md and bench_main.png."""
     out = Path(out)
-    (out / "runs").mkdir(parents=True, exist_ok=True)
+    specs = bench_specs(cfg, out)
+    out.mkdir(parents=True, exist_ok=True)
     write_json(out / "bench_config.json", asdict(cfg))
-    runs = bench_runs(cfg)
-    tasks_data, rows = {}, []
     t0, cpu0 = time.perf_counter(), time.process_time()
-    with progress(len(runs), "gaze bench", progress_bar) as tick:
-        for name, task, c in runs:
-            folder = out / "runs" / name
-            if (folder / SUMMARY).exists():
-                summary = read_json(folder / SUMMARY)
-            else:
-                if task not in tasks_data:
-                    source, target = TASKS[task]
-                    tasks_data[task] = synthetic_task(
-                        source,
-                        target,
-                        train_count=cfg.train_count,
-                        test_count=cfg.test_count,
-                        size=cfg.size,
-                        data_seed=cfg.data_seed,
-                    )
-                data = with_fraction(tasks_data[task], c.fraction, c.seed)
-                _, summary = train_gaze(c, data, folder, resume=folder.exists(), progress_bar=False)
-            rows.append(
-                {
-                    "name": name,
-                    "task": task,
-                    "model": c.model,
-                    "experts": c.experts,
-                    "routing": c.routing,
-                    "temperature": c.temperature,
-                    "fraction": c.fraction,
-                    "seed": c.seed,
-                    "target_mean_deg": summary["target_mean_deg"],
-                    "target_median_deg": summary["target_median_deg"],
-                    "val_mean_deg": summary["val_mean_deg"],
-                    "train_seconds": summary.get("train_seconds"),
-                    **_router_row(summary),
-                }
-            )
-            write_json(out / "bench.json", {"config": asdict(cfg), "rows": rows})
-            tick(1, last=f"{name} {summary['target_mean_deg']:.2f}deg")
-    result = tables(rows, cfg)
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    write_json(
-        out / "bench.json",
-        {
-            "config": asdict(cfg),
-            "rows": rows,
-            "tables": {k: v for k, v in result.items() if k != "markdown"},
-            "wall_seconds_this_invocation": seconds,
-            "cpu_seconds_this_invocation": cpu,
-            "train_seconds_all_runs": sum(r["train_seconds"] or 0 for r in rows),
-        },
-    )
-    (out / "bench.md").write_text(result["markdown"])
-    fig = plot_main(rows, cfg)
-    fig.savefig(out / "bench_main.png", dpi=110, bbox_inches="tight")
-    import matplotlib.pyplot as plt
+    results = run_specs(specs, TrainExecutor(out / "data", plots=False), workers=cfg.workers,
+                        progress_bar=progress_bar, description="gaze bench")
+    seconds = time.perf_counter() - t0
+    tables = bench_tables(specs, results, cfg)
+    write_json(out / "bench.json", {
+        "config": asdict(cfg),
+        "tables": {k: v for k, v in tables.items() if k != "markdown"},
+        "runs": {s.name: {"folder": str(s.folder), **_row(results[s.name])} for s in specs},
+        "wall_seconds_this_invocation": seconds,
+        "main_process_cpu_seconds": time.process_time() - cpu0,
+        "train_cpu_seconds_all_runs": sum(r.get("train_cpu_seconds", 0.0)
+                                          for r in results.values()),
+    })
+    (out / "bench.md").write_text(tables["markdown"])
+    plot_main(tables, out / "bench_main.png")
+    tables["seconds"] = seconds
+    return tables
 
-    plt.close(fig)
-    result["seconds"] = seconds
-    return result
+
+def _row(summary: dict) -> dict:
+    keep = ("model", "source", "target_names", "seed", "fraction", "val_mean_deg",
+            "constant_val_mean_deg", "target_mean_deg", "train_seconds", "train_cpu_seconds")
+    return {k: summary.get(k) for k in keep}

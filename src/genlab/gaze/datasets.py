@@ -3,8 +3,9 @@
 Every data set yields ``(image, gaze)``: image a float32 tensor (3, H, W) in [0, 1],
 RGB; gaze a float32 tensor (2,) = (pitch, yaw) in radians (ETH-XGaze convention, see
 :mod:`genlab.gaze.geometry`). Each also exposes ``.subject`` (one id per sample) so that
-splits can be made by subject (:func:`subject_split`). Readers of real data live in
-:mod:`genlab.gaze.xgaze` and :mod:`genlab.gaze.gazehub` and are re-exported here.
+splits can be made by subject (:func:`subject_split`, from :mod:`genlab.gaze.splits`).
+Readers of real data live in :mod:`genlab.gaze.xgaze` and :mod:`genlab.gaze.gazehub`
+and are re-exported here.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torch.utils.data import Dataset, Subset
 
 from genlab.core.errors import ConfigError
 from genlab.gaze.gazehub import GazeHub, read_gazehub_labels
+from genlab.gaze.splits import fraction_indices, subject_split
 from genlab.gaze.synth import SynthBatch, render_domain
 from genlab.gaze.xgaze import ETHXGaze, write_xgaze_h5
 
@@ -24,16 +26,6 @@ __all__ = [
     "ETHXGaze", "GazeHub", "GazeSubset", "SyntheticGaze", "fraction_indices",
     "read_gazehub_labels", "subject_split", "take_fraction", "write_xgaze_h5",
 ]
-
-
-def fraction_indices(n: int, fraction: float, seed: int) -> np.ndarray:
-    """Sorted indices of a seeded random ``fraction`` of ``n`` items (at least one)."""
-    if not (0.0 < float(fraction) <= 1.0):
-        raise ConfigError(f"fraction must be in (0, 1], got {fraction}")
-    if fraction >= 1.0:
-        return np.arange(n)
-    k = max(1, int(round(fraction * n)))
-    return np.sort(np.random.default_rng([seed, 31]).permutation(n)[:k])
 
 
 class SyntheticGaze(Dataset):
@@ -62,6 +54,7 @@ class SyntheticGaze(Dataset):
         self.gaze = torch.from_numpy(batch.gaze[keep].astype(np.float32))
         self.head_pose = torch.from_numpy(batch.head_pose[keep].astype(np.float32))
         self.subject = batch.subject[keep]
+        self.cluster = batch.cluster[keep]
         self.appearance = batch.appearance[keep]
 
     @classmethod
@@ -74,6 +67,7 @@ class SyntheticGaze(Dataset):
         self.gaze = torch.from_numpy(batch.gaze.astype(np.float32))
         self.head_pose = torch.from_numpy(batch.head_pose.astype(np.float32))
         self.subject = batch.subject.copy()
+        self.cluster = batch.cluster.copy()
         self.appearance = batch.appearance.copy()
         return self
 
@@ -90,7 +84,7 @@ class GazeSubset(Subset):
     def __init__(self, dataset, indices):
         super().__init__(dataset, [int(i) for i in indices])
         idx = np.asarray(self.indices, dtype=np.int64)
-        for name in ("subject", "appearance"):
+        for name in ("subject", "cluster", "appearance"):
             values = getattr(dataset, name, None)
             if values is not None:
                 setattr(self, name, np.asarray(values)[idx])
@@ -99,32 +93,3 @@ class GazeSubset(Subset):
 def take_fraction(dataset, fraction: float, seed: int) -> Subset:
     """A seeded random ``fraction`` in (0, 1] of a data set (the few-data experiment)."""
     return GazeSubset(dataset, fraction_indices(len(dataset), fraction, seed))
-
-
-def subject_split(subject_ids, fractions: Sequence[float] = (0.8, 0.2),
-                  seed: int = 0) -> tuple[np.ndarray, ...]:
-    """Split sample indices into parts by subject: no subject appears in two parts.
-
-    ``fractions`` (positive, summing to 1) are shares of the *subjects*; every part
-    gets at least one subject when there are enough. Returns one sorted index array per part.
-    """
-    ids = np.asarray(subject_ids)
-    fr = np.asarray(fractions, dtype=np.float64)
-    if fr.ndim != 1 or len(fr) < 1 or np.any(fr <= 0) or abs(fr.sum() - 1.0) > 1e-6:
-        raise ConfigError(f"fractions must be positive and sum to 1, got {list(fractions)}")
-    unique = np.unique(ids)
-    if len(unique) < len(fr):
-        raise ConfigError(f"cannot split {len(unique)} subjects into {len(fr)} parts")
-    order = np.random.default_rng([seed, 17]).permutation(unique)
-    bounds = np.round(np.cumsum(fr) * len(unique)).astype(int)
-    bounds[-1] = len(unique)
-    # every part gets at least one subject: cap from the end, then raise from the start
-    for k in range(len(bounds) - 2, -1, -1):
-        bounds[k] = min(bounds[k], bounds[k + 1] - 1)
-    for k in range(len(bounds)):
-        bounds[k] = max(bounds[k], (bounds[k - 1] if k else 0) + 1)
-    parts, lo = [], 0
-    for hi in bounds:
-        parts.append(np.flatnonzero(np.isin(ids, order[lo:hi])))
-        lo = hi
-    return tuple(parts)

@@ -1,58 +1,49 @@
-"""Evaluate a trained gaze run on a synthetic domain or on real data from disk."""
+"""Evaluate a trained gaze run on a synthetic domain or on a real data set from disk.
+
+Writes predictions.csv (index, subject, pitch, yaw in radians) for every image; for
+labelled data also the errors (overall, per subject, per cluster), the router's
+statistics and an arrow grid. Unlabelled data (the ETH-XGaze test split) get the
+predictions only.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from genlab.core.runs import RunDir
+from genlab.core.runs import RunDir, atomic_write_bytes
 from genlab.core.trainer import resolve_device
-from genlab.gaze.plots import gaze_arrow_grid, save_image_or_figure
+from genlab.gaze.metrics import predict, summarise
+from genlab.gaze.plots import arrows_on, save_image
 from genlab.gaze.predict import load_run, resolve_run
-from genlab.gaze.protocol import real_set, synthetic_set
-from genlab.gaze.train import config_from_dict, error_stats, predict_set, router_stats
+from genlab.gaze.protocol import synthetic_set
+from genlab.gaze.realdata import open_real, split_ref
+from genlab.gaze.train import config_from_dict
 
 
-def evaluate_run(
-    checkpoint: str | Path,
-    out: str | Path,
-    *,
-    domain: str = "narrow-m",
-    count: int = 1000,
-    data_seed: int = 1,
-    data_format: str = "synthetic",
-    test_path: list[str] | None = None,
-    image_root: str | None = None,
-    device: str = "cpu",
-) -> dict:
-    """Mean/median angular error and router statistics of a run on new data; writes a folder."""
+def evaluate_run(checkpoint: str | Path, out: str | Path, *, data: str = "narrow-m",
+                 count: int = 1000, data_seed: int = 1, device: str = "cpu",
+                 workers: int = 0) -> dict:
+    """Errors (where labelled) and predictions of a run on ``data``; writes a folder."""
     dev = resolve_device(device)
     model, cfg_dict = load_run(checkpoint, dev)
     cfg = config_from_dict(cfg_dict)
-    if data_format == "synthetic":
-        data = synthetic_set(domain, count, data_seed, cfg.size)
-        name = f"synthetic {domain} (seed {data_seed})"
+    if split_ref(data) is not None:
+        dataset = open_real(data, cfg.size, workers=workers, labels="optional")
+        name = data
     else:
-        data = real_set(data_format, test_path or [], cfg.size, image_root=image_root)
-        name = data.name
-    run = RunDir(
-        out,
-        {
-            "checkpoint": str(resolve_run(checkpoint)),
-            "data": name,
-            "count": len(data),
-            "data_seed": data_seed,
-            "device": device,
-        },
-    )
-    pred = predict_set(model, data, dev)
-    summary = {
-        "data": name,
-        "images": len(data),
-        **error_stats(pred["pred"], data.gaze),
-        "router": router_stats(pred["weights"], data.subject),
-    }
-    save_image_or_figure(
-        run, gaze_arrow_grid(data.images, data.gaze, pred["pred"]), "gaze_arrows.png"
-    )
+        dataset = synthetic_set(data, count, data_seed, cfg.size)
+        name = f"synthetic {data} (seed {data_seed})"
+    run = RunDir(out, {"checkpoint": str(resolve_run(checkpoint)), "data": data,
+                       "count": len(dataset), "data_seed": data_seed, "device": device})
+    pred = predict(model, dataset, dev)
+    lines = ["index,subject,pitch_rad,yaw_rad"] + [
+        f"{i},{int(s)},{p:.6f},{y:.6f}"
+        for i, (s, (p, y)) in enumerate(zip(dataset.labels.subject.tolist(),
+                                            pred.gaze.tolist(), strict=True))]
+    atomic_write_bytes(run.file("predictions.csv"), ("\n".join(lines) + "\n").encode())
+    summary = {"data": name, "images": len(dataset), "labelled": dataset.labels.labelled}
+    if dataset.labels.labelled:
+        summary.update(summarise(pred, dataset.labels))
+        save_image(run, arrows_on(model, dataset, dev), "gaze_arrows.png")
     run.write_summary(summary)
     return summary

@@ -16,6 +16,7 @@ when present, is kept as ``.gaze_vector``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +26,14 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from genlab.core.errors import DataError
+from genlab.core.errors import ConfigError, DataError
+from genlab.gaze.images import resize_rgb, rgb_to_tensor
+from genlab.gaze.splits import fraction_indices
 
 REQUIRED_COLUMNS = ("Face", "2DGaze")
+# Gaze360 ships one label file for everyone; its original image paths name the recording
+# and the person's track: rec_022/head/000000/000131.jpg. genlab groups by recording.
+GAZE360_SUBJECT_PATTERN = r"rec_(\d+)"
 
 
 @dataclass
@@ -38,6 +44,8 @@ class GazeHubLabels:
     gaze: np.ndarray  # (N, 2) float32 (pitch, yaw)
     gaze_vector: np.ndarray | None  # (N, 3) float32 or None when no file has 3DGaze
     file_index: np.ndarray  # (N,) which label file each sample came from
+    origins: list[str]  # the Origin column (original image path), else the Face path
+    where: list[str]  # "file:line" of each sample, for error messages
 
 
 def _floats(text: str, n: int, path: Path, line_no: int, column: str) -> list[float]:
@@ -69,7 +77,7 @@ def _read_one(path: Path):
                         f"{' '.join(header)!r} (GazeHub label files start with a header "
                         "naming Face ... 2DGaze)")
     col = {name: i for i, name in enumerate(header)}
-    faces, gaze, vec = [], [], []
+    faces, gaze, vec, origins, where = [], [], [], [], []
     for k, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
@@ -79,12 +87,14 @@ def _read_one(path: Path):
                             f"{len(header)} columns")
         yaw, pitch = _floats(fields[col["2DGaze"]], 2, path, k, "2DGaze")
         faces.append(fields[col["Face"]])
+        origins.append(fields[col.get("Origin", col["Face"])])
+        where.append(f"{path}:{k}")
         gaze.append((pitch, yaw))  # GazeHub's 2DGaze is (yaw, pitch)
         if "3DGaze" in col:
             vec.append(_floats(fields[col["3DGaze"]], 3, path, k, "3DGaze"))
     if not faces:
         raise DataError(f"{path}: header only, no samples")
-    return faces, gaze, (vec if "3DGaze" in col else None)
+    return faces, gaze, (vec if "3DGaze" in col else None), origins, where
 
 
 def read_gazehub_labels(label_files: Sequence[str | Path] | str | Path) -> GazeHubLabels:
@@ -94,12 +104,14 @@ def read_gazehub_labels(label_files: Sequence[str | Path] | str | Path) -> GazeH
     files = [Path(p) for p in label_files]
     if not files:
         raise DataError("GazeHub: no label files given")
-    faces, gaze, vecs, index = [], [], [], []
+    faces, gaze, vecs, index, origins, where = [], [], [], [], [], []
     all_have_vec = True
     for k, path in enumerate(files):
-        f, g, v = _read_one(path)
+        f, g, v, o, w = _read_one(path)
         faces += f
         gaze += g
+        origins += o
+        where += w
         index += [k] * len(f)
         if v is None:
             all_have_vec = False
@@ -110,29 +122,59 @@ def read_gazehub_labels(label_files: Sequence[str | Path] | str | Path) -> GazeH
         gaze=np.asarray(gaze, dtype=np.float32),
         gaze_vector=np.asarray(vecs, dtype=np.float32) if all_have_vec else None,
         file_index=np.asarray(index, dtype=np.int64),
+        origins=origins,
+        where=where,
     )
 
 
-class GazeHub(Dataset):
-    """Face images listed in GazeHub label files; one label file per subject is typical.
+def subjects_from_paths(labels: GazeHubLabels, pattern: str) -> np.ndarray:
+    """Subject ids parsed from each sample's original image path by a regex.
 
-    ``.subject`` is the index of the label file each sample came from.
+    The digits of the pattern's groups are joined into one integer (``rec_(\\d+)`` on
+    ``rec_022/head/...`` gives 22). A sample whose path does not match raises DataError
+    naming its file and line.
+    """
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(
+            f"subject pattern {pattern!r} is not a regular expression ({exc})") from exc
+    if rx.groups < 1:
+        raise ConfigError(f"subject pattern {pattern!r} needs a group such as (\\d+)")
+    ids = np.empty(len(labels.origins), dtype=np.int64)
+    for i, (path, where) in enumerate(zip(labels.origins, labels.where, strict=True)):
+        m = rx.search(path)
+        digits = "".join(g or "" for g in m.groups()) if m else ""
+        if not digits.isdigit():
+            raise DataError(f"{where}: image path {path!r} does not match the subject "
+                            f"pattern {pattern!r} (digits in the group expected)")
+        ids[i] = int(digits)
+    return ids
+
+
+class GazeHub(Dataset):
+    """Face images listed in GazeHub label files.
+
+    ``.subject`` is the index of the label file each sample came from (MPIIFaceGaze and
+    EyeDiap ship one label file per person), or, with ``subject_pattern``, an id parsed
+    from each sample's original image path (Gaze360 ships one file for everyone; see
+    :data:`GAZE360_SUBJECT_PATTERN`).
     """
 
     def __init__(self, image_root: str | Path, label_files, size: tuple[int, int] | None = None,
-                 fraction: float = 1.0, seed: int = 0):
-        from genlab.gaze.datasets import fraction_indices
-
+                 fraction: float = 1.0, seed: int = 0, subject_pattern: str | None = None):
         self.image_root = Path(image_root)
         if not self.image_root.is_dir():
             raise DataError(f"{self.image_root}: image root folder does not exist")
         labels = read_gazehub_labels(label_files)
+        subject = (labels.file_index if subject_pattern is None
+                   else subjects_from_paths(labels, subject_pattern))
         keep = fraction_indices(len(labels.faces), fraction, seed)
         self.faces = [labels.faces[i] for i in keep]
         self.gaze = torch.from_numpy(labels.gaze[keep])
         self.gaze_vector = (None if labels.gaze_vector is None
                             else torch.from_numpy(labels.gaze_vector[keep]))
-        self.subject = labels.file_index[keep]
+        self.subject = subject[keep]
         self.size = tuple(size) if size is not None else None
 
     def __len__(self) -> int:
@@ -143,10 +185,5 @@ class GazeHub(Dataset):
         bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
         if bgr is None:
             raise DataError(f"{path}: missing or unreadable image (listed in a label file)")
-        rgb = np.ascontiguousarray(bgr[..., ::-1])
-        if self.size is not None and rgb.shape[:2] != self.size:
-            shrink = rgb.shape[0] > self.size[0]
-            rgb = cv2.resize(rgb, (self.size[1], self.size[0]),
-                             interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
-        image = torch.from_numpy(rgb).permute(2, 0, 1).float().div_(255.0)
+        image = rgb_to_tensor(resize_rgb(np.ascontiguousarray(bgr[..., ::-1]), self.size))
         return image, self.gaze[i]

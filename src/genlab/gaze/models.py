@@ -1,8 +1,14 @@
 """Gaze models: the ResNet baseline and MoEGaze (appearance-routed gaze experts).
 
-Baseline (the paper's comparison): backbone -> MLP head -> (pitch, yaw) radians.
-Its head has the same shape as one MoEGaze expert followed by the shared head,
-so MoEGaze with K=1 and the baseline compute the same function class.
+Every model is a :class:`GazeModel`: ``forward(x)`` returns (pitch, yaw) in radians;
+``outputs(x, labels)`` returns a :class:`GazeOutput` (gaze, auxiliary losses, router
+weights) for training and evaluation; ``prepare(data, device, seed)`` runs once before
+training and ``after_step(out)`` after each optimiser step. Trainers call these and
+never ask which model they hold. Models are built by name from :data:`MODELS`.
+
+Baseline (the paper's comparison): backbone -> MLP -> shared-shape head -> (pitch, yaw).
+Its MLP has the shape of one MoEGaze expert, so MoEGaze with K=1 and the baseline
+compute the same function class.
 
 MoEGaze (our reconstruction of the AAAI-26 abstract; see genlab.gaze.routing)::
 
@@ -18,17 +24,30 @@ carry colour, texture and shape but little of where the iris is. By default the
 branch reads that map through a stop-gradient and the router reads ``a`` through
 a stop-gradient too, so ``a`` is learned only from the subject-contrastive loss
 (appearance, not gaze) and the gaze loss shapes the backbone, prototypes, experts
-and head. ``appearance_grad=True`` lets the gaze loss reach ``a``.
+and head. ``router_grad=True`` lets the gaze loss reach ``a`` (the appearance MLP) while
+the backbone map stays detached; ``appearance_grad=True`` removes both stop-gradients
+(then the subject-contrastive loss also shapes the backbone).
+``routing="oracle"`` replaces the router by the sample's true appearance cluster
+(one-hot), where the data know it: the upper reference of appearance routing.
+
+Paired initialisation: the backbone and the head are drawn from their own seeded
+streams (``init_seed``), so a baseline and a MoEGaze built with the same seed start
+from identical shared parts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
 from genlab.gaze.backbones import ResNetBackbone
+from genlab.gaze.gazeset import GazeLabels
 from genlab.gaze.routing import (
     BALANCES,
     ROUTINGS,
@@ -38,8 +57,28 @@ from genlab.gaze.routing import (
     subject_contrastive_loss,
     switch_balance_loss,
 )
+from genlab.gaze.splits import ordered_batches
 
-MODELS = ("baseline", "moegaze")
+BACKBONE_OPTIONS = ("width", "stem", "input_norm")
+
+
+@dataclass
+class GazeOutput:
+    """What a model returns for a batch: gaze (N, 2), loss terms, router internals."""
+
+    gaze: torch.Tensor
+    losses: dict[str, torch.Tensor] = field(default_factory=dict)
+    router_weights: torch.Tensor | None = None
+    router_probs: torch.Tensor | None = None
+    appearance: torch.Tensor | None = None
+
+
+def seeded(seed: int, stream: int, build: Callable[[], nn.Module]) -> nn.Module:
+    """Build a module from its own seeded RNG stream, leaving the global RNG untouched."""
+    mixed = int(np.random.SeedSequence([int(seed), int(stream)]).generate_state(1)[0])
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(mixed)
+        return build()
 
 
 def gaze_head(feat_dim: int) -> nn.Sequential:
@@ -47,38 +86,53 @@ def gaze_head(feat_dim: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(feat_dim, feat_dim), nn.ReLU(), nn.Linear(feat_dim, 2))
 
 
-def _mlp_head(in_dim: int, hidden: int, feat_dim: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, feat_dim))
+def _mlp(in_dim: int, hidden: int, out_dim: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, out_dim))
 
 
-class GazeBaseline(nn.Module):
-    """ResNet-18-style backbone + MLP head regressing (pitch, yaw) in radians."""
+class GazeModel(nn.Module):
+    """The interface trainers and evaluation use (see the module docstring)."""
 
-    def __init__(self, width: int = 16, gaze_feat_dim: int = 64, expert_hidden: int = 64):
+    hparams: dict
+
+    def outputs(self, x: torch.Tensor, labels: GazeLabels | None = None) -> GazeOutput:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.outputs(x).gaze
+
+    def prepare(self, data, device, seed: int, batch_size: int = 256) -> None:
+        """Called once before training with the training data (default: nothing)."""
+
+    def after_step(self, out: GazeOutput) -> None:
+        """Called after every optimiser step with that step's outputs (default: nothing)."""
+
+
+def _backbone(width: int, stem: str, input_norm: str, init_seed: int) -> ResNetBackbone:
+    return seeded(init_seed, 1, lambda: ResNetBackbone(width, stem=stem, input_norm=input_norm))
+
+
+class GazeBaseline(GazeModel):
+    """ResNet-18-style backbone + MLP + head regressing (pitch, yaw) in radians."""
+
+    def __init__(self, width: int = 16, gaze_feat_dim: int = 64, expert_hidden: int = 64,
+                 stem: str = "small", input_norm: str = "half", init_seed: int = 0):
         super().__init__()
-        for name, v in (
-            ("width", width),
-            ("gaze_feat_dim", gaze_feat_dim),
-            ("expert_hidden", expert_hidden),
-        ):
+        for name, v in (("width", width), ("gaze_feat_dim", gaze_feat_dim),
+                        ("expert_hidden", expert_hidden)):
             require_positive(name, v)
-        self.hparams = {
-            "width": width,
-            "gaze_feat_dim": gaze_feat_dim,
-            "expert_hidden": expert_hidden,
-        }
-        self.backbone = ResNetBackbone(width)
-        self.features = _mlp_head(self.backbone.out_dim, expert_hidden, gaze_feat_dim)
-        self.head = gaze_head(gaze_feat_dim)
+        self.hparams = {"width": width, "gaze_feat_dim": gaze_feat_dim,
+                        "expert_hidden": expert_hidden, "stem": stem, "input_norm": input_norm}
+        self.backbone = _backbone(width, stem, input_norm, init_seed)
+        self.features = seeded(init_seed, 2,
+                               lambda: _mlp(self.backbone.out_dim, expert_hidden, gaze_feat_dim))
+        self.head = seeded(init_seed, 3, lambda: gaze_head(gaze_feat_dim))
 
-    def forward(self, x: torch.Tensor, return_aux: bool = False, subjects=None):
-        gaze = self.head(self.features(self.backbone(x)))
-        if return_aux:
-            return gaze, {"losses": {}}
-        return gaze
+    def outputs(self, x: torch.Tensor, labels: GazeLabels | None = None) -> GazeOutput:
+        return GazeOutput(self.head(self.features(self.backbone(x))))
 
 
-class MoEGaze(nn.Module):
+class MoEGaze(GazeModel):
     """Backbone, appearance branch, cosine router over K prototypes, batched experts, head."""
 
     def __init__(
@@ -93,55 +147,50 @@ class MoEGaze(nn.Module):
         balance: str = "switch",
         appearance_stage: int = 2,
         appearance_grad: bool = False,
+        router_grad: bool = False,
         contrastive_tau: float = 0.1,
         rebalance_momentum: float = 0.05,
+        stem: str = "small",
+        input_norm: str = "half",
+        init_seed: int = 0,
     ):
         super().__init__()
-        for name, v in (
-            ("width", width),
-            ("experts", num_experts),
-            ("appearance_dim", appearance_dim),
-            ("gaze_feat_dim", gaze_feat_dim),
-            ("expert_hidden", expert_hidden),
-            ("temperature", temperature),
-            ("contrastive_tau", contrastive_tau),
-        ):
+        for name, v in (("width", width), ("experts", num_experts),
+                        ("appearance_dim", appearance_dim), ("gaze_feat_dim", gaze_feat_dim),
+                        ("expert_hidden", expert_hidden), ("temperature", temperature),
+                        ("contrastive_tau", contrastive_tau)):
             require_positive(name, v)
         require_choice("routing", routing, ROUTINGS)
         require_choice("balance", balance, BALANCES)
         if appearance_stage not in (1, 2, 3, 4):
             raise ConfigError(f"appearance_stage must be 1..4, got {appearance_stage}")
         self.hparams = {
-            "width": width,
-            "num_experts": num_experts,
-            "appearance_dim": appearance_dim,
-            "gaze_feat_dim": gaze_feat_dim,
-            "expert_hidden": expert_hidden,
-            "temperature": temperature,
-            "routing": routing,
-            "balance": balance,
-            "appearance_stage": appearance_stage,
-            "appearance_grad": appearance_grad,
-            "contrastive_tau": contrastive_tau,
+            "width": width, "num_experts": num_experts, "appearance_dim": appearance_dim,
+            "gaze_feat_dim": gaze_feat_dim, "expert_hidden": expert_hidden,
+            "temperature": temperature, "routing": routing, "balance": balance,
+            "appearance_stage": appearance_stage, "appearance_grad": appearance_grad,
+            "router_grad": router_grad, "contrastive_tau": contrastive_tau,
             "rebalance_momentum": rebalance_momentum,
+            "stem": stem, "input_norm": input_norm,
         }
         self.num_experts, self.temperature = num_experts, temperature
         self.routing, self.balance = routing, balance
         self.appearance_stage, self.appearance_grad = appearance_stage, appearance_grad
+        self.router_grad = router_grad
         self.contrastive_tau, self.rebalance_momentum = contrastive_tau, rebalance_momentum
-        self.backbone = ResNetBackbone(width)
+        self.backbone = _backbone(width, stem, input_norm, init_seed)
         style_dim = 2 * self.backbone.widths[appearance_stage - 1]
-        self.appearance = nn.Sequential(
-            nn.Linear(style_dim, 2 * appearance_dim),
-            nn.ReLU(),
-            nn.Linear(2 * appearance_dim, appearance_dim),
-        )
+        out_dim = self.backbone.out_dim
+        self.experts = seeded(init_seed, 2, lambda: ExpertBank(num_experts, out_dim,
+                                                               expert_hidden, gaze_feat_dim))
+        self.head = seeded(init_seed, 3, lambda: gaze_head(gaze_feat_dim))
+        self.appearance = seeded(init_seed, 4, lambda: _mlp(style_dim, 2 * appearance_dim,
+                                                            appearance_dim))
         self.prototypes = nn.Parameter(
-            torch.randn(num_experts, appearance_dim), requires_grad=balance != "rebalance"
+            seeded(init_seed, 5, lambda: torch.randn(num_experts, appearance_dim)),
+            requires_grad=balance != "rebalance",
         )
         self.register_buffer("running_load", torch.full((num_experts,), 1.0 / num_experts))
-        self.experts = ExpertBank(num_experts, self.backbone.out_dim, expert_hidden, gaze_feat_dim)
-        self.head = gaze_head(gaze_feat_dim)
 
     # -- pieces -------------------------------------------------------------------
     def appearance_embedding(self, maps: list[torch.Tensor]) -> torch.Tensor:
@@ -157,9 +206,20 @@ class MoEGaze(nn.Module):
         sims = appearance @ F.normalize(self.prototypes, dim=1).T
         return torch.softmax(sims / self.temperature, dim=1)
 
+    def oracle_weights(self, labels: GazeLabels | None, n: int) -> torch.Tensor:
+        """One-hot weights of each sample's true appearance cluster (routing="oracle")."""
+        if labels is None:
+            raise ConfigError("routing 'oracle' needs each sample's appearance cluster; "
+                              "predict through outputs(x, labels)")
+        c = labels.cluster
+        if len(c) != n or bool(((c < 0) | (c >= self.num_experts)).any()):
+            raise DataError(f"routing 'oracle' needs clusters in 0..{self.num_experts - 1} "
+                            f"(experts = clusters); got values {sorted(set(c.tolist()))[:6]}")
+        return F.one_hot(c, self.num_experts).float()
+
     @torch.no_grad()
     def embed(self, x: torch.Tensor) -> torch.Tensor:
-        """Appearance embeddings of a batch (eval-mode features; for k-means and plots)."""
+        """Appearance embeddings of a batch (for k-means and plots)."""
         _, maps = self.backbone(x, return_stages=True)
         return self.appearance_embedding(maps)
 
@@ -176,33 +236,42 @@ class MoEGaze(nn.Module):
         self.running_load.fill_(1.0 / self.num_experts)
         return centroids
 
-    # -- forward ------------------------------------------------------------------
-    def forward(
-        self, x: torch.Tensor, return_aux: bool = False, subjects: torch.Tensor | None = None
-    ):
+    # -- the GazeModel interface -------------------------------------------------
+    def outputs(self, x: torch.Tensor, labels: GazeLabels | None = None) -> GazeOutput:
         feats, maps = self.backbone(x, return_stages=True)
         appearance = self.appearance_embedding(maps)
-        router_in = appearance if self.appearance_grad else appearance.detach()
+        router_in = appearance if (self.appearance_grad or self.router_grad) else (
+            appearance.detach())
         soft = self.router_probs(router_in)
-        weights = route(soft, self.routing, self.training)
-        z = torch.einsum("nk,nkg->ng", weights, self.experts(feats))
-        gaze = self.head(z)
-        if not return_aux:
-            return gaze
         losses = {}
-        if self.balance == "switch":
-            losses["balance"] = switch_balance_loss(soft)
-        if subjects is not None:
+        if self.routing == "oracle":
+            weights = self.oracle_weights(labels, len(x))
+        else:
+            weights = route(soft, self.routing, self.training)
+            if self.balance == "switch":
+                losses["balance"] = switch_balance_loss(soft)
+        z = torch.einsum("nk,nkg->ng", weights, self.experts(feats))
+        if labels is not None:
             losses["appearance"] = subject_contrastive_loss(
-                appearance, subjects, self.contrastive_tau
+                appearance, labels.subject, self.contrastive_tau
             )
-        aux = {
-            "router_weights": weights,
-            "router_probs": soft,
-            "appearance": appearance,
-            "losses": losses,
-        }
-        return gaze, aux
+        return GazeOutput(self.head(z), losses, weights, soft, appearance)
+
+    @torch.no_grad()
+    def prepare(self, data, device, seed: int, batch_size: int = 256,
+                max_images: int = 2048) -> None:
+        """k-means initialisation of the prototypes from training appearance embeddings."""
+        was_training = self.training
+        self.eval()
+        pick = np.sort(np.random.default_rng([seed, 7]).permutation(len(data))[:max_images])
+        batches = (pick[b] for b in ordered_batches(len(pick), batch_size))
+        emb = [self.embed(x.to(device)) for x, _ in data.load(batches)]
+        self.init_prototypes(torch.cat(emb), seed=seed)
+        self.train(was_training)
+
+    def after_step(self, out: GazeOutput) -> None:
+        if self.balance == "rebalance" and self.routing != "oracle":
+            self.rebalance_step(out.appearance.detach(), out.router_probs.detach())
 
     @torch.no_grad()
     def rebalance_step(self, appearance: torch.Tensor, probs: torch.Tensor) -> None:
@@ -223,12 +292,27 @@ class MoEGaze(nn.Module):
             self.running_load[starved] = 1.0 / k
 
 
-def build_model(name: str, **hparams) -> nn.Module:
-    """A gaze model by name ("baseline" or "moegaze") from its hyper-parameters."""
+@dataclass(frozen=True)
+class ModelEntry:
+    """A registered model: its builder and the options it takes."""
+
+    builder: Callable[..., GazeModel]
+    options: tuple[str, ...]
+
+
+MODELS: dict[str, ModelEntry] = {
+    "baseline": ModelEntry(GazeBaseline, (*BACKBONE_OPTIONS, "gaze_feat_dim", "expert_hidden",
+                                          "init_seed")),
+    "moegaze": ModelEntry(MoEGaze, (*BACKBONE_OPTIONS, "num_experts", "appearance_dim",
+                                    "gaze_feat_dim", "expert_hidden", "temperature", "routing",
+                                    "balance", "appearance_stage", "appearance_grad",
+                                    "router_grad", "contrastive_tau", "rebalance_momentum",
+                                    "init_seed")),
+}
+
+
+def build_model(name: str, **hparams) -> GazeModel:
+    """A gaze model by name from its hyper-parameters (options it does not take are ignored)."""
     require_choice("model", name, MODELS)
-    if name == "baseline":
-        keep = {
-            k: v for k, v in hparams.items() if k in ("width", "gaze_feat_dim", "expert_hidden")
-        }
-        return GazeBaseline(**keep)
-    return MoEGaze(**hparams)
+    entry = MODELS[name]
+    return entry.builder(**{k: v for k, v in hparams.items() if k in entry.options})

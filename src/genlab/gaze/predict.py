@@ -16,6 +16,7 @@ from torch import nn
 
 from genlab.core.errors import CheckpointError, DataError
 from genlab.core.runs import CHECKPOINT, CONFIG, load_checkpoint, read_json
+from genlab.gaze.images import rgb_to_tensor
 from genlab.gaze.models import build_model
 from genlab.gaze.train import config_from_dict
 
@@ -76,8 +77,7 @@ def to_input(image_rgb: np.ndarray, size) -> torch.Tensor:
     import cv2
 
     h, w = int(size[0]), int(size[1])
-    resized = cv2.resize(image_rgb, (w, h), interpolation=cv2.INTER_AREA)
-    return torch.from_numpy(resized).permute(2, 0, 1)[None].contiguous().float() / 255.0
+    return rgb_to_tensor(cv2.resize(image_rgb, (w, h), interpolation=cv2.INTER_AREA))[None]
 
 
 @torch.no_grad()

@@ -1,162 +1,152 @@
-"""The cross-domain gaze protocol on synthetic domains (and on real data from disk).
+"""The cross-domain gaze protocol: worlds, tasks, and the data of one training run.
 
-Four tasks mirror the paper's E->M, E->D, G->M, G->D (ETH-XGaze / Gaze360 ->
-MPIIFaceGaze / EyeDiap) with genlab's procedural eye domains::
+A *world* is a set of synthetic domains with named tasks (source -> target)::
 
-    E->M = broad-e -> narrow-m     E->D = broad-e -> narrow-d
-    G->M = broad-g -> narrow-m     G->D = broad-g -> narrow-d
+    realistic    E->M = broad-e -> narrow-m   E->D = broad-e -> narrow-d
+                 G->M = broad-g -> narrow-m   G->D = broad-g -> narrow-d
+    appearance   the same four tasks on app-e / app-g -> app-m / app-d
+    control      label-shift = ctrl-s -> ctrl-label, capture-shift = ctrl-s -> ctrl-capture
 
-Source and target are rendered from different domains (different appearance
-distributions and different people). The target is used only for the final test
-(and logged per epoch for curves); validation holds out a fraction of the
-source's subjects. ``fraction`` keeps a seeded random share of the source training
-images (the paper's "10% of the data" setting).
+(see genlab.gaze.synth_domains and genlab.gaze.synth_worlds). Real data sets are named
+``NAME:ROOT`` (genlab.gaze.realdata). A run trains on its source and is tested on
+every one of its targets, so the E->M and E->D rows share one E model.
+
+Source and target are different people: synthetic targets are rendered with their own
+data seed (``target_seed``), real ones are other data sets. Validation holds out a
+``val_fraction`` of the source's *subjects*; targets are used only for the final test.
+``fraction`` keeps a seeded random share of the source training images (the paper's
+"10% of the data"). An in-domain reference trains on another population of a target:
+for a synthetic target another data seed; for a real one, with ``target_fold`` k >= 0,
+the subjects outside fold k of ``folds`` (the target's subjects split by subject), and
+it is tested on fold k.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from genlab.core.errors import ConfigError, DataError, require_choice
-from genlab.gaze.train import GazeSet
+from genlab.core.errors import ConfigError, require_choice
+from genlab.core.runs import save_checkpoint
+from genlab.gaze.gazeset import GazeLabels, GazeSet
+from genlab.gaze.realdata import open_real, split_ref
+from genlab.gaze.splits import hold_out_subjects, subject_fold, take_share
+from genlab.gaze.synth import render_domain
+from genlab.gaze.synth_domains import get_domain
 
-TASKS = {
-    "E->M": ("broad-e", "narrow-m"),
-    "E->D": ("broad-e", "narrow-d"),
-    "G->M": ("broad-g", "narrow-m"),
-    "G->D": ("broad-g", "narrow-d"),
+WORLDS: dict[str, dict[str, tuple[str, str]]] = {
+    "realistic": {
+        "E->M": ("broad-e", "narrow-m"),
+        "E->D": ("broad-e", "narrow-d"),
+        "G->M": ("broad-g", "narrow-m"),
+        "G->D": ("broad-g", "narrow-d"),
+    },
+    "appearance": {
+        "E->M": ("app-e", "app-m"),
+        "E->D": ("app-e", "app-d"),
+        "G->M": ("app-g", "app-m"),
+        "G->D": ("app-g", "app-d"),
+    },
+    "control": {
+        "label-shift": ("ctrl-s", "ctrl-label"),
+        "capture-shift": ("ctrl-s", "ctrl-capture"),
+    },
 }
+TASKS = WORLDS["realistic"]
 
 
 @dataclass
 class TaskData:
-    """Source training images, held-out source subjects (val) and the target domain (test)."""
+    """Source training images, held-out source subjects (val) and the target data sets."""
 
-    train: GazeSet
-    val: GazeSet
-    test: GazeSet
-
-
-def task_domains(task: str) -> tuple[str, str]:
-    """(source, target) domains of a task name such as "E->M"."""
-    require_choice("task", task, tuple(TASKS))
-    return TASKS[task]
+    train: object
+    val: object
+    targets: dict[str, object] = field(default_factory=dict)
 
 
-def _to_tensor_images(images: np.ndarray) -> torch.Tensor:
-    """(N,H,W,3) uint8 RGB -> (N,3,H,W) float in [0, 1], NCHW-contiguous."""
-    # .contiguous(): a permuted tensor keeps NHWC strides, which sends convolutions down
-    # torch's channels-last CPU path (heap corruption seen there with 2 threads).
-    return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).contiguous() / 255.0
+def task_domains(task: str, world: str = "realistic") -> tuple[str, str]:
+    """(source, target) domains of a task name such as "E->M" in a world."""
+    require_choice("world", world, WORLDS)
+    require_choice("task", task, tuple(WORLDS[world]))
+    return WORLDS[world][task]
 
 
-def synthetic_set(
-    domain: str, count: int, seed: int, size=(32, 48), n_subjects: int | None = None
-) -> GazeSet:
+def target_seed(data_seed: int) -> int:
+    """The data seed of synthetic targets: other people than the source's."""
+    return data_seed + 1_000_003
+
+
+def synthetic_set(domain: str, count: int, seed: int, size=(32, 48),
+                  n_subjects: int | None = None) -> GazeSet:
     """Render ``count`` images of a synthetic domain into an in-memory GazeSet."""
-    from genlab.gaze.synth import render_domain
-
     batch = render_domain(domain, count, seed, size=tuple(size), n_subjects=n_subjects)
-    if len(batch.images) == 0:
-        raise DataError(f"domain {domain!r} rendered no images (count={count})")
-    return GazeSet(
-        _to_tensor_images(batch.images),
-        torch.as_tensor(np.asarray(batch.gaze), dtype=torch.float32),
-        torch.as_tensor(np.asarray(batch.subject), dtype=torch.long),
-        domain,
-    )
+    images = torch.from_numpy(np.ascontiguousarray(batch.images.transpose(0, 3, 1, 2)))
+    return GazeSet(images, GazeLabels.build(batch.gaze, batch.subject, batch.cluster), domain)
 
 
-def hold_out_subjects(data: GazeSet, val_fraction: float, seed: int) -> tuple[GazeSet, GazeSet]:
-    """Split by subject: a seeded ``val_fraction`` of the subjects goes to validation."""
-    from genlab.gaze.datasets import subject_split
+class SyntheticCache:
+    """Rendered synthetic sets kept in memory and, with ``folder``, as .pt files on disk.
 
-    if len(data.subject.unique()) < 2:
-        raise DataError(f"{data.name}: need at least 2 subjects to hold some out")
-    parts = subject_split(data.subject.numpy(), (1 - val_fraction, val_fraction), seed)
-    return tuple(data.subset(torch.as_tensor(idx)) for idx in parts)
+    Rendering is deterministic, so every process (or a later run) that asks for the same
+    (domain, count, seed, size) gets the same images; files are written atomically.
+    """
 
+    def __init__(self, folder: str | Path | None = None):
+        self.folder = Path(folder) if folder is not None else None
+        self._sets: dict[tuple, GazeSet] = {}
 
-def take_share(data: GazeSet, fraction: float, seed: int) -> GazeSet:
-    """A seeded random share ``fraction`` in (0, 1] of the images (at least one)."""
-    from genlab.gaze.datasets import fraction_indices
+    def get(self, domain: str, count: int, seed: int, size) -> GazeSet:
+        key = (domain, int(count), int(seed), tuple(int(s) for s in size))
+        if key not in self._sets:
+            self._sets[key] = self._load_or_render(key)
+        return self._sets[key]
 
-    if fraction == 1:
+    def _load_or_render(self, key: tuple) -> GazeSet:
+        domain, count, seed, size = key
+        path = None
+        if self.folder is not None:
+            path = self.folder / f"{domain}_n{count}_s{seed}_{size[0]}x{size[1]}.pt"
+            if path.is_file():
+                d = torch.load(path, weights_only=True)
+                return GazeSet(d["images"], GazeLabels(d["gaze"], d["subject"], d["cluster"]),
+                               domain)
+        data = synthetic_set(domain, count, seed, size)
+        if path is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            save_checkpoint(path, {"images": data.images, "gaze": data.gaze,
+                                   "subject": data.subject, "cluster": data.cluster})
         return data
-    return data.subset(torch.as_tensor(fraction_indices(len(data), fraction, seed)))
 
 
-def synthetic_task(
-    source: str,
-    target: str,
-    *,
-    train_count: int,
-    test_count: int,
-    size=(32, 48),
-    data_seed: int = 0,
-    val_fraction: float = 0.2,
-) -> TaskData:
-    """Render a source domain (split by subject into train/val) and a target domain."""
-    if source == target:
-        raise ConfigError(f"source and target must be different domains, both are {source!r}")
-    full = synthetic_set(source, train_count, data_seed, size)
-    train, val = hold_out_subjects(full, val_fraction, data_seed)
-    test = synthetic_set(target, test_count, data_seed + 1_000_003, size)
-    return TaskData(train, val, test)
+def check_data_ref(ref: str) -> None:
+    """ConfigError unless ``ref`` names a synthetic domain or a real ``NAME:ROOT`` data set."""
+    if split_ref(ref) is None:
+        get_domain(ref)
 
 
-def with_fraction(task: TaskData, fraction: float, seed: int) -> TaskData:
-    """The task with only a share ``fraction`` of its training images."""
-    return TaskData(take_share(task.train, fraction, seed), task.val, task.test)
+def open_data(ref: str, count: int, seed: int, size, cfg, cache: SyntheticCache | None):
+    """A synthetic domain (rendered, through ``cache``) or a real ``NAME:ROOT`` data set."""
+    check_data_ref(ref)
+    if split_ref(ref) is not None:
+        return open_real(ref, size, workers=cfg.workers)
+    return (cache or SyntheticCache()).get(ref, count, seed, size)
 
 
-def dataset_to_set(dataset, name: str) -> GazeSet:
-    """Materialise a torch Dataset of (image (3,H,W), gaze (2,)) with ``.subject`` ids."""
-    if len(dataset) == 0:
-        raise DataError(f"{name}: holds no images")
-    images, gaze = zip(*(dataset[i] for i in range(len(dataset))), strict=True)
-    images = torch.stack([torch.as_tensor(im, dtype=torch.float32) for im in images])
-    gaze = torch.stack([torch.as_tensor(g, dtype=torch.float32) for g in gaze])
-    subject = torch.as_tensor(
-        np.asarray(getattr(dataset, "subject", np.zeros(len(images)))), dtype=torch.long
-    )
-    return GazeSet(images, gaze, subject, name)
-
-
-def real_set(data_format: str, paths: list[str], size, image_root: str | None = None) -> GazeSet:
-    """Read ETH-XGaze h5 files/folders ("xgaze") or GazeHub label files ("gazehub")."""
-    from genlab.gaze import datasets
-
-    require_choice("data format", data_format, ("xgaze", "gazehub"))
-    if not paths:
-        raise ConfigError(f"--data-format {data_format} needs at least one data file path")
-    if data_format == "xgaze":
-        ds = datasets.ETHXGaze(list(paths), size=tuple(size))
+def load_task_data(cfg, cache: SyntheticCache | None = None) -> TaskData:
+    """TaskData for a GazeTrainConfig (source, targets, counts, seeds, fraction, fold)."""
+    cache = cache or SyntheticCache()
+    source = open_data(cfg.source, cfg.train_count, cfg.data_seed, cfg.size, cfg, cache)
+    if cfg.target_fold >= 0:
+        if list(cfg.targets) != [cfg.source]:
+            raise ConfigError("target_fold needs the source as the only target (an in-domain "
+                              f"reference), got source {cfg.source!r}, targets {cfg.targets}")
+        source, fold = subject_fold(source, cfg.target_fold, cfg.folds, cfg.data_seed)
+        targets = {cfg.source: fold}
     else:
-        if image_root is None:
-            raise ConfigError("--data-format gazehub needs --image-root")
-        ds = datasets.GazeHub(image_root, list(paths), size=tuple(size))
-    return dataset_to_set(ds, ",".join(str(p) for p in paths))
-
-
-def load_task_data(cfg) -> TaskData:
-    """TaskData for a GazeTrainConfig: the synthetic protocol or real files from disk."""
-    if cfg.data_format == "synthetic":
-        task = synthetic_task(
-            cfg.source,
-            cfg.target,
-            train_count=cfg.train_count,
-            test_count=cfg.test_count,
-            size=cfg.size,
-            data_seed=cfg.data_seed,
-        )
-        return with_fraction(task, cfg.fraction, cfg.seed)
-    if not cfg.test_path:
-        raise ConfigError(f"--data-format {cfg.data_format} needs --test-path")
-    full = real_set(cfg.data_format, cfg.train_path, cfg.size, image_root=cfg.image_root)
-    train, val = hold_out_subjects(full, 0.2, cfg.data_seed)
-    test = real_set(cfg.data_format, cfg.test_path, cfg.size, image_root=cfg.image_root)
-    return with_fraction(TaskData(train, val, test), cfg.fraction, cfg.seed)
+        targets = {t: open_data(t, cfg.test_count, target_seed(cfg.data_seed), cfg.size, cfg,
+                                cache) for t in cfg.targets}
+    train, val = hold_out_subjects(source, cfg.val_fraction, cfg.data_seed)
+    return TaskData(take_share(train, cfg.fraction, cfg.seed), val, targets)

@@ -14,6 +14,8 @@ Routing modes:
   (experts are trained on appearance sub-datasets), while the router still gets
   the gradient of the soft weights. Inference uses soft r.
 * ``hard``: straight-through one-hot in training, one-hot in inference.
+* ``oracle``: the sample's true appearance cluster, one-hot (synthetic appearance world
+  only; the router is bypassed). A reference for what appearance routing can gain.
 
 Load balancing (no capacity limit: no sample is ever dropped):
 
@@ -42,7 +44,7 @@ from torch import nn
 from genlab.core.errors import ConfigError, require_positive
 from genlab.core.seeding import make_generator
 
-ROUTINGS = ("soft", "hard-train-soft-infer", "hard")
+ROUTINGS = ("soft", "hard-train-soft-infer", "hard", "oracle")
 BALANCES = ("switch", "rebalance", "none")
 
 
@@ -101,6 +103,9 @@ class ExpertBank(nn.Module):
 
 def route(soft: torch.Tensor, mode: str, training: bool) -> torch.Tensor:
     """Mixing weights from soft router probabilities (N, K) for ``mode`` (rows sum to one)."""
+    if mode not in ROUTINGS[:3]:
+        raise ConfigError(f"route: mode {mode!r} is not a router mode (soft, "
+                          "hard-train-soft-infer, hard)")
     hard = mode == "hard" or (mode == "hard-train-soft-infer" and training)
     if not hard:
         return soft

@@ -11,9 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 from genlab.core.errors import ConfigError, require_positive
+from genlab.core.progress import progress as progress_bar
+from genlab.core.runs import RunDir
+from genlab.gaze.draw import draw_gaze_arrows
+from genlab.gaze.geometry import pitchyaw_to_vector
 from genlab.gaze.synth_domains import (
     APPEARANCE_NAMES,
     DOMAINS,
@@ -24,7 +29,9 @@ from genlab.gaze.synth_domains import (
     sample_gaze_head,
     sample_subjects,
 )
-from genlab.gaze.synth_render import CLEAN, render_eyes
+from genlab.gaze.synth_render import CLEAN, RHO_PER_WIDTH, render_eyes
+from genlab.gaze.synth_traits import NO_CLUSTER
+from genlab.gaze.xgaze import write_xgaze_h5
 
 __all__ = [
     "APPEARANCE_NAMES", "DOMAINS", "DomainSpec", "SubjectTraits", "SynthBatch", "domain_table",
@@ -42,6 +49,11 @@ class SynthBatch:
     subject: np.ndarray  # (N,) int64 subject ids
     appearance: np.ndarray  # (N, A) float32 traits (order: APPEARANCE_NAMES)
     domain: str = ""
+    cluster: np.ndarray | None = None  # (N,) int64 appearance cluster, -1 where none
+
+    def __post_init__(self):
+        if self.cluster is None:
+            self.cluster = np.full(len(self.gaze), NO_CLUSTER, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.gaze)
@@ -54,8 +66,6 @@ def render_domain(domain: str, count: int, seed: int, size: tuple[int, int] = (6
     Images are shared out evenly over the domain's subjects (``n_subjects`` overrides
     their number). ``progress`` shows a bar (default: on a terminal).
     """
-    from genlab.core.progress import progress as progress_bar
-
     require_positive("count", count)
     spec = get_domain(domain)
     n_subj = spec.n_subjects if n_subjects is None else n_subjects
@@ -70,7 +80,8 @@ def render_domain(domain: str, count: int, seed: int, size: tuple[int, int] = (6
         images = render_eyes(gaze, traits, head, rng, size=size, conditions=spec, on_chunk=tick)
     appearance = np.stack([s.appearance_vector() for s in subjects])[owner]
     ids = np.array([s.subject_id for s in subjects], dtype=np.int64)[owner]
-    return SynthBatch(images, gaze, head, ids, appearance, spec.name)
+    cluster = np.array([s.cluster for s in subjects], dtype=np.int64)[owner]
+    return SynthBatch(images, gaze, head, ids, appearance, spec.name, cluster)
 
 
 def _iris_centroids(images: np.ndarray) -> np.ndarray:
@@ -99,8 +110,6 @@ def iris_centre_check(size: tuple[int, int] = (64, 96), max_deg: float = 20.0,
     subject = replace(subject, iris_rgb=(0.1, 0.25, 0.95), aperture=1.5, glasses=False,
                       lens_power=0.0, canthal_tilt_deg=0.0, eye_size=1.0, iris_size=0.5,
                       kappa=(0.0, 0.0), skin_rgb=(0.9, 0.75, 0.65), lash_density=0.3)
-    from genlab.gaze.geometry import pitchyaw_to_vector
-    from genlab.gaze.synth_render import RHO_PER_WIDTH
 
     angles = np.radians(np.linspace(-max_deg, max_deg, steps)).astype(np.float32)
     result = {}
@@ -132,9 +141,6 @@ def render_to_folder(count: int, domain: str, seed: int, out: str | Path,
     Returns a summary dict (files, counts, label ranges) that is also written to
     ``out/summary.json``; config.json records the options.
     """
-    from genlab.core.runs import RunDir
-    from genlab.gaze.datasets import write_xgaze_h5
-    from genlab.gaze.draw import draw_gaze_arrows
 
     if domain not in DOMAINS:
         raise ConfigError(f"unknown domain {domain!r}; expected one of: {', '.join(DOMAINS)}")
@@ -147,8 +153,6 @@ def render_to_folder(count: int, domain: str, seed: int, out: str | Path,
     files = write_xgaze_h5(run.path, batch)
     k = min(24, len(batch))
     grid = draw_gaze_arrows(batch.images[:k], batch.gaze[:k])
-    import cv2
-
     cv2.imwrite(str(run.file("samples.png")), grid[..., ::-1])
     deg = np.degrees(batch.gaze)
     summary = {

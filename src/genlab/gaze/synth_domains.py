@@ -1,123 +1,39 @@
-"""Subjects and domains of the synthetic gaze world (our reconstruction, see docs/gaze_data.md).
+"""The registry of synthetic gaze domains (our reconstruction, see docs/gaze_data.md).
 
-A *subject* is a fixed set of appearance traits (skin tone, iris colour, eye shape,
-kappa angle, glasses, brow, lashes). A *domain* is a distribution over subjects'
-traits and over capture conditions (gaze and head-pose range, lighting, blur,
-resolution, noise, JPEG). The four cross-domain tasks of MoEGaze (E->M, E->D, G->M,
-G->D) are mirrored by two broad source domains ("broad-e", "broad-g") and two narrow
-target domains ("narrow-m", "narrow-d") whose appearance mix is shifted towards traits
-that are rare, not absent, in the sources.
+Traits, clusters and the DomainSpec type are in :mod:`genlab.gaze.synth_traits`.
+The *realistic* world defined here mirrors the four cross-domain tasks of MoEGaze
+(E->M, E->D, G->M, G->D) with two broad source domains ("broad-e", "broad-g") and two
+narrow target domains ("narrow-m", "narrow-d") that differ in appearance mix *and* in
+capture and gaze range. The appearance-routing world and the control world
+(:mod:`genlab.gaze.synth_worlds`) are registered here too.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, fields
 
 import numpy as np
 
-from genlab.core.errors import ConfigError, require_choice, require_positive
-
-# Iris colour families (linear RGB in [0, 1]) and skin tone end points (light -> dark).
-IRIS_FAMILIES: dict[str, tuple[float, float, float]] = {
-    "dark-brown": (0.16, 0.08, 0.04),
-    "brown": (0.36, 0.19, 0.08),
-    "hazel": (0.45, 0.36, 0.16),
-    "green": (0.30, 0.42, 0.24),
-    "blue": (0.26, 0.42, 0.62),
-    "grey": (0.45, 0.48, 0.52),
-}
-_SKIN_LIGHT = np.array([0.95, 0.78, 0.68])
-_SKIN_MID = np.array([0.78, 0.56, 0.40])
-_SKIN_DARK = np.array([0.32, 0.20, 0.13])
-
-
-def skin_rgb(tone: float) -> np.ndarray:
-    """Skin colour for a tone in [0, 1] (0 very light, 1 very dark), piecewise linear."""
-    t = float(np.clip(tone, 0.0, 1.0))
-    if t < 0.5:
-        return _SKIN_LIGHT + (_SKIN_MID - _SKIN_LIGHT) * (t / 0.5)
-    return _SKIN_MID + (_SKIN_DARK - _SKIN_MID) * ((t - 0.5) / 0.5)
-
-
-@dataclass(frozen=True)
-class SubjectTraits:
-    """Appearance of one subject, fixed across all of their images."""
-
-    subject_id: int
-    skin_tone: float  # 0 (light) .. 1 (dark)
-    skin_rgb: tuple[float, float, float]
-    iris_family: str
-    iris_rgb: tuple[float, float, float]
-    aperture: float  # multiplies the eyelid opening (1 = average)
-    canthal_tilt_deg: float  # positive: outer corner higher
-    eye_size: float  # eyeball radius multiplier
-    iris_size: float  # sine of the iris' angular radius on the eyeball (~0.5)
-    kappa: tuple[float, float]  # (pitch, yaw) radians, visual minus optical axis
-    glasses: bool
-    lens_power: float  # diopters; 0 without glasses
-    frame_rgb: tuple[float, float, float]
-    brow_height: float  # in eyeball radii above the eye centre
-    brow_thickness: float
-    brow_arch: float
-    hair_rgb: tuple[float, float, float]
-    lash_density: float  # 0..1
-    texture_seed: int
-
-    def appearance_vector(self) -> np.ndarray:
-        """The traits as one float vector (order: :data:`APPEARANCE_NAMES`)."""
-        return np.array(
-            [self.skin_tone, *self.iris_rgb, self.aperture, self.canthal_tilt_deg / 10.0,
-             self.eye_size, self.iris_size, np.degrees(self.kappa[0]),
-             np.degrees(self.kappa[1]), float(self.glasses), self.lens_power / 5.0,
-             self.brow_height, self.brow_thickness, self.brow_arch, self.lash_density],
-            dtype=np.float32,
-        )
-
-
-APPEARANCE_NAMES = (
-    "skin_tone", "iris_r", "iris_g", "iris_b", "aperture", "canthal_tilt_10deg", "eye_size",
-    "iris_size", "kappa_pitch_deg", "kappa_yaw_deg", "glasses", "lens_power_5D",
-    "brow_height", "brow_thickness", "brow_arch", "lash_density",
+from genlab.core.errors import require_choice, require_positive
+from genlab.gaze.synth_traits import (
+    APPEARANCE_NAMES,
+    IRIS_FAMILIES,
+    NO_CLUSTER,
+    ClusterSpec,
+    DomainSpec,
+    SubjectTraits,
+    cluster_quotas,
+    draw_subject,
+    sample_gaze_head,
+    skin_rgb,
 )
+from genlab.gaze.synth_worlds import APPEARANCE_DOMAINS, CLUSTERS, CONTROL_DOMAINS
 
-
-@dataclass(frozen=True)
-class DomainSpec:
-    """A distribution over subjects and capture conditions. Angles in degrees."""
-
-    name: str
-    description: str
-    subject_offset: int  # subject ids of this domain start here (disjoint ranges)
-    n_subjects: int
-    # appearance mix
-    skin_tone_beta: tuple[float, float]  # Beta(a, b) over tone 0..1
-    iris_probs: dict[str, float]
-    glasses_prob: float
-    lens_power_range: tuple[float, float]
-    aperture_mean_std: tuple[float, float]
-    tilt_mean_std: tuple[float, float]
-    # gaze / head pose: "normal" (mean, std, clipped at limit) or "screen" (uniform box)
-    gaze_kind: str
-    gaze_mean: tuple[float, float]
-    gaze_std: tuple[float, float]
-    gaze_limit: tuple[float, float]
-    head_std: tuple[float, float]
-    head_limit: tuple[float, float]
-    # capture
-    light_intensity: tuple[float, float]
-    ambient: tuple[float, float]
-    coloured_light_prob: float
-    light_colour_std: float
-    light_dir_std: float
-    side_shadow: tuple[float, float]
-    blur_sigma: tuple[float, float]  # pixels at the output size
-    resolution_scale: tuple[float, float]  # effective resolution / output resolution
-    noise_std: tuple[float, float]  # of uint8 levels
-    jpeg_quality: tuple[int, int]
-    scale_jitter: float  # relative eye size jitter per image
-    shift_jitter: float  # pixels
-    extra: dict = field(default_factory=dict)
-
+__all__ = [
+    "APPEARANCE_NAMES", "CLUSTERS", "DOMAINS", "IRIS_FAMILIES", "ClusterSpec", "DomainSpec",
+    "SubjectTraits", "domain_markdown", "domain_statistics", "domain_table", "get_domain",
+    "sample_gaze_head", "sample_subjects", "skin_rgb",
+]
 
 _IRIS_BROAD = {"dark-brown": 0.35, "brown": 0.30, "hazel": 0.12, "green": 0.08, "blue": 0.12,
                "grey": 0.03}
@@ -193,6 +109,8 @@ DOMAINS["mixed"] = DomainSpec(
        "skin_tone_beta": (1.5, 1.5), "coloured_light_prob": 0.2, "blur_sigma": (0.0, 1.0),
        "resolution_scale": (0.6, 1.0), "noise_std": (1.0, 4.0)},
 )
+for _spec in (*APPEARANCE_DOMAINS, *CONTROL_DOMAINS):  # appended: earlier codes stay as they were
+    DOMAINS[_spec.name] = _spec
 _DOMAIN_CODE = {name: i + 1 for i, name in enumerate(DOMAINS)}
 
 
@@ -204,79 +122,21 @@ def get_domain(domain: str | DomainSpec) -> DomainSpec:
     return DOMAINS[domain]
 
 
-def _subject(spec: DomainSpec, rng: np.random.Generator, subject_id: int) -> SubjectTraits:
-    tone = float(rng.beta(*spec.skin_tone_beta))
-    families = list(spec.iris_probs)
-    p = np.array([spec.iris_probs[f] for f in families])
-    family = families[int(rng.choice(len(families), p=p / p.sum()))]
-    iris = np.clip(np.array(IRIS_FAMILIES[family]) * rng.uniform(0.8, 1.2, 3), 0.02, 0.95)
-    glasses = bool(rng.random() < spec.glasses_prob)
-    power = float(rng.uniform(*spec.lens_power_range)) if glasses else 0.0
-    frame = rng.choice([0.05, 0.25, 0.55, 0.8]) * rng.uniform(0.7, 1.3, 3)
-    hair_dark = rng.uniform(0.03, 0.35) * (1.0 - 0.6 * tone)
-    hair = np.clip(hair_dark * np.array([1.0, 0.8, 0.6]) * rng.uniform(0.8, 1.2, 3), 0.01, 0.6)
-    ap_mean, ap_std = spec.aperture_mean_std
-    tilt_mean, tilt_std = spec.tilt_mean_std
-    return SubjectTraits(
-        subject_id=subject_id,
-        skin_tone=tone,
-        skin_rgb=tuple(float(c) for c in skin_rgb(tone) * rng.uniform(0.95, 1.05, 3)),
-        iris_family=family,
-        iris_rgb=tuple(float(c) for c in iris),
-        aperture=float(np.clip(rng.normal(ap_mean, ap_std), 0.5, 1.5)),
-        canthal_tilt_deg=float(np.clip(rng.normal(tilt_mean, tilt_std), -8.0, 14.0)),
-        eye_size=float(rng.uniform(0.92, 1.08)),
-        iris_size=float(rng.uniform(0.46, 0.54)),
-        kappa=(float(np.radians(rng.normal(0.0, 1.0))),
-               float(np.radians(rng.normal(2.0, 1.0)))),
-        glasses=glasses,
-        lens_power=power,
-        frame_rgb=tuple(float(c) for c in np.clip(frame, 0.0, 1.0)),
-        brow_height=float(rng.uniform(1.25, 1.6)),
-        brow_thickness=float(rng.uniform(0.18, 0.4)),
-        brow_arch=float(rng.uniform(0.0, 0.35)),
-        hair_rgb=tuple(float(c) for c in hair),
-        lash_density=float(rng.uniform(0.3, 1.0)),
-        texture_seed=int(rng.integers(0, 2**31 - 1)),
-    )
-
-
 def sample_subjects(domain: str | DomainSpec, n: int, seed: int) -> list[SubjectTraits]:
-    """``n`` subjects of a domain; subject i depends only on (domain, seed, i).
+    """``n`` subjects of a domain; subject i's traits depend only on (domain, seed, i).
 
-    Ids are ``domain.subject_offset + i``, so different domains never share an id.
+    In a clustered domain, which subject belongs to which cluster depends on (domain,
+    seed, n): the clusters are shared out in their stated proportions. Ids are
+    ``domain.subject_offset + i``, so different domains never share an id.
     """
     require_positive("n_subjects", n)
     spec = get_domain(domain)
     code = _DOMAIN_CODE.get(spec.name, 99)
-    return [_subject(spec, np.random.default_rng([seed, code, 0, i]), spec.subject_offset + i)
+    clusters = (cluster_quotas(spec.cluster_probs, n, np.random.default_rng([seed, code, 1]))
+                if spec.clusters else np.full(n, NO_CLUSTER))
+    return [draw_subject(spec, np.random.default_rng([seed, code, 0, i]),
+                         spec.subject_offset + i, int(clusters[i]))
             for i in range(n)]
-
-
-def sample_gaze_head(spec: DomainSpec, n: int, rng: np.random.Generator
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Gaze (visual axis) and head pose (n, 2) pitch-yaw in radians, drawn from a domain."""
-    if spec.gaze_kind == "screen":
-        lim = np.array(spec.gaze_limit)
-        gaze = np.array(spec.gaze_mean) + rng.uniform(-1.0, 1.0, (n, 2)) * lim
-    elif spec.gaze_kind == "normal":
-        gaze = _truncated_normal(rng, n, spec.gaze_mean, spec.gaze_std, spec.gaze_limit)
-    else:
-        raise ConfigError(f"domain {spec.name}: unknown gaze_kind {spec.gaze_kind!r}")
-    head = _truncated_normal(rng, n, (0.0, 0.0), spec.head_std, spec.head_limit)
-    return np.radians(gaze).astype(np.float32), np.radians(head).astype(np.float32)
-
-
-def _truncated_normal(rng: np.random.Generator, n: int, mean, std, limit) -> np.ndarray:
-    """(n, 2) normal draws with |value| <= limit, out-of-range draws redrawn (no spikes)."""
-    mean, std, limit = (np.asarray(v, dtype=np.float64) for v in (mean, std, limit))
-    x = mean + rng.normal(size=(n, 2)) * std
-    for _ in range(50):
-        bad = np.abs(x) > limit
-        if not bad.any():
-            break
-        x[bad] = (mean + rng.normal(size=(n, 2)) * std)[bad]
-    return np.clip(x, -limit, limit)
 
 
 def domain_table() -> list[dict]:
@@ -289,6 +149,7 @@ def domain_table() -> list[dict]:
                                        "head_std", "light_intensity", "coloured_light_prob",
                                        "blur_sigma", "resolution_scale", "noise_std",
                                        "jpeg_quality")})
+        rows[-1]["cluster_probs"] = d["cluster_probs"] or "-"
     return rows
 
 
@@ -307,6 +168,7 @@ def domain_statistics(domain: str, n_subjects: int = 2000, n_images: int = 20000
         "light_iris(blue/grey/green)": share(lambda s: s.iris_family in ("blue", "grey", "green")),
         "tilt>6deg": share(lambda s: s.canthal_tilt_deg > 6),
         "small_aperture(<0.85)": share(lambda s: s.aperture < 0.85),
+        "kappa_yaw_std": float(np.std([np.degrees(s.kappa[1]) for s in subjects])),
         "gaze_pitch_mean": float(g[:, 0].mean()), "gaze_pitch_std": float(g[:, 0].std()),
         "gaze_yaw_std": float(g[:, 1].std()), "head_yaw_std": float(h[:, 1].std()),
     }

@@ -6,8 +6,9 @@ along +z; lengths in eyeball radii ``rho`` (pixels per radius = ``0.19 * W * eye
 * Eyeball: unit sphere at the origin; the visible point under pixel (x, y) is
   ``P = (x, y, -sqrt(1 - x^2 - y^2))`` with normal ``P``; Lambert shading
   ``ambient + intensity * max(0, P.l)`` for the unit direction ``l`` towards the light.
-* Optical axis ``o = pitchyaw_to_vector(gaze - kappa)``: the visual axis (the label)
-  minus the subject's kappa angle.
+* Optical axis ``o = pitchyaw_to_vector(gaze - kappa + (gain - 1)(gaze - head))``: the
+  visual axis (the label) minus the subject's kappa angle; ``gain`` (1 except in the
+  appearance-routing world, see synth_traits) scales the eye-in-head rotation.
 * Iris: a flat disk of radius ``s = iris_size`` in the plane ``X.o = sqrt(1 - s^2)``
   (it meets the sphere at the limbus). Its projected centre is therefore at
   ``rho * sqrt(1 - s^2) * (o_x, o_y)`` pixels from the eyeball centre -- the truth the
@@ -42,7 +43,7 @@ import numpy as np
 
 from genlab.core.errors import ConfigError
 from genlab.gaze.geometry import pitchyaw_to_vector
-from genlab.gaze.synth_domains import DomainSpec, SubjectTraits
+from genlab.gaze.synth_traits import DomainSpec, SubjectTraits
 
 RHO_PER_WIDTH = 0.19  # eyeball radius in pixels per image width
 # depth of head-attached planes in eyeball radii; the lids wrap the eyeball, so their
@@ -69,7 +70,7 @@ def _traits_arrays(traits: Sequence[SubjectTraits]) -> dict[str, np.ndarray]:
     out = {name: get(name) for name in (
         "skin_rgb", "iris_rgb", "aperture", "canthal_tilt_deg", "eye_size", "iris_size",
         "kappa", "lens_power", "frame_rgb", "brow_height", "brow_thickness", "brow_arch",
-        "hair_rgb", "lash_density")}
+        "hair_rgb", "lash_density", "iris_gain")}
     out["glasses"] = np.array([t.glasses for t in traits], dtype=bool)
     seeds = np.array([t.texture_seed for t in traits], dtype=np.int64)
     tex_rng = [np.random.default_rng(int(s)) for s in seeds]
@@ -103,6 +104,12 @@ def _capture(spec: DomainSpec, n: int, rng: np.random.Generator) -> dict[str, np
     return cap
 
 
+def optical_axis(gaze: np.ndarray, head: np.ndarray, T) -> np.ndarray:
+    """Pitch-yaw (N, 2) of the eyeball's optical axis: gaze - kappa + (gain - 1)(gaze - head)."""
+    gain = T["iris_gain"][:, None]
+    return gaze - T["kappa"] + (gain - 1.0) * (gaze - head)
+
+
 def _smooth_clip(d):
     """Anti-aliased coverage from a signed distance in pixels."""
     return np.clip(d + 0.5, 0.0, 1.0)
@@ -113,7 +120,7 @@ class _Frame:
 
     def __init__(self, gaze, head, T, C, H, W):
         n = gaze.shape[0]
-        self.n, self.H, self.W = n, H, W
+        self.n, self.H, self.W, self.head = n, H, W, head
         self.col = lambda a: np.asarray(a, np.float32).reshape(n, 1, 1)
         col = self.col
         self.rho = col(RHO_PER_WIDTH * W * T["eye_size"] * C["scale"])
@@ -169,7 +176,7 @@ def _eyeball(F: _Frame, T, C, gaze, x, y, rho):
     cover = _smooth_clip((1.0 - np.sqrt(s)) * rho)
     shade = F.amb + F.inten * np.maximum(x * lx + y * ly + z * lz, 0.0)
 
-    optical = pitchyaw_to_vector((gaze - T["kappa"]).astype(f32))
+    optical = pitchyaw_to_vector(optical_axis(gaze, F.head, T).astype(f32))
     ox, oy, oz = (col(optical[:, i]) for i in range(3))
     si = col(T["iris_size"])
     d = np.sqrt(1.0 - si * si)
@@ -214,7 +221,7 @@ def _eyelids(F: _Frame, T, gaze, head, x, y):
     """Head-attached lid geometry: opening coverage and the quantities skin shading needs."""
     col, rho = F.col, F.rho
     a, b = F.head_coords(x, y, D_LID)
-    pe = col(gaze[:, 0] - head[:, 0])  # eye-in-head pitch
+    pe = col(T["iris_gain"] * (gaze[:, 0] - head[:, 0]))  # eye-in-head pitch of the eyeball
     ap = col(T["aperture"])
     hu = np.clip(ap * (0.55 + 0.7 * np.sin(pe)), 0.08, 1.2)
     hl = np.clip(ap * 0.5 * (1.0 - 0.3 * np.sin(pe)), 0.15, 0.9)

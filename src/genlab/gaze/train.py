@@ -1,74 +1,52 @@
-"""Training and evaluation of gaze models: L1 on (pitch, yaw), Adam, the core Trainer.
+"""Training of gaze models: L1 on (pitch, yaw), AdamW, warm-up and cosine decay per step.
 
-Adam with a cosine learning-rate decay over the epochs. Loss (per step) =
-L1(gaze, target) + ``balance_weight`` * L_bal + ``appearance_weight`` * L_app, where
-L_bal is the Switch load-balancing loss and L_app the subject-contrastive appearance
-loss of MoEGaze (both our reconstruction, see genlab.gaze.routing); the
-baseline has only the L1 term. Metrics: mean and median angular error in degrees
-(genlab.gaze.geometry.angular_error_deg) and router statistics (load per expert,
-assignment per domain, per-subject purity = mean share of a subject's images sent
-to that subject's most used expert).
+A run has a budget in optimiser *steps* (the 10%-data runs take as many steps as the
+full runs), a linear warm-up over ``warmup_steps`` and a cosine decay to zero at the
+last step; the model after the last step is kept and evaluated (nothing is selected on
+any data). Loss per step = L1(gaze, target) + ``balance_weight`` * L_bal +
+``appearance_weight`` * L_app, where L_bal and L_app are MoEGaze's auxiliary losses
+(our reconstruction, see genlab.gaze.routing); the baseline has only the L1 term.
 
-No model selection happens on the target domain: the model after the last epoch is
-evaluated. The target error is logged per epoch for the curves only.
+``reinit_router_at`` (a fraction of the steps, 0 = never) calls the model's
+``prepare`` hook again at the end of the chunk that reaches that step: MoEGaze then
+re-fits its prototypes by k-means on the appearance embeddings learned so far.
+
+Batches come from a seeded stream that depends only on (seed, step) (see
+genlab.gaze.splits.step_batches): models trained with the same seed see the same
+batches in the same order, which pairs a baseline and a MoEGaze run of one seed
+(their shared parts also start equal, see genlab.gaze.models). Every ``eval_every``
+steps a checkpoint is written and the held-out source subjects (at most
+``curve_val_images`` of them, a seeded share) are evaluated for the curves;
+``resume`` continues from the last checkpoint and ends like an uninterrupted run.
+
+Summary: errors on the held-out source subjects (``val_*``) and on every target
+(``targets``; the first also as ``target_*``), per subject and per cluster, the router's
+statistics, and the reference of the constant predictor that always answers the
+source training mean (``constant_val_mean_deg``, ``constant_target_mean_deg``).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
 from genlab.core.runs import RunDir
-from genlab.core.seeding import make_generator, seed_everything
+from genlab.core.seeding import seed_everything
 from genlab.core.trainer import Trainer, resolve_device
-from genlab.gaze.geometry import angular_error_deg
-from genlab.gaze.models import MODELS, MoEGaze, build_model
+from genlab.gaze.backbones import INPUT_NORMS, STEMS
+from genlab.gaze.gazeset import GazeLabels
+from genlab.gaze.metrics import constant_summary, predict, summarise
+from genlab.gaze.models import MODELS, build_model
+from genlab.gaze.plots import save_run_plots
+from genlab.gaze.protocol import check_data_ref
 from genlab.gaze.routing import BALANCES, ROUTINGS
-
-
-@dataclass
-class GazeSet:
-    """In-memory gaze images (N,3,H,W) in [0,1] RGB, gaze (N,2) pitch-yaw rad, subject ids."""
-
-    images: torch.Tensor
-    gaze: torch.Tensor
-    subject: torch.Tensor
-    name: str = ""
-
-    def __post_init__(self):
-        n = len(self.images)
-        if n == 0:
-            raise DataError(f"data set {self.name or '(unnamed)'} is empty")
-        if self.images.ndim != 4 or self.images.shape[1] != 3:
-            raise DataError(
-                f"{self.name}: images must be (N, 3, H, W), got {tuple(self.images.shape)}"
-            )
-        if self.gaze.shape != (n, 2) or self.subject.shape != (n,):
-            raise DataError(f"{self.name}: expected gaze (N, 2) and subject (N,) for N={n}")
-
-    def __len__(self) -> int:
-        return len(self.images)
-
-    def subset(self, idx) -> GazeSet:
-        idx = torch.as_tensor(idx, dtype=torch.long)
-        return GazeSet(self.images[idx], self.gaze[idx], self.subject[idx], self.name)
-
-    def batches(self, batch_size: int, seed: int, epoch: int, shuffle: bool = True):
-        """(images, targets) with targets = [pitch, yaw, subject] (N, 3); seeded per epoch."""
-        n = len(self)
-        order = (
-            torch.randperm(n, generator=make_generator(seed, epoch)) if shuffle else torch.arange(n)
-        )
-        targets = torch.cat([self.gaze, self.subject[:, None].float()], dim=1)
-        for start in range(0, n, batch_size):
-            idx = order[start : start + batch_size]
-            yield self.images[idx], targets[idx]
+from genlab.gaze.splits import step_batches, take_share
 
 
 @dataclass
@@ -77,55 +55,77 @@ class GazeTrainConfig:
 
     model: str = "moegaze"
     source: str = "broad-e"
-    target: str = "narrow-m"
+    targets: list[str] = field(default_factory=lambda: ["narrow-m"])
     experts: int = 4
     routing: str = "soft"
     balance: str = "switch"
     temperature: float = 0.1
-    width: int = 16
+    width: int = 8
+    stem: str = "small"
+    input_norm: str = "half"
+    pretrained: str | None = None
     appearance_dim: int = 32
     gaze_feat_dim: int = 64
     fraction: float = 1.0
-    epochs: int = 8
+    steps: int = 400
+    warmup_steps: int = 30
+    eval_every: int = 100
+    curve_val_images: int = 2000
     batch_size: int = 64
-    lr: float = 2e-3
+    eval_batch_size: int = 256
+    lr: float = 3e-3
+    weight_decay: float = 1e-4
     balance_weight: float = 0.05
     appearance_weight: float = 0.2
     appearance_grad: bool = False
+    router_grad: bool = False
+    reinit_router_at: float = 0.0
     train_count: int = 3000
     test_count: int = 1000
+    val_fraction: float = 0.2
     size: list[int] = field(default_factory=lambda: [32, 48])
     data_seed: int = 0
     seed: int = 0
+    target_fold: int = -1
+    folds: int = 2
     device: str = "cpu"
-    data_format: str = "synthetic"
-    train_path: list[str] | None = None
-    test_path: list[str] | None = None
-    image_root: str | None = None
+    threads: int = 1
+    workers: int = 0
 
     def validate(self) -> None:
         require_choice("model", self.model, MODELS)
         require_choice("routing", self.routing, ROUTINGS)
         require_choice("balance", self.balance, BALANCES)
+        require_choice("stem", self.stem, STEMS)
+        require_choice("input_norm", self.input_norm, INPUT_NORMS)
         require_positive("experts", self.experts)
         require_positive("temperature", self.temperature)
-        for name in ("width", "epochs", "batch_size", "lr", "train_count", "test_count"):
+        for name in ("width", "steps", "eval_every", "batch_size", "eval_batch_size", "lr",
+                     "train_count",
+                     "test_count", "folds", "curve_val_images"):
             require_positive(name, getattr(self, name))
+        for name in ("warmup_steps", "weight_decay", "threads", "workers"):
+            require_positive(name, getattr(self, name), allow_zero=True)
         if not 0 < self.fraction <= 1:
             raise ConfigError(f"fraction must be in (0, 1], got {self.fraction}")
+        if not 0 <= self.reinit_router_at < 1:
+            raise ConfigError(f"reinit_router_at must be in [0, 1), got {self.reinit_router_at}")
+        if not 0 < self.val_fraction < 1:
+            raise ConfigError(f"val_fraction must be in (0, 1), got {self.val_fraction}")
         if len(self.size) != 2 or min(self.size) < 8:
             raise ConfigError(f"size must be two sides >= 8 pixels, got {self.size}")
+        if not self.targets:
+            raise ConfigError("at least one target is needed")
+        for ref in (self.source, *self.targets):
+            check_data_ref(ref)
 
     def model_hparams(self) -> dict:
         return {
-            "width": self.width,
-            "num_experts": self.experts,
-            "appearance_dim": self.appearance_dim,
-            "gaze_feat_dim": self.gaze_feat_dim,
-            "temperature": self.temperature,
-            "routing": self.routing,
-            "balance": self.balance,
-            "appearance_grad": self.appearance_grad,
+            "width": self.width, "stem": self.stem, "input_norm": self.input_norm,
+            "num_experts": self.experts, "appearance_dim": self.appearance_dim,
+            "gaze_feat_dim": self.gaze_feat_dim, "temperature": self.temperature,
+            "routing": self.routing, "balance": self.balance,
+            "appearance_grad": self.appearance_grad, "router_grad": self.router_grad,
         }
 
 
@@ -135,184 +135,181 @@ def config_from_dict(values: dict) -> GazeTrainConfig:
     return GazeTrainConfig(**{k: v for k, v in values.items() if k in names})
 
 
-def l1_gaze_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def warmup_cosine(steps: int, warmup: int):
+    """LR multiplier at step s: linear warm-up over ``warmup`` steps, cosine to 0 at ``steps``."""
+    def factor(s: int) -> float:
+        return min(1.0, (s + 1) / max(warmup, 1)) * 0.5 * (1.0 + math.cos(math.pi * s / steps))
+    return factor
+
+
+def l1_gaze_loss(pred: torch.Tensor, labels: GazeLabels) -> torch.Tensor:
     """Mean absolute error on (pitch, yaw) radians."""
-    return F.l1_loss(pred, target[:, :2])
+    return F.l1_loss(pred, labels.gaze)
 
 
 class GazeTrainer(Trainer):
-    """Trainer whose step adds MoEGaze's auxiliary losses and prototype re-balancing."""
+    """Trainer whose step adds the model's auxiliary losses and a per-step LR schedule."""
 
-    def __init__(self, model, optimizer, *, balance_weight: float, appearance_weight: float, **kw):
+    def __init__(self, model, optimizer, *, schedule, loss_weights: dict[str, float], **kw):
         super().__init__(model, optimizer, l1_gaze_loss, **kw)
-        self.balance_weight, self.appearance_weight = balance_weight, appearance_weight
+        self.schedule, self.loss_weights = schedule, dict(loss_weights)
         self.parts: dict[str, float] = {}
         self.part_count = 0
 
-    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
-        aux_box = {}
+    def weight(self, name: str) -> float:
+        if name == "gaze_l1":
+            return 1.0
+        if name not in self.loss_weights:
+            raise ConfigError(f"the model returned a loss {name!r} that has no weight")
+        return self.loss_weights[name]
+
+    def step(self, x: torch.Tensor, labels: GazeLabels) -> float:
+        box = {}
 
         def closure():
             self.optimizer.zero_grad(set_to_none=True)
-            gaze, aux = self.model(x, return_aux=True, subjects=y[:, 2].long())
-            parts = {"gaze_l1": l1_gaze_loss(gaze, y), **aux["losses"]}
-            loss = parts["gaze_l1"]
-            loss = loss + self.balance_weight * parts.get("balance", 0.0)
-            loss = loss + self.appearance_weight * parts.get("appearance", 0.0)
+            out = self.model.outputs(x, labels)
+            parts = {"gaze_l1": l1_gaze_loss(out.gaze, labels), **out.losses}
+            loss = sum(self.weight(k) * v for k, v in parts.items())
             loss.backward()
-            aux_box.update(aux, parts=parts)
+            box.update(out=out, parts=parts)
             return loss
 
         loss = self.optimizer.step(closure)
-        for name, value in aux_box["parts"].items():
+        self.schedule.step()
+        self.model.after_step(box["out"])
+        for name, value in box["parts"].items():
             self.parts[name] = self.parts.get(name, 0.0) + float(value.detach()) * len(x)
         self.part_count += len(x)
-        if isinstance(self.model, MoEGaze) and self.model.balance == "rebalance":
-            self.model.rebalance_step(
-                aux_box["appearance"].detach(), aux_box["router_probs"].detach()
-            )
         return float(loss.detach())
 
     def pop_parts(self) -> dict:
-        """Mean of each loss term since the last call (for the epoch record)."""
+        """Mean of each loss term since the last call (for the metrics record)."""
         out = {f"train_{k}": v / max(self.part_count, 1) for k, v in self.parts.items()}
         self.parts, self.part_count = {}, 0
         return out
 
+    def state(self, epoch: int) -> dict:
+        return {**super().state(epoch), "schedule": self.schedule.state_dict()}
 
-@torch.no_grad()
-def predict_set(model: nn.Module, data: GazeSet, device, batch_size: int = 256) -> dict:
-    """Eval-mode predictions (N,2) and, for MoEGaze, router weights (N,K) of a whole set."""
-    model.eval()
-    preds, weights = [], []
-    for x, _ in data.batches(batch_size, 0, 0, shuffle=False):
-        out = model(x.to(device), return_aux=True)
-        preds.append(out[0].cpu())
-        if "router_weights" in out[1]:
-            weights.append(out[1]["router_weights"].cpu())
-    return {"pred": torch.cat(preds), "weights": torch.cat(weights) if weights else None}
+    def load_state(self, state: dict) -> int:
+        start = super().load_state(state)
+        self.schedule.load_state_dict(state["schedule"])
+        return start
 
 
-def error_stats(pred: torch.Tensor, true: torch.Tensor) -> dict:
-    """Mean and median angular error (degrees) between pitch-yaw predictions and labels."""
-    err = torch.as_tensor(angular_error_deg(pred, true)).float()
-    return {"mean_deg": float(err.mean()), "median_deg": float(err.median())}
+def _train_mean(labels: GazeLabels) -> torch.Tensor:
+    if not labels.labelled:
+        raise DataError("the training data hold unlabelled samples (NaN gaze)")
+    return labels.gaze.double().mean(dim=0).float()
 
 
-def router_stats(weights: torch.Tensor | None, subject: torch.Tensor) -> dict:
-    """Load per expert (mean weight), top-1 share, sharpness (mean max weight), subject purity."""
-    if weights is None:
-        return {}
-    k = weights.shape[1]
-    top = weights.argmax(dim=1)
-    share = torch.bincount(top, minlength=k).float() / len(top)
-    purities = []
-    for s in subject.unique():
-        counts = torch.bincount(top[subject == s], minlength=k)
-        purities.append(float(counts.max()) / float(counts.sum()))
-    return {
-        "load": weights.mean(dim=0).tolist(),
-        "top1_share": share.tolist(),
-        "mean_max_weight": float(weights.max(dim=1).values.mean()),
-        "subject_purity": sum(purities) / len(purities),
-    }
+def train_gaze(cfg: GazeTrainConfig, data, out: str | Path, *, resume: bool = False,
+               progress_bar: bool | None = None, plots: bool = True):
+    """Train ``cfg.model`` on ``data.train``; evaluate on ``data.val`` and ``data.targets``.
 
-
-def evaluate_set(model: nn.Module, data: GazeSet, device) -> dict:
-    """Angular error statistics and router statistics of ``model`` on ``data``."""
-    out = predict_set(model, data, device)
-    return {**error_stats(out["pred"], data.gaze), **router_stats(out["weights"], data.subject)}
-
-
-def init_router(model: nn.Module, data: GazeSet, device, seed: int, max_images: int = 2048) -> None:
-    """k-means initialisation of MoEGaze's prototypes from training appearance embeddings."""
-    if not isinstance(model, MoEGaze):
-        return
-    model.eval()
-    idx = torch.randperm(len(data), generator=make_generator(seed, 7))[:max_images]
-    emb = [model.embed(x.to(device)) for x, _ in data.subset(idx).batches(256, 0, 0, False)]
-    model.init_prototypes(torch.cat(emb), seed=seed)
-    model.train()
-
-
-def train_gaze(
-    cfg: GazeTrainConfig,
-    data,
-    out: str | Path,
-    *,
-    resume: bool = False,
-    progress_bar: bool | None = None,
-):
-    """Train ``cfg.model`` on ``data.train``, evaluate on ``data.val`` and ``data.test``.
-
-    ``data`` has GazeSet fields ``train``, ``val`` (held-out source subjects) and
-    ``test`` (the target domain). Writes a run folder and returns (model, summary).
+    ``data`` is a :class:`genlab.gaze.protocol.TaskData`. Writes a run folder and returns
+    (model, summary).
     """
     cfg.validate()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
     run = RunDir(out, asdict(cfg), resume=resume)
     seed_everything(cfg.seed)
     device = resolve_device(cfg.device)
-    model = build_model(cfg.model, **cfg.model_hparams()).to(device)
-    init_router(model, data.train, device, cfg.seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, cfg.epochs)
+    model = build_model(cfg.model, **cfg.model_hparams(), init_seed=cfg.seed)
+    if cfg.pretrained:
+        model.backbone.load_pretrained(cfg.pretrained)
+    model.to(device)
+    if run.resumed_state is None:
+        model.prepare(data.train, device, cfg.seed, cfg.eval_batch_size)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer,
+                                                 warmup_cosine(cfg.steps, cfg.warmup_steps))
     trainer = GazeTrainer(
-        model,
-        optimizer,
-        balance_weight=cfg.balance_weight,
-        scheduler=scheduler,
-        appearance_weight=cfg.appearance_weight,
-        device=device,
-        seed=cfg.seed,
-        progress_bar=progress_bar,
-        name=f"train {cfg.model}",
+        model, optimizer, schedule=schedule, device=device, seed=cfg.seed,
+        loss_weights={"balance": cfg.balance_weight, "appearance": cfg.appearance_weight},
+        progress_bar=progress_bar, name=f"train {cfg.model}",
     )
+    chunks = -(-cfg.steps // cfg.eval_every)
 
-    def on_epoch(epoch: int, m: nn.Module) -> dict:
-        record = trainer.pop_parts()
-        record["val_mean_deg"] = evaluate_set(m, data.val, device)["mean_deg"]
-        record["target_mean_deg"] = evaluate_set(m, data.test, device)["mean_deg"]
+    def chunk_steps(chunk: int) -> tuple[int, int]:
+        return chunk * cfg.eval_every, min(cfg.steps, (chunk + 1) * cfg.eval_every)
+
+    def batches(chunk: int):
+        return data.train.load(step_batches(len(data.train), cfg.batch_size, cfg.seed,
+                                            *chunk_steps(chunk)))
+
+    curve_val = take_share(data.val, min(1.0, cfg.curve_val_images / len(data.val)),
+                           cfg.data_seed)
+
+    reinit_step = round(cfg.reinit_router_at * cfg.steps)
+
+    def on_chunk(chunk: int, m) -> dict:
+        start, stop = chunk_steps(chunk)
+        record = {"step": stop, **trainer.pop_parts()}
+        if start < reinit_step <= stop:  # re-fit the router on the trained embeddings
+            m.prepare(data.train, device, cfg.seed, cfg.eval_batch_size)
+            record["router_prepared"] = True
+        record["val_mean_deg"] = summarise(predict(m, curve_val, device, cfg.eval_batch_size),
+                                           curve_val.labels)["mean_deg"]
         return record
 
-    result = trainer.fit(
-        lambda e: data.train.batches(cfg.batch_size, cfg.seed, e),
-        cfg.epochs,
-        run=run,
-        on_epoch=on_epoch,
+    cpu0 = time.process_time()
+    result = trainer.fit(batches, chunks, run=run, on_epoch=on_chunk)
+    summary = finish_run(run, model, data, device, cfg, plots=plots)
+    steps_done = sum(b - a for a, b in map(chunk_steps, range(chunks)))
+    summary.update(
+        train_seconds=result.seconds,
+        train_cpu_seconds=time.process_time() - cpu0,
+        train_images_per_s=steps_done * min(cfg.batch_size, len(data.train))
+        / max(result.seconds, 1e-9),
+        torch_threads=torch.get_num_threads(),
     )
-    summary = finish_run(run, model, data, device, cfg)
-    summary["train_seconds"] = result.seconds
-    trained_epochs = max(len(result.history), 1)
-    summary["train_images_per_s"] = len(data.train) * trained_epochs / max(result.seconds, 1e-9)
     run.write_summary(summary)
     return model, summary
 
 
-def finish_run(run: RunDir, model: nn.Module, data, device, cfg: GazeTrainConfig) -> dict:
-    """Final metrics of the trained model, the run's plots, and summary fields."""
-    from genlab.gaze import plots
+def evaluate_targets(model, data, device, mean_gaze: torch.Tensor, batch_size: int) -> dict:
+    """Per target: the model's errors and the constant predictor's (None where unlabelled)."""
+    out = {}
+    for name, target in data.targets.items():
+        if not target.labels.labelled:
+            out[name] = None
+            continue
+        res = summarise(predict(model, target, device, batch_size), target.labels)
+        res["constant"] = constant_summary(mean_gaze, target.labels)
+        out[name] = res
+    return out
 
-    test = evaluate_set(model, data.test, device)
-    val = evaluate_set(model, data.val, device)
-    train = evaluate_set(model, data.train, device)
+
+def finish_run(run: RunDir, model, data, device, cfg: GazeTrainConfig, *,
+               plots: bool = True) -> dict:
+    """Final metrics of the trained model, its reference rows, plots and summary fields."""
+    bs = cfg.eval_batch_size
+    mean_gaze = _train_mean(data.train.labels)
+    val = summarise(predict(model, data.val, device, bs), data.val.labels)
+    val["constant"] = constant_summary(mean_gaze, data.val.labels)
+    first = data.train.subset(range(min(1000, len(data.train))))
+    train = summarise(predict(model, first, device, bs), first.labels)
+    targets = evaluate_targets(model, data, device, mean_gaze, bs)
+    primary = targets[cfg.targets[0]] or {}
     summary = {
-        "model": cfg.model,
-        "source": cfg.source,
-        "target": cfg.target,
-        "seed": cfg.seed,
-        "fraction": cfg.fraction,
-        "train_images": len(data.train),
-        "target_mean_deg": test["mean_deg"],
-        "target_median_deg": test["median_deg"],
-        "val_mean_deg": val["mean_deg"],
+        "model": cfg.model, "source": cfg.source, "target_names": list(cfg.targets),
+        "target": cfg.targets[0], "seed": cfg.seed, "fraction": cfg.fraction,
+        "steps": cfg.steps, "train_images": len(data.train),
+        "train_mean_gaze": mean_gaze.tolist(),
+        "val_mean_deg": val["mean_deg"], "val_median_deg": val["median_deg"],
+        "constant_val_mean_deg": val["constant"]["mean_deg"],
+        "target_mean_deg": primary.get("mean_deg"),
+        "target_median_deg": primary.get("median_deg"),
+        "constant_target_mean_deg": primary.get("constant", {}).get("mean_deg"),
         "train_mean_deg": train["mean_deg"],
-        "router": {
-            "source": {k: v for k, v in train.items() if "deg" not in k},
-            "target": {k: v for k, v in test.items() if "deg" not in k},
-        },
+        "val": val, "targets": targets,
+        "router": {"source": train["router"], "target": primary.get("router", {})},
     }
-    pred = predict_set(model, data.test, device)["pred"]
-    plots.save_run_plots(run, data, pred, summary)
-    if any(not math.isfinite(v) for v in (test["mean_deg"], val["mean_deg"])):
+    if not all(math.isfinite(v) for v in (val["mean_deg"], train["mean_deg"])):
         raise DataError(f"{run.path}: non-finite evaluation error")
+    if plots:
+        save_run_plots(run, model, data, device, summary)
     return summary

@@ -4,7 +4,9 @@ Layout of the normalised ETH-XGaze release (Zhang et al. 2020, one file per subj
 ``subject0000.h5`` ...): ``face_patch`` (N, 224, 224, 3) uint8 **BGR**, ``face_gaze``
 (N, 2) float (pitch, yaw) radians, ``face_head_pose`` (N, 2), plus ``frame_index``,
 ``cam_index`` and ``face_mat_norm``. The reader needs only ``face_patch`` and
-``face_gaze``; test-split files without ``face_gaze`` are rejected with a clear error.
+``face_gaze``. The release's test split has no ``face_gaze`` (its labels are held by the
+benchmark server): such files are read only with ``labels="optional"`` and then carry
+NaN gaze, so they can be predicted but never evaluated or trained on.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-import cv2
 import h5py
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from genlab.core.errors import DataError
+from genlab.core.errors import DataError, require_choice
+from genlab.gaze.images import resize_rgb, rgb_to_tensor
+from genlab.gaze.splits import fraction_indices
 
-REQUIRED_KEYS = ("face_patch", "face_gaze")
+LABEL_MODES = ("required", "optional")
 
 
 def write_xgaze_h5(folder: str | Path, batch) -> list[Path]:
@@ -71,58 +74,75 @@ def _resolve(paths) -> list[Path]:
     return files
 
 
-def _validate(path: Path) -> tuple[int, int | None]:
-    """Check one file's keys and shapes; return (number of samples, subject id or None)."""
+def _validate(path: Path, labels: str) -> tuple[np.ndarray, int | None]:
+    """Check one file's keys and shapes; return (gaze labels (N, 2), subject id or None).
+
+    A file without ``face_gaze`` (the test split) is refused unless ``labels`` is
+    "optional"; its gaze is then NaN.
+    """
     try:
         f = h5py.File(path, "r")
     except OSError as exc:
         raise DataError(f"{path}: not a readable HDF5 file ({exc})") from exc
     with f:
-        for key in REQUIRED_KEYS:
-            if key not in f:
-                raise DataError(f"{path}: missing dataset {key!r} (ETH-XGaze files hold "
-                                f"face_patch (N,H,W,3) uint8 BGR and face_gaze (N,2))")
-        patch, gaze = f["face_patch"], f["face_gaze"]
+        if "face_patch" not in f:
+            raise DataError(f"{path}: missing dataset 'face_patch' (ETH-XGaze files hold "
+                            f"face_patch (N,H,W,3) uint8 BGR and face_gaze (N,2))")
+        patch = f["face_patch"]
         if patch.ndim != 4 or patch.shape[-1] != 3:
             raise DataError(f"{path}: face_patch must be (N, H, W, 3) BGR, got {patch.shape}")
-        if gaze.ndim != 2 or gaze.shape[1] != 2:
-            raise DataError(f"{path}: face_gaze must be (N, 2) (pitch, yaw), got {gaze.shape}")
-        if patch.shape[0] != gaze.shape[0]:
-            raise DataError(f"{path}: face_patch has {patch.shape[0]} samples but face_gaze "
-                            f"has {gaze.shape[0]}")
-        if "face_head_pose" in f and f["face_head_pose"].shape != (gaze.shape[0], 2):
-            raise DataError(f"{path}: face_head_pose must be ({gaze.shape[0]}, 2), got "
+        n = patch.shape[0]
+        if "face_gaze" not in f:
+            if labels == "required":
+                raise DataError(f"{path}: missing dataset 'face_gaze': an unlabelled file (the "
+                                "ETH-XGaze test split has no labels); train and evaluate on "
+                                "the train split, whose subjects genlab holds out for "
+                                "validation, and use unlabelled files for prediction only")
+            gaze = np.full((n, 2), np.nan, np.float32)
+        else:
+            g = f["face_gaze"]
+            if g.ndim != 2 or g.shape[1] != 2:
+                raise DataError(f"{path}: face_gaze must be (N, 2) (pitch, yaw), got {g.shape}")
+            if g.shape[0] != n:
+                raise DataError(f"{path}: face_patch has {n} samples but face_gaze "
+                                f"has {g.shape[0]}")
+            gaze = np.asarray(g[:], dtype=np.float32)
+        if "face_head_pose" in f and f["face_head_pose"].shape != (n, 2):
+            raise DataError(f"{path}: face_head_pose must be ({n}, 2), got "
                             f"{f['face_head_pose'].shape}")
         sid = f.attrs.get("subject_id")
-        return int(patch.shape[0]), (int(sid) if sid is not None else None)
+        return gaze, (int(sid) if sid is not None else None)
 
 
 class ETHXGaze(Dataset):
     """ETH-XGaze-style h5 files (a folder or a list), read lazily.
 
-    h5 handles are opened on first access in each process (keyed by pid) and dropped
-    when the data set is pickled for DataLoader workers. ``size`` = (H, W) resizes.
+    Only the labels (``.gaze`` (N, 2), ``.subject``) are read up front; images are read
+    per item. h5 handles are opened on first access in each process (keyed by pid) and
+    dropped when the data set is pickled for DataLoader workers. ``size`` = (H, W)
+    resizes. ``labels="optional"`` admits unlabelled files (NaN gaze).
     """
 
     def __init__(self, paths, size: tuple[int, int] | None = None, fraction: float = 1.0,
-                 seed: int = 0):
-        from genlab.gaze.datasets import fraction_indices
-
+                 seed: int = 0, labels: str = "required"):
+        require_choice("labels", labels, LABEL_MODES)
         self.files = _resolve(paths)
         self.size = tuple(size) if size is not None else None
-        file_idx, row_idx, subject = [], [], []
+        file_idx, row_idx, subject, gaze = [], [], [], []
         for k, path in enumerate(self.files):
-            n, sid = _validate(path)
+            g, sid = _validate(path, labels)
             if sid is None:
                 m = re.search(r"(\d+)", path.stem)
                 sid = int(m.group(1)) if m else k
-            file_idx.append(np.full(n, k))
-            row_idx.append(np.arange(n))
-            subject.append(np.full(n, sid))
+            file_idx.append(np.full(len(g), k))
+            row_idx.append(np.arange(len(g)))
+            subject.append(np.full(len(g), sid))
+            gaze.append(g)
         keep = fraction_indices(sum(len(a) for a in file_idx), fraction, seed)
         self._file = np.concatenate(file_idx)[keep]
         self._row = np.concatenate(row_idx)[keep]
         self.subject = np.concatenate(subject)[keep].astype(np.int64)
+        self.gaze = torch.from_numpy(np.concatenate(gaze)[keep])
         self._handles: dict[int, dict[int, h5py.File]] = {}
 
     def __len__(self) -> int:
@@ -142,16 +162,10 @@ class ETHXGaze(Dataset):
         f = self._handle(k)
         try:
             patch = np.asarray(f["face_patch"][row])
-            gaze = np.asarray(f["face_gaze"][row], dtype=np.float32)
         except (OSError, KeyError) as exc:
             raise DataError(f"{self.files[k]}: cannot read sample {row} ({exc})") from exc
-        rgb = np.ascontiguousarray(patch[..., ::-1])
-        if self.size is not None and rgb.shape[:2] != self.size:
-            shrink = rgb.shape[0] > self.size[0]
-            rgb = cv2.resize(rgb, (self.size[1], self.size[0]),
-                             interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
-        image = torch.from_numpy(rgb).permute(2, 0, 1).float().div_(255.0)
-        return image, torch.from_numpy(gaze)
+        image = rgb_to_tensor(resize_rgb(np.ascontiguousarray(patch[..., ::-1]), self.size))
+        return image, self.gaze[i]
 
     @staticmethod
     def worker_init_fn(worker_id: int) -> None:

@@ -1,0 +1,291 @@
+"""Tables and the summary plot of the gaze bench (see genlab.gaze.bench).
+
+Per world: the main table (every task: constant predictor = source training mean, the
+target-trained reference, baseline and MoEGaze at 100% and 10% of the source data, the
+seed-paired differences with 95% bootstrap intervals), the held-out source table with
+the oracle gate, per-cluster errors and the router's selectivity for the true cluster,
+and the average relative reduction over the world's tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from genlab.core.report import figure, markdown_table
+from genlab.gaze.protocol import WORLDS
+from genlab.gaze.stats import Cell, Draws, cell_summary, fmt_ci, interval, paired
+
+PAPER_REDUCTION_PCT = 27.6
+
+
+@dataclass
+class BenchRun:
+    """One finished bench run and what it was (parsed from its spec name)."""
+
+    world: str
+    source: str
+    kind: str  # baseline, moegaze, oracle or reference
+    fraction: float
+    seed: int
+    summary: dict
+
+
+def parse_runs(specs, results: dict[str, dict]) -> list[BenchRun]:
+    """Bench runs from spec names ``world__source__kind__f<fraction>__s<seed>``."""
+    runs = []
+    for spec in specs:
+        world, source, kind, frac, seed = spec.name.split("__")
+        runs.append(BenchRun(f"{world} world", source, kind, float(frac[1:]), int(seed[1:]),
+                             results[spec.name]))
+    return runs
+
+
+def _pick(runs: Sequence[BenchRun], **kw) -> list[BenchRun]:
+    return sorted((r for r in runs if all(getattr(r, k) == v for k, v in kw.items())),
+                  key=lambda r: r.seed)
+
+
+def _cell(runs: Sequence[BenchRun], where: str, what: str = "model") -> Cell | None:
+    """Per-subject errors of ``runs`` on a target name or "val"; ``what`` "constant" reads
+    the constant predictor's errors instead of the model's."""
+    if not runs:
+        return None
+    per = []
+    for r in runs:
+        res = r.summary["val"] if where == "val" else r.summary["targets"][where]
+        per.append((res["constant"] if what == "constant" else res)["per_subject"])
+    return Cell.from_runs(per, f"{runs[0].world}/{runs[0].source}/{runs[0].kind} on {where}")
+
+
+class _Bootstrap:
+    """Bootstrap draws per (number of seeds, test set); equal seed draws across test sets."""
+
+    def __init__(self, n_boot: int):
+        self.n_boot, self.streams, self.cache = n_boot, {}, {}
+
+    def draws(self, cell: Cell, where: str) -> Draws:
+        stream = self.streams.setdefault(where, len(self.streams))
+        key = (cell.m.shape, where)
+        if key not in self.cache:
+            self.cache[key] = Draws.make(cell.m.shape[0], cell.m.shape[1], self.n_boot,
+                                         stream=stream)
+        return self.cache[key]
+
+    def value(self, cell: Cell | None, where: str) -> str:
+        if cell is None:
+            return "-"
+        s = cell_summary(cell, self.draws(cell, where))
+        return fmt_ci(s["value"], s["ci"])
+
+    def paired(self, a: Cell | None, b: Cell | None, where: str) -> dict | None:
+        if a is None or b is None or a.m.shape != b.m.shape:
+            return None
+        return paired(a, b, self.draws(a, where))
+
+
+Tasks = dict[str, tuple[str, str]]  # task name -> (source, target)
+
+
+def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: _Bootstrap, small: float):
+    """One row per task of the world, plus the data for averages and plots."""
+    rows, data = [], []
+    for task, (source, target) in tasks.items():
+        sel = dict(world=world, source=source)
+        base, moe = _pick(runs, kind="baseline", fraction=1.0, **sel), _pick(
+            runs, kind="moegaze", fraction=1.0, **sel)
+        base10, moe10 = _pick(runs, kind="baseline", fraction=small, **sel), _pick(
+            runs, kind="moegaze", fraction=small, **sel)
+        ref = _pick(runs, kind="reference", world=world, source=target)
+        cells = {"constant": _cell(base, target, "constant"), "reference": _cell(ref, target),
+                 "baseline": _cell(base, target), "moegaze": _cell(moe, target),
+                 "baseline10": _cell(base10, target), "moegaze10": _cell(moe10, target)}
+        d = boot.paired(cells["baseline"], cells["moegaze"], target)
+        d10 = boot.paired(cells["baseline"], cells["moegaze10"], target)
+        rows.append({
+            "task": task,
+            "constant (source mean)": boot.value(cells["constant"], target),
+            "trained on target": boot.value(cells["reference"], target),
+            "baseline 100%": boot.value(cells["baseline"], target),
+            "MoEGaze 100%": boot.value(cells["moegaze"], target),
+            "MoEGaze - baseline": fmt_ci(d and d["diff"], d and d["diff_ci"], sign=True),
+            "reduction %": fmt_ci(d and d["rel_pct"], d and d["rel_ci"], 1, sign=True),
+            "baseline 10%": boot.value(cells["baseline10"], target),
+            "MoEGaze 10%": boot.value(cells["moegaze10"], target),
+            "MoEGaze 10% - baseline 100%": fmt_ci(d10 and d10["diff"], d10 and d10["diff_ci"],
+                                                  sign=True),
+        })
+        data.append({"task": task, "source": source, "target": target, "paired": d,
+                     "paired_10_vs_100": d10,
+                     **{k: (c.value if c is not None else None) for k, c in cells.items()}})
+    return rows, data
+
+
+def source_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: _Bootstrap):
+    """Held-out source subjects: constant, baseline, MoEGaze, the oracle gate."""
+    rows, data = [], []
+    for source in _sources(tasks):
+        sel = dict(world=world, source=source, fraction=1.0)
+        base, moe = _pick(runs, kind="baseline", **sel), _pick(runs, kind="moegaze", **sel)
+        oracle = _pick(runs, kind="oracle", **sel)
+        c_const, c_base = _cell(base, "val", "constant"), _cell(base, "val")
+        c_moe, c_oracle = _cell(moe, "val"), _cell(oracle, "val")
+        key = f"val:{source}"
+        d_moe, d_or = boot.paired(c_base, c_moe, key), boot.paired(c_base, c_oracle, key)
+        ratio = (c_base.value / c_const.value) if c_base and c_const else None
+        rows.append({
+            "source": source,
+            "constant (source mean)": boot.value(c_const, key),
+            "baseline": boot.value(c_base, key),
+            "baseline / constant": "-" if ratio is None else f"{ratio:.2f}",
+            "MoEGaze": boot.value(c_moe, key),
+            "MoEGaze - baseline": fmt_ci(d_moe and d_moe["diff"], d_moe and d_moe["diff_ci"],
+                                         sign=True),
+            "oracle routing": boot.value(c_oracle, key),
+            "oracle - baseline (gate)": fmt_ci(d_or and d_or["diff"], d_or and d_or["diff_ci"],
+                                               sign=True),
+        })
+        data.append({"source": source, "constant": c_const and c_const.value,
+                     "baseline": c_base and c_base.value, "baseline_over_constant": ratio,
+                     "moegaze": c_moe and c_moe.value, "oracle": c_oracle and c_oracle.value,
+                     "paired_moegaze": d_moe, "paired_oracle": d_or})
+    return rows, data
+
+
+def cluster_rows(world: str, tasks: Tasks, runs: list[BenchRun]) -> list[dict]:
+    """Mean error per appearance cluster (over seeds), per test set and model, at 100%."""
+    rows = []
+    for source, targets in _sources(tasks).items():
+        for where in ("val", *targets):
+            for kind in ("baseline", "moegaze", "oracle"):
+                sel = _pick(runs, world=world, source=source, kind=kind, fraction=1.0)
+                per = [(r.summary["val"] if where == "val" else r.summary["targets"][where])
+                       ["per_cluster"] for r in sel]
+                if not per or not per[0]:
+                    continue
+                row = {"source": source, "tested on": "held-out source" if where == "val"
+                       else where, "model": kind}
+                for c in sorted(per[0], key=int):
+                    row[f"cluster {c}"] = float(np.mean([p[c][0] for p in per if c in p]))
+                rows.append(row)
+    return rows
+
+
+def router_rows(world: str, tasks: Tasks, runs: list[BenchRun]) -> list[dict]:
+    """How MoEGaze (100%) routes: sharpness, subject purity, selectivity for the cluster."""
+    rows = []
+    for source, targets in _sources(tasks).items():
+        sel = _pick(runs, world=world, source=source, kind="moegaze", fraction=1.0)
+        for where in ("val", *targets):
+            stats = [(r.summary["val"] if where == "val" else r.summary["targets"][where])
+                     ["router"] for r in sel]
+            if not stats:
+                continue
+            row = {"source": source, "tested on": "held-out source" if where == "val"
+                   else where}
+            for key in ("mean_max_weight", "subject_purity", "cluster_purity",
+                        "expert_cluster_nmi"):
+                vals = [s[key] for s in stats if key in s]
+                row[key] = float(np.mean(vals)) if vals else None
+            row["busiest expert share"] = float(np.mean([max(s["top1_share"]) for s in stats]))
+            rows.append(row)
+    return rows
+
+
+def _sources(tasks: Tasks) -> dict[str, list[str]]:
+    """Each source with the targets of its tasks (in task order)."""
+    out: dict[str, list[str]] = {}
+    for s, t in tasks.values():
+        out.setdefault(s, []).append(t)
+    return out
+
+
+def average_reduction(data: list[dict]) -> dict | None:
+    """Mean relative reduction over tasks, bootstrapped jointly (shared seed draws)."""
+    reps = [d["paired"]["replicates_rel"] for d in data if d["paired"] is not None]
+    if not reps:
+        return None
+    mean = float(np.mean([d["paired"]["rel_pct"] for d in data if d["paired"] is not None]))
+    return {"rel_pct": mean, "rel_ci": interval(np.mean(reps, axis=0)), "tasks": len(reps)}
+
+
+def study_tables(runs: list[BenchRun], worlds: dict[str, Tasks], *, n_boot: int,
+                 small_fraction: float, header: str, label=str) -> dict:
+    """Every table of a study as Markdown plus the numbers behind them.
+
+    ``label`` turns a source or target key into the name shown in tables.
+    """
+    boot = _Bootstrap(n_boot)
+    out, md = {"worlds": {}}, [header]
+    for world, tasks in worlds.items():
+        rows, data = main_rows(world, tasks, runs, boot, small_fraction)
+        srows, sdata = source_rows(world, tasks, runs, boot)
+        avg = average_reduction(data)
+        for d in (*data, *sdata):  # bootstrap replicates stay out of the JSON
+            for v in d.values():
+                if isinstance(v, dict):
+                    v.pop("replicates_rel", None)
+        crows, rrows = cluster_rows(world, tasks, runs), router_rows(world, tasks, runs)
+        for r in (*srows, *crows, *rrows):
+            r["source"] = label(r["source"])
+        for r in (*crows, *rrows):
+            r["tested on"] = label(r["tested on"])
+        out["worlds"][world] = {"main": data, "source": sdata, "average_reduction": avg,
+                                "clusters": crows, "router": rrows}
+        md += [f"\n### {world}: target error\n", markdown_table(rows)]
+        if avg is not None:
+            md.append(f"\nAverage relative reduction of MoEGaze over the baseline on the "
+                      f"{avg['tasks']} tasks: {fmt_ci(avg['rel_pct'], avg['rel_ci'], 1, True)}%"
+                      f" (the paper reports {PAPER_REDUCTION_PCT}% on real data).\n")
+        md += [f"\n### {world}: held-out source subjects\n", markdown_table(srows)]
+        if crows:
+            md += [f"\n### {world}: error per appearance cluster (mean over seeds)\n",
+                   markdown_table(crows, digits=2)]
+        if rrows:
+            md += [f"\n### {world}: MoEGaze's router (mean over seeds)\n",
+                   markdown_table(rrows, digits=3)]
+    out["markdown"] = "\n".join(md)
+    return out
+
+
+def bench_tables(specs, results: dict[str, dict], cfg) -> dict:
+    """The synthetic bench's tables (one section per world)."""
+    header = (f"Angular error in degrees: mean over {cfg.seeds} seeds of the image-weighted "
+              "mean, [95% bootstrap interval over seeds and test subjects]. Differences are "
+              "paired by seed (shared initialisation and batch order); negative = MoEGaze "
+              f"better. {cfg.steps} steps of batch {cfg.batch_size} for every run, 10% runs "
+              "included.\n")
+    return study_tables(parse_runs(specs, results),
+                        {f"{w} world": WORLDS[w] for w in cfg.worlds},
+                        n_boot=cfg.n_boot, small_fraction=cfg.small_fraction, header=header)
+
+
+def plot_main(tables: dict, path: Path) -> None:
+    """Per world and task: bars for baseline/MoEGaze at 100%/10%, markers for references."""
+    import matplotlib.pyplot as plt
+
+    worlds = tables["worlds"]
+    fig, axes = figure(ncols=len(worlds), width=5.0, height=3.4)
+    groups = [("baseline", "baseline 100%"), ("moegaze", "MoEGaze 100%"),
+              ("baseline10", "baseline 10%"), ("moegaze10", "MoEGaze 10%")]
+    for ax, (world, t) in zip(axes[0], worlds.items(), strict=True):
+        tasks = [d["task"] for d in t["main"]]
+        width = 0.8 / len(groups)
+        for g, (key, label) in enumerate(groups):
+            xs = [i + (g - 1.5) * width for i in range(len(tasks))]
+            ax.bar(xs, [d[key] or 0 for d in t["main"]], width, label=label)
+        ax.scatter(range(len(tasks)), [d["constant"] for d in t["main"]], marker="_", s=400,
+                   color="k", label="constant", zorder=3)
+        ax.scatter(range(len(tasks)), [d["reference"] or np.nan for d in t["main"]],
+                   marker="*", color="k", label="trained on target", zorder=3)
+        ax.set_xticks(range(len(tasks)), tasks)
+        ax.set(ylabel="target mean angular error (deg)", title=world)
+    axes[0, 0].legend(fontsize=7)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+__all__ = ["bench_tables", "plot_main"]

@@ -1,0 +1,82 @@
+"""The synthetic bench: its plan, its tables on hand-made summaries, and a tiny real run."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from genlab.gaze.bench import BenchConfig, bench_specs, run_bench
+from genlab.gaze.bench_tables import bench_tables
+
+
+def test_bench_plan(tmp_path):
+    specs = bench_specs(BenchConfig(), tmp_path)
+    names = [s.name for s in specs]
+    assert len(names) == len(set(names))
+    kinds = {}
+    for s in specs:
+        world, _, kind, _, _ = s.name.split("__")
+        kinds[(world, kind)] = kinds.get((world, kind), 0) + 1
+    # 5 seeds x 2 sources x 2 fractions; oracle per source and seed; 3 seeds x 2 targets
+    assert kinds[("realistic", "baseline")] == kinds[("appearance", "moegaze")] == 20
+    assert kinds[("appearance", "oracle")] == 10 and ("realistic", "oracle") not in kinds
+    assert kinds[("control", "baseline")] == 5  # one source, 100% only
+    assert kinds[("realistic", "reference")] == kinds[("control", "reference")] == 6
+    assert len(specs) == 118
+    e = next(s for s in specs if s.name == "realistic__broad-e__moegaze__f0.1__s3")
+    assert e.config.targets == ["narrow-m", "narrow-d"] and e.config.fraction == 0.1
+    assert e.config.steps == 300 and e.folder == tmp_path / "runs" / e.name
+    oracle = next(s for s in specs if "oracle" in s.name)
+    assert oracle.config.routing == "oracle" and oracle.config.experts == 4
+    ref = next(s for s in specs if "reference" in s.name)
+    assert ref.config.targets == [ref.config.source] and ref.config.model == "baseline"
+
+
+def _fake_summary(err: float, subjects=("1", "2"), targets=("app-m", "app-d")) -> dict:
+    per = {s: [err + 0.5 * k, 10] for k, s in enumerate(subjects)}
+    res = {"per_subject": per, "per_cluster": {"0": [err, 10], "3": [err + 1, 10]},
+           "router": {"mean_max_weight": 0.5, "top1_share": [0.5, 0.5]},
+           "constant": {"per_subject": {s: [20.0, 10] for s in subjects}}}
+    return {"val": res, "targets": {t: res for t in targets}, "train_cpu_seconds": 1.0}
+
+
+def test_bench_tables_hand_values(tmp_path):
+    cfg = BenchConfig(worlds=["appearance"], seeds=2, reference_seeds=1, n_boot=200)
+    specs = bench_specs(cfg, tmp_path)
+    err = {"baseline": 10.0, "moegaze": 8.0, "oracle": 7.0, "reference": 5.0}
+    results = {}
+    for s in specs:
+        kind = s.name.split("__")[2]
+        e = err[kind] + (1.0 if s.config.fraction < 1 else 0.0) + s.config.seed
+        targets = s.config.targets
+        results[s.name] = _fake_summary(e, targets=targets)
+    t = bench_tables(specs, results, cfg)
+    main = t["worlds"]["appearance world"]["main"][0]
+    # baseline: seeds 0, 1 -> 10, 11 plus subject offsets 0, 0.5 -> mean 10.75
+    assert main["baseline"] == pytest.approx(10.75) and main["moegaze"] == pytest.approx(8.75)
+    assert main["constant"] == 20.0 and main["reference"] == pytest.approx(5.25)
+    assert main["paired"]["diff"] == pytest.approx(-2.0)
+    assert main["paired"]["diff_ci"] == (pytest.approx(-2.0), pytest.approx(-2.0))
+    assert main["paired_10_vs_100"]["diff"] == pytest.approx(-1.0)  # 9.75 vs 10.75
+    src = t["worlds"]["appearance world"]["source"][0]
+    assert src["paired_oracle"]["diff"] == pytest.approx(-3.0)
+    assert src["baseline_over_constant"] == pytest.approx(10.75 / 20)
+    avg = t["worlds"]["appearance world"]["average_reduction"]
+    assert avg["rel_pct"] == pytest.approx(100 * 2 / 10.75) and avg["tasks"] == 4
+    assert "-2.00 [-2.00, -2.00]" in t["markdown"] and "oracle - baseline (gate)" in t["markdown"]
+    json.dumps(t["worlds"])  # the numbers behind the tables are plain JSON
+
+
+def test_tiny_bench_runs_and_resumes(tmp_path):
+    cfg = replace(BenchConfig.quick(), worlds=["control"], seeds=1, reference_seeds=1,
+                  steps=2, train_count=60, test_count=20, size=[16, 24], width=4, n_boot=50)
+    out = run_bench(cfg, tmp_path / "b", progress_bar=False)
+    assert (tmp_path / "b" / "bench.md").read_text() == out["markdown"]
+    assert (tmp_path / "b" / "bench_main.png").is_file()
+    assert "| label-shift |" in out["markdown"] and "| capture-shift |" in out["markdown"]
+    runs = sorted(p.name for p in (tmp_path / "b" / "runs").iterdir())
+    assert runs == ["control__ctrl-capture__reference__f1__s0",
+                    "control__ctrl-label__reference__f1__s0",
+                    "control__ctrl-s__baseline__f1__s0", "control__ctrl-s__moegaze__f1__s0"]
+    again = run_bench(cfg, tmp_path / "b", progress_bar=False)  # everything finished: read back
+    assert again["markdown"] == out["markdown"] and again["seconds"] < out["seconds"]
