@@ -11,7 +11,8 @@ The ResNet is the CIFAR ResNet of He et al. 2016 with basic blocks (3x3 stem, fo
 of ``depth`` blocks at width, 2x, 4x, 8x channels, strides 1, 2, 2, 2): width 64 and
 depth 2 is ResNet-18 (11.2M parameters for 10 classes). Every parameter lives in a layer
 (Linear, Conv2d, BatchNorm, LayerNorm, PositionEmbedding), as the per-layer per-sample
-gradients (genlab.optim.ghost) need.
+gradients (genlab.optim.ghost) need, and every model's classifier is its ``head`` (what
+fine-tuning replaces, see ``HEAD``).
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ class MLP(nn.Module):
         for _ in range(depth):
             layers += [nn.Linear(d, width), nn.ReLU()]
             d = width
-        layers.append(nn.Linear(d, num_classes))
         self.net = nn.Sequential(*layers)
+        self.head = nn.Linear(d, num_classes)
 
     def forward(self, x):
-        return self.net(x.flatten(1))
+        return self.head(self.net(x.flatten(1)))
 
 
 class CNN(nn.Module):
@@ -156,6 +157,8 @@ class ResNet(nn.Module):
     def forward(self, x):
         return self.head(self.stages(self.stem(x)).mean(dim=(2, 3)))
 
+
+HEAD = "head"  # the classifier's name in every model's state_dict (``head.weight``, ...)
 
 #: name -> builder(in_channels, image_size, width, depth, num_classes)
 MODELS = {
