@@ -83,7 +83,7 @@ def transfer(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
 
 
 def sensitivity(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
-                arch: str = typer.Option("cnn"), optimizers: str = OPTIMIZERS,
+                arch: str = typer.Option("transformer"), optimizers: str = OPTIMIZERS,
                 seeds: int = typer.Option(3), epochs: int = EPOCHS, width: int = WIDTH,
                 depth: int = DEPTH, grid: str = GRID):
     """Hyper-parameter sensitivity: accuracy over each optimiser's lr x radius grid."""

@@ -35,7 +35,7 @@ WITHIN = 0.01  # "within 1 point of the best"
 
 @dataclass
 class SensitivityConfig:
-    arch: str = "cnn"
+    arch: str = "transformer"
     optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
     seeds: int = 3
     epochs: int | None = None
