@@ -20,7 +20,7 @@ import numpy as np
 from genlab.core.errors import ConfigError
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
-from genlab.optim.correlation import kendall_tau
+from genlab.optim.correlation import kendall_tau, kendall_tau_interval
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.stats import mean_std
 from genlab.optim.studies.train import TrainConfig
@@ -90,12 +90,7 @@ def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path 
                 for key in (*MEASURES, *GAPS, "train_acc", "test_acc"):
                     cell[key], cell[f"{key}_std"] = mean_std([r.get(key) for r in rs])
                 cells.append(cell)
-        taus = [{"measure": m,
-                 "tau_depth": kendall_tau([r["depth"] for r in recs], [r[m] for r in recs]),
-                 "tau_width": kendall_tau([r["width"] for r in recs], [r[m] for r in recs]),
-                 **{f"tau_{g}": kendall_tau([r[m] for r in recs], [r[g] for r in recs])
-                    for g in GAPS}}
-                for m in MEASURES]
+        taus = [tau_row(recs, m) for m in MEASURES]
         results[arch] = {"cells": cells, "taus": taus, "trainings": len(records),
                          "diverged": len(records) - len(recs),
                          "min_train_acc": min(r["train_acc"] for r in recs) if recs else None}
@@ -109,6 +104,19 @@ def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path 
     summary = {"results": results, "seeds": cfg.seeds, "store": str(store)}
     run.write_summary(summary)
     return summary
+
+
+def tau_row(recs: list[dict], measure: str) -> dict:
+    """Kendall tau of a measure with depth, width and each gap, with bootstrap intervals."""
+    row = {"measure": measure}
+    pairs = {"depth": ([r["depth"] for r in recs], [r[measure] for r in recs]),
+             "width": ([r["width"] for r in recs], [r[measure] for r in recs]),
+             **{g: ([r[measure] for r in recs], [r[g] for r in recs]) for g in GAPS}}
+    for name, (x, y) in pairs.items():
+        lo, hi = kendall_tau_interval(x, y)
+        row[f"tau_{name}"] = kendall_tau(x, y)
+        row[f"tau_{name}_interval"] = f"[{lo:.2f}, {hi:.2f}]"
+    return row
 
 
 def _plot(run: RunDir, arch: str, cells: list[dict], cfg: DepthWidthConfig) -> None:
