@@ -48,13 +48,13 @@ class SearchGrid:
         return [{"lr": lr, field: r} for lr in self.lrs for r in self.radii[optimizer]]
 
 
-_RHO = (0.02, 0.05, 0.1)
+_RHO = (0.01, 0.05, 0.25)  # factor 5 apart around SAM's usual 0.05
 GRIDS = {
     "full": SearchGrid(
         sgd_lrs=(0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2),
         lrs=(0.01, 0.03, 0.1),
-        radii={"sam": _RHO, "asam": (0.2, 0.5, 1.0), "cov": (0.1, 1.0, 10.0),
-               "samgcm": (1e-4, 5e-4, 2e-3), "csam_identity": _RHO,
+        radii={"sam": _RHO, "asam": (0.05, 0.25, 1.25), "cov": (0.1, 1.0, 10.0),
+               "samgcm": (1e-4, 5e-4, 2.5e-3), "csam_identity": _RHO,
                "acsam_identity": _RHO, "csam": _RHO}),
     # two trials each: for smoke tests of the commands, not for results
     "tiny": SearchGrid(sgd_lrs=(0.02, 0.1), lrs=(0.05,),
