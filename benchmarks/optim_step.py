@@ -1,25 +1,31 @@
 """Step cost of genlab's optimisers as a ratio to plain SGD on the same model and batch.
 
-Models: a small CNN (conv-BN-ReLU-pool x2, 1x8x8 input, digits-sized) and an MLP
-(64-128-10), batch 64, random inputs with a fixed seed. Every optimiser gets its
-own copy of the same initial model. Steps are interleaved (in a new random
-order every round) so CPU contention hits all alike; the figure is the median over
-rounds after warm-up, in wall-clock time and in CPU time of the calling thread
-(the latter is far less sensitive to other processes on a shared machine). A
-third table pits SAM against SGD alone and against ``TextbookSAM``, the common
-per-parameter SAM loop, as a reference for the wrapper's overhead. The
-per-sample optimisers (COV, SAMGCM) take 10-400x an SGD step and disturb the
-timing of whatever runs right after them, so they are interleaved in a second
-group with their own SGD reference. SAMGCM runs with the
-Woodbury solver and, where d <= 2500, also with the dense d x d solver.
+Models: a small CNN (conv-BN-ReLU-pool x2, 1x8x8 input, digits-sized, BatchNorm in
+training mode) and an MLP (64-128-10), batch 64, random inputs with a fixed seed. Every
+optimiser gets its own copy of the same initial model. Steps are interleaved (in a new
+random order every round) so CPU contention hits all alike; the figure is the median over
+rounds after warm-up, in wall-clock time and in CPU time of the calling thread (the latter
+is far less sensitive to other processes on a shared machine). A third table pits SAM
+against SGD alone and against ``TextbookSAM``, the common per-parameter SAM loop, as a
+reference for the wrapper's overhead.
+
+The per-sample optimisers COV and SAMGCM run twice: with the per-layer path (the default,
+``per_sample="layers"``: per-sample norms, Gram matrix and weighted sums from the layers'
+inputs and output gradients) and with the autograd reference they replaced
+(``per_sample="autograd"``: a vectorised backward per sample and, for COV, a double
+backward through all of them), each group interleaved with its own SGD reference; the
+"speed-up" column is reference time / layer-path time. SAMGCM runs with the Woodbury
+solver and, where d <= 2500, also with the dense d x d solver. On the CNN (BatchNorm in
+training mode) the two paths define per-sample gradients differently (see
+genlab/optim/ghost.py); elsewhere they agree to rounding (tests/optim/test_ghost.py).
 
 A second part measures SAMGCM on the paper's sparse-regression setup (n=100,
 d=150, diagonal net beta = u * v, batch 10, rho 5e-4, xi 1e-6): the Euclidean
 length of its perturbation (vs SAM's rho = 0.3) and the time of one direction
 solve, Woodbury vs dense (d = 300).
 
-    python benchmarks/optim_step.py --out runs/bench            # ~3 min on 1 core
-    python benchmarks/optim_step.py --out runs/bench --quick    # ~40 s
+    python benchmarks/optim_step.py --out runs/bench            # ~5 min on 1 core
+    python benchmarks/optim_step.py --out runs/bench --quick    # ~1 min
 
 Writes DIR/optim_step.json and prints Markdown tables.
 """
@@ -53,6 +59,7 @@ SETTINGS = [  # (label, registry name, extra keyword arguments)
     ("CSAM (K-FAC)", "csam", {}),
     ("ACSAM_Identity", "acsam_identity", {}),
 ]
+REFERENCE = " [autograd reference]"
 
 
 class TextbookSAM(torch.optim.Optimizer):
@@ -110,19 +117,30 @@ def make_closure(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor):
     return closure
 
 
-def time_model(label: str, model: nn.Module, rounds: tuple[int, int], warmup: int,
+def time_model(label: str, model: nn.Module, rounds: tuple[int, int, int], warmup: int,
                batch: int) -> dict:
     """Median ms per step of each optimiser on copies of ``model``; ratios to SGD.
 
-    ``rounds`` = (rounds of the cheap group, rounds of the per-sample group).
+    ``rounds`` = rounds of the cheap group, of the per-sample layer path and of the
+    per-sample autograd reference.
     """
     d = sum(p.numel() for p in model.parameters())
     rows = []
-    for per_sample, n_rounds in zip((False, True), rounds, strict=True):
-        group = [s for s in SETTINGS if s[1] == "sgd" or (s[1] in PER_SAMPLE_CLOSURE) == per_sample]
+    groups = (("cheap", "layers"), ("per-sample", "layers"), ("per-sample", "autograd"))
+    for (kind, per_sample), n_rounds in zip(groups, rounds, strict=True):
+        group = [s for s in SETTINGS if s[1] == "sgd"
+                 or (s[1] in PER_SAMPLE_CLOSURE) == (kind == "per-sample")]
         group = [s for s in group if not (s[2].get("solver") == "dense" and d > DENSE_MAX_DIM)]
+        if kind == "per-sample":
+            group = [(lbl if n == "sgd" or per_sample == "layers" else lbl + REFERENCE, n,
+                      dict(kw, per_sample=per_sample) if n != "sgd" else kw)
+                     for lbl, n, kw in group]
         rows.extend(r for r in time_group(group, model, n_rounds, warmup, batch)
-                    if not (per_sample and r["optimizer"] == "SGD"))
+                    if not (kind == "per-sample" and r["optimizer"] == "SGD"))
+    by_label = {r["optimizer"]: r for r in rows}
+    for r in rows:
+        ref = by_label.get(r["optimizer"] + REFERENCE)
+        r["cpu_speedup_vs_reference"] = ref["cpu_ms"] / r["cpu_ms"] if ref else None
     return {"model": label, "params": d, "batch": batch, "rounds": rounds, "rows": rows}
 
 
@@ -137,7 +155,7 @@ def time_group(settings: list, model: nn.Module, rounds: int, warmup: int, batch
         kw = dict(lr=0.01, **extra)
         if name != "cov":
             kw["momentum"] = 0.9
-        if name not in ("sgd", "cov"):
+        if name != "sgd":
             kw["model"] = net
         runners.append((name_label, make_optimizer(name, net.parameters(), **kw),
                         make_closure(name, net, x, y)))
@@ -223,7 +241,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    rounds, warmup = ((12, 4), 3) if args.quick else ((60, 12), 5)
+    rounds, warmup = ((12, 8, 2), 2) if args.quick else ((60, 40, 8), 4)
     results = {"quick": args.quick, "threads": args.threads, "models": []}
     paired = []
     for label, builder in (("cnn 1x8x8", small_cnn), ("mlp 64-128-10", mlp)):
@@ -231,7 +249,7 @@ def main() -> None:
         res = time_model(label, builder(), rounds, warmup, batch=64)
         results["models"].append(res)
         print(f"\n{label} ({res['params']} parameters, batch 64, median of {rounds[0]} rounds, "
-              f"{rounds[1]} for COV/SAMGCM)")
+              f"{rounds[1]} for COV/SAMGCM, {rounds[2]} for their autograd reference)")
         print(markdown_table(res["rows"], digits=2))
         torch.manual_seed(0)
         for row in sam_against_textbook(builder(), 5 * rounds[0], warmup):

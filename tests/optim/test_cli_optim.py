@@ -103,14 +103,3 @@ def test_correlate_cli_resumes_a_killed_grid(tmp_path, monkeypatch):
     assert {r["measure"] for r in summary["tau"]["gap_acc"]} >= {"trace_sigma", "m_sharpness"}
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     assert (out / "scatter_gap_acc.png").exists()
-
-
-def test_labelnoise_cli(tmp_path):
-    out = tmp_path / "ln"
-    assert run_cli(["optim", "labelnoise", "--out", str(out), "--rates", "0.4",
-                    "--optimizers", "sgd,csam_identity", "--seeds", "1", "--width", "4",
-                    "--depth", "1", "--epochs", "1"]) in (0, None)
-    rows = read_summary(out)["table"]
-    assert [r["optimizer"] for r in rows] == ["sgd", "csam_identity"]
-    assert 0 <= rows[0]["mean_40"] <= 100
-    assert run_cli(["optim", "labelnoise", "--out", str(tmp_path / "b"), "--rates", "1.5"]) == 2

@@ -56,3 +56,23 @@ def test_bad_input():
         granulated_tau([], "m", "gap", ["lr"])
     with pytest.raises(ConfigError):
         granulated_tau([{"m": 1, "gap": 2}], "m", "gap", ["lr"])
+
+
+def test_tau_interval_brackets_tau_and_narrows_with_data():
+    from genlab.optim.correlation import _tau_b, kendall_tau_interval
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=60)
+    y = x + rng.normal(size=60)
+    tau = kendall_tau(x.tolist(), y.tolist())
+    assert _tau_b(x, y) == pytest.approx(tau, abs=1e-12)  # the vectorised form used inside
+    lo, hi = kendall_tau_interval(x, y, resamples=400)
+    assert lo < tau < hi and hi - lo < 0.4
+    lo_small, hi_small = kendall_tau_interval(x[:10], y[:10], resamples=400)
+    assert hi_small - lo_small > hi - lo
+    ties = [1, 1, 2, 2, 3]
+    assert _tau_b(np.array(ties, float), np.array([5, 4, 3, 2, 1], float)) == pytest.approx(
+        kendall_tau(ties, [5, 4, 3, 2, 1]))
+    assert all(math.isnan(v) for v in kendall_tau_interval([1, 1, 1], [1, 2, 3]))
+    with pytest.raises(DataError):
+        kendall_tau_interval([1, 2], [1])

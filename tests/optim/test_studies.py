@@ -116,3 +116,119 @@ def test_demo_section_writes_report_parts(tmp_path):
                   "optim/train/curves.png"):
         assert image in text and (tmp_path / image).exists()
     assert result["toy"]["gd_escaped"] is False
+
+
+# -- the comparison protocol ------------------------------------------------------------
+def test_holdout_split_is_fixed_and_disjoint():
+    from genlab.optim.studies.tasks import task_data
+
+    a = task_data("digits", "holdout", data_seed=0)
+    b = task_data("digits", "holdout", data_seed=0, label_noise=0.4, noise_seed=3)
+    assert (len(a.fit), len(a.val), len(a.test)) == (1079, 359, 359)
+    assert torch.equal(a.fit.images, b.fit.images)  # noise changes labels, never the split
+    assert torch.equal(b.clean_fit_labels, a.fit.labels)
+    assert abs(float((b.fit.labels != a.fit.labels).float().mean()) - 0.4) < 0.05
+    rows = {tuple(r.tolist()) for r in a.fit.images.flatten(1)}
+    assert not any(tuple(r.tolist()) in rows for r in a.val.images.flatten(1))
+    full = task_data("digits", "full", data_seed=0)
+    assert full.val is None and len(full.fit) == 1438
+
+
+def test_class_subsets_and_few_shot():
+    from genlab.optim.studies.tasks import majority_accuracy, task_data
+
+    low = task_data("digits0-4", "holdout", data_seed=0)
+    high = task_data("digits5-9", "holdout", data_seed=0, per_class=7)
+    assert low.num_classes == high.num_classes == 5
+    assert set(low.fit.labels.tolist()) == set(range(5)) == set(high.test.labels.tolist())
+    assert torch.bincount(high.fit.labels).tolist() == [7] * 5
+    full = task_data("digits", "holdout", data_seed=0)
+    assert len(high.test) == int((full.test.labels >= 5).sum())
+    counts = torch.bincount(low.fit.labels)
+    expected = float((low.test.labels == int(counts.argmax())).float().mean())
+    assert majority_accuracy(low) == pytest.approx(expected)
+    with pytest.raises(ConfigError):
+        task_data("digits5-9", "holdout", label_noise=0.2, noise_kind="asymmetric")
+    with pytest.raises(ConfigError):
+        task_data("letters")
+
+
+def test_search_budget_equal_and_choice_on_validation():
+    from pathlib import Path
+
+    from genlab.optim.studies.search import GRIDS, Protocol, choose, search_specs, with_choice
+
+    for grid in GRIDS.values():
+        sizes = {o: len(grid.trials(o)) for o in ("sgd", "sam", "cov", "csam")}
+        assert len(set(sizes.values())) == 1, sizes
+    protocol = Protocol.for_arch("cnn")
+    specs = search_specs(protocol, ["sgd", "cov"], Path("store"))
+    assert len(specs) == 18 and len({s.folder for s in specs}) == 18
+    assert all(s.config.split == "holdout" and s.config.seed == 0 for s in specs)
+    records = {s.name: {"val_acc": 0.5, "val_loss": 1.0, "test_acc": 0.0} for s in specs}
+    best_cov = [s for s in specs if s.config.optimizer == "cov"][4]
+    records[best_cov.name].update(val_acc=0.9, test_acc=0.1)
+    tie = [s for s in specs if s.config.optimizer == "sgd"][2:4]
+    records[tie[0].name].update(val_acc=0.8, val_loss=0.5)
+    records[tie[1].name].update(val_acc=0.8, val_loss=0.4, test_acc=1.0)
+    choices = choose(specs, records)
+    assert (choices["cov"]["lr"], choices["cov"]["radius"]) == (best_cov.config.lr,
+                                                                best_cov.config.lam)
+    assert choices["sgd"]["lr"] == tie[1].config.lr  # equal accuracy: lower val loss
+    cfg = with_choice(protocol.base(), choices["cov"])
+    assert (cfg.optimizer, cfg.lr, cfg.lam) == ("cov", best_cov.config.lr, best_cov.config.lam)
+
+
+def test_stats_intervals():
+    from genlab.optim.studies.stats import mean_std, pct, verdict
+
+    m, s = mean_std([0.9, 0.92, 0.94])
+    assert m == pytest.approx(0.92) and s == pytest.approx(0.02)  # sample std (ddof 1)
+    assert mean_std([0.5]) == (0.5, 0.0)
+    assert verdict((0.95, 0.01), (0.90, 0.01)) == "better"
+    assert verdict((0.90, 0.01), (0.95, 0.01)) == "worse"
+    assert verdict((0.92, 0.02), (0.90, 0.01)) == "within intervals"
+    assert pct(0.9234, 0.0123) == "92.3 ± 1.2"
+
+
+def test_store_names_and_execute_order(tmp_path):
+    from dataclasses import replace
+
+    from genlab.optim.studies.grid import RunSpec, config_hash, execute, stored
+
+    base = TrainConfig()
+    assert config_hash(base) == config_hash(TrainConfig())
+    assert config_hash(replace(base, lr=0.1)) != config_hash(base)
+    spec = stored(tmp_path, "x", replace(base, width=4, depth=1, epochs=1, measure=False))
+    assert spec.folder == tmp_path / spec.name and spec.name.startswith("x-")
+    with pytest.raises(ConfigError, match="not listed before"):
+        execute([RunSpec("a", base, tmp_path / "a", after=("b",)),
+                 RunSpec("b", base, tmp_path / "b")])
+    with pytest.raises(ConfigError, match="distinct"):
+        execute([spec, spec])
+    first = execute([spec])[spec.name]
+    (spec.folder / "metrics.jsonl").unlink()  # a finished spec is read back, not retrained
+    again = execute([spec])[spec.name]
+    assert again["test_acc"] == first["test_acc"]
+
+
+def test_fine_tuning_starts_from_the_backbone(tmp_path):
+    from dataclasses import replace
+
+    from genlab.core.errors import CheckpointError
+    from genlab.optim.studies.train import prepare, train_digits
+
+    pre = replace(TrainConfig(arch="cnn", width=4, depth=1, epochs=1, measure=False),
+                  task="digits0-4")
+    train_digits(pre, tmp_path / "pre", progress_bar=False)
+    _, pretrained = prepare(pre)
+    pretrained.load_state_dict(torch.load(tmp_path / "pre" / "checkpoint.pt",
+                                          weights_only=True)["model"])
+    ft = replace(pre, task="digits5-9", seed=1, init_from=str(tmp_path / "pre" / "checkpoint.pt"))
+    _, model = prepare(ft)
+    _, fresh = prepare(replace(ft, init_from=""))
+    for (k, v), w, f in zip(model.state_dict().items(), pretrained.state_dict().values(),
+                            fresh.state_dict().values(), strict=True):
+        assert torch.equal(v, f if k.startswith("head.") else w), k
+    with pytest.raises(CheckpointError, match="do not fit"):
+        prepare(replace(ft, arch="mlp"))

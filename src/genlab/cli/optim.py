@@ -7,11 +7,10 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(no_args_is_help=True)
+from genlab.cli import optim_studies
+from genlab.cli.optim_studies import OUT, RESUME
 
-OUT = typer.Option(..., "--out", help="Run folder to write (config.json, metrics.jsonl, "
-                   "summary.json, plots).")
-RESUME = typer.Option(False, "--resume", help="Continue the run already in --out.")
+app = typer.Typer(no_args_is_help=True)
 
 
 def _print_trained(summary: dict, out: Path) -> None:
@@ -145,81 +144,5 @@ def sparse(out: Path = OUT, resume: bool = RESUME,
     typer.echo(f"outputs: {out}")
 
 
-def _floats(text: str, name: str) -> list[float]:
-    from genlab.core.errors import ConfigError
-
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError as exc:
-        raise ConfigError(f"--{name}: expected comma-separated numbers, got {text!r}") from exc
-
-
-def _ints(text: str, name: str) -> list[int]:
-    values = _floats(text, name)
-    if any(v != int(v) for v in values):
-        from genlab.core.errors import ConfigError
-
-        raise ConfigError(f"--{name}: expected comma-separated integers, got {text!r}")
-    return [int(v) for v in values]
-
-
-def _names(text: str) -> list[str]:
-    return [v.strip() for v in text.split(",") if v.strip()]
-
-
-@app.command()
-def correlate(out: Path = OUT, resume: bool = RESUME,
-              arch: str = typer.Option("mlp", help="mlp, cnn or transformer."),
-              lrs: str = typer.Option("0.02,0.1"), batch_sizes: str = typer.Option("16,128"),
-              widths: str = typer.Option("32,128"), depths: str = typer.Option("1,2"),
-              optimizers: str = typer.Option("sgd,sam"), epochs: int = typer.Option(15),
-              measure_samples: int = typer.Option(256),
-              measure_iterations: int = typer.Option(15, help="Power iterations (lambda_max, s)."),
-              measure_probes: int = typer.Option(10, help="Hutchinson probes for tr H."),
-              min_train_acc: float = typer.Option(0.99, help="Training accuracy of the "
-                                                  "'converged' subset also tabulated."),
-              seed: int = typer.Option(0)):
-    """Grid of digits trainings; Kendall tau (plain, granulated) of each measure vs the gap."""
-    from genlab.core.report import markdown_table
-    from genlab.optim.studies.correlate import CorrelateConfig, run_correlate
-
-    cfg = CorrelateConfig(arch=arch, lrs=_floats(lrs, "lrs"),
-                          batch_sizes=_ints(batch_sizes, "batch-sizes"),
-                          widths=_ints(widths, "widths"), depths=_ints(depths, "depths"),
-                          optimizers=_names(optimizers), epochs=epochs,
-                          measure_samples=measure_samples,
-                          measure_iterations=measure_iterations, measure_probes=measure_probes,
-                          min_train_acc=min_train_acc, seed=seed)
-    summary = run_correlate(cfg, out, resume=resume)
-    for gap, rows in summary["tau"].items():
-        typer.echo(f"Kendall tau against {gap} ({summary['trainings']} trainings)")
-        typer.echo(markdown_table(rows, ["measure", "tau", "granulated"]))
-    for gap, rows in summary["tau_converged"].items():
-        typer.echo(f"Kendall tau against {gap}, {summary['converged']} converged trainings "
-                   f"(train accuracy >= {cfg.min_train_acc})")
-        typer.echo(markdown_table(rows, ["measure", "tau", "granulated"]))
-    typer.echo(f"outputs: {out}")
-
-
-@app.command()
-def labelnoise(out: Path = OUT, resume: bool = RESUME,
-               rates: str = typer.Option("0.2,0.4,0.6", help="Noise rates."),
-               optimizers: str = typer.Option("sgd,sam,csam_identity,acsam_identity"),
-               seeds: int = typer.Option(3), kind: str = typer.Option("symmetric",
-                                                                     help="symmetric or "
-                                                                     "asymmetric."),
-               arch: str = typer.Option("mlp"), width: int = typer.Option(128),
-               depth: int = typer.Option(2), epochs: int = typer.Option(30),
-               lr: float = typer.Option(0.05), rho: float = typer.Option(0.1),
-               seed: int = typer.Option(0, help="First seed.")):
-    """Clean test accuracy of each optimiser under label noise on digits."""
-    from genlab.core.report import markdown_table
-    from genlab.optim.studies.labelnoise import LabelNoiseConfig, run_labelnoise
-
-    cfg = LabelNoiseConfig(rates=_floats(rates, "rates"), optimizers=_names(optimizers),
-                           seeds=seeds, noise_kind=kind, arch=arch, width=width, depth=depth,
-                           epochs=epochs, lr=lr, rho=rho, seed=seed)
-    summary = run_labelnoise(cfg, out, resume=resume)
-    cols = ["optimizer"] + [f"{round(r * 100)}%" for r in cfg.rates]
-    typer.echo(markdown_table(summary["table"], cols))
-    typer.echo(f"outputs: {out}")
+for _name, _command in optim_studies.COMMANDS.items():
+    app.command(_name)(_command)

@@ -22,7 +22,7 @@ _BUILDERS = {
     "sgd": lambda params, model=None, **kw: torch.optim.SGD(params, **kw),
     "sam": lambda params, **kw: SAM(params, **kw),
     "asam": lambda params, **kw: SAM(params, adaptive=True, **kw),
-    "cov": lambda params, model=None, **kw: COV(params, **kw),
+    "cov": lambda params, **kw: COV(params, **kw),
     "samgcm": lambda params, **kw: SAMGCM(params, **kw),
     "csam_identity": lambda params, **kw: CSAM_Identity(params, **kw),
     "csam": lambda params, **kw: CSAM(params, **kw),

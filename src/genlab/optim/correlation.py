@@ -3,6 +3,8 @@
 - Kendall tau-b (Kendall 1945, ties in both variables):
       tau_b = (P - Q) / sqrt((P + Q + T_x)(P + Q + T_y)),
   P / Q the concordant / discordant pairs, T_x (T_y) the pairs tied only in x (only in y).
+- Interval of tau (ours): the 2.5 and 97.5 percentiles of tau over bootstrap resamples of
+  the trainings (1,000 by default, seeded); resamples with a constant variable are skipped.
 - Granulated tau (Jiang et al. 2020, "Fantastic generalization measures and where to find
   them", eq. 4): for hyper-parameter i, psi_i is the mean over the groups of trainings that
   share every other hyper-parameter value of the tau within the group (only i varies), and
@@ -15,6 +17,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+
+import numpy as np
 
 from genlab.core.errors import ConfigError, DataError
 
@@ -43,6 +47,33 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
                 discordant += 1
     denom = math.sqrt((concordant + discordant + tie_x) * (concordant + discordant + tie_y))
     return (concordant - discordant) / denom if denom > 0 else math.nan
+
+
+def _tau_b(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall tau-b by sign matrices: S / sqrt(pairs untied in x * pairs untied in y)."""
+    sx = np.sign(x[:, None] - x[None, :])
+    sy = np.sign(y[:, None] - y[None, :])
+    denom = math.sqrt(float(np.abs(sx).sum()) * float(np.abs(sy).sum()))
+    return float((sx * sy).sum()) / denom if denom > 0 else math.nan
+
+
+def kendall_tau_interval(x: Sequence[float], y: Sequence[float], *, resamples: int = 1000,
+                         level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of Kendall tau-b over resampled pairs (nan if undefined)."""
+    if len(x) != len(y):
+        raise DataError(f"kendall_tau_interval needs equal lengths, got {len(x)} and {len(y)}")
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    rng = np.random.default_rng(seed)
+    taus = []
+    for _ in range(resamples):
+        idx = rng.integers(0, len(xs), len(xs))
+        t = _tau_b(xs[idx], ys[idx])
+        if not math.isnan(t):
+            taus.append(t)
+    if not taus:
+        return math.nan, math.nan
+    tail = 100 * (1 - level) / 2
+    return float(np.percentile(taus, tail)), float(np.percentile(taus, 100 - tail))
 
 
 def granulated_tau(records: Sequence[dict], measure: str, gap: str,
@@ -77,11 +108,14 @@ def granulated_tau(records: Sequence[dict], measure: str, gap: str,
 
 def tau_table(records: Sequence[dict], measures: Sequence[str], gap: str,
               hyperparameters: Sequence[str]) -> list[dict]:
-    """One row per measure: plain tau, granulated tau and each psi_h against ``gap``."""
+    """One row per measure: plain tau (with its bootstrap interval), granulated tau and each
+    psi_h against ``gap``."""
     rows = []
     for m in measures:
         res = granulated_tau(records, m, gap, hyperparameters)
-        row = {"measure": m, "tau": res["plain"], "granulated": res["granulated"]}
+        lo, hi = kendall_tau_interval([r[m] for r in records], [r[gap] for r in records])
+        row = {"measure": m, "tau": res["plain"], "tau_lo": lo, "tau_hi": hi,
+               "granulated": res["granulated"]}
         row.update({f"psi_{h}": v for h, v in res["per_hyperparameter"].items()})
         rows.append(row)
     return rows

@@ -2,9 +2,9 @@
 
 - Hessian-vector product Hv by double backward through the mean loss (chunked: the mean
   loss of n samples is sum_c (n_c / n) L_c, so Hv = sum_c (n_c / n) H_c v).
-- lambda_max(H): power iteration on v -> Hv (returns the eigenvalue of largest magnitude,
-  the usual practice, e.g. PyHessian) or Lanczos with full reorthogonalisation (returns the
-  largest algebraic eigenvalue of the Krylov tridiagonal matrix).
+- lambda_max(H): Lanczos with full reorthogonalisation (default; the largest algebraic
+  eigenvalue, stopped on the residual of the top Ritz pair) or power iteration on v -> Hv
+  (the eigenvalue of largest magnitude, e.g. PyHessian).
 - tr H: Hutchinson's estimator tr H = E_z z^T H z with Rademacher z; the standard error of
   the mean over probes is reported with the estimate.
 - Nonuniformity of curvature (Wu, Ma & E 2018, "How SGD selects the global minima",
@@ -34,7 +34,6 @@ from genlab.optim.per_sample import (
     collect,
     fill_none,
     flatten,
-    flatten_batched,
     measuring,
     require_per_sample_mode,
     sample_loss_fn,
@@ -106,37 +105,56 @@ def power_iteration(operator: Callable[[torch.Tensor], torch.Tensor], d: int, *,
 
 
 def lanczos_top(operator: Callable[[torch.Tensor], torch.Tensor], d: int, *,
-                iterations: int = 30, seed: int = 0, device="cpu",
+                iterations: int = 100, tol: float = 1e-6, seed: int = 0, device="cpu",
                 dtype=torch.float32) -> float:
-    """Largest algebraic eigenvalue by Lanczos with full reorthogonalisation."""
+    """Largest algebraic eigenvalue by Lanczos with full reorthogonalisation.
+
+    Stops once the residual of the top Ritz pair, beta_j |s_j| (s_j: last component of its
+    eigenvector in the tridiagonal matrix), is at most ``tol`` * |theta|: for a symmetric
+    operator the Ritz value theta is then within that residual of an eigenvalue (Parlett,
+    "The Symmetric Eigenvalue Problem", Thm. 11.5.1 / Kahan's bound).
+    """
     require_positive("iterations", iterations)
     k = min(iterations, d)
     basis = [_random_unit(d, seed, device, dtype)]
     alphas, betas = [], []
+    top = 0.0
     for j in range(k):
         w = operator(basis[j])
-        alpha = float(basis[j] @ w)
-        alphas.append(alpha)
+        alphas.append(float(basis[j] @ w))
         for q in basis:  # full reorthogonalisation (twice is enough)
             w = w - (q @ w) * q
         for q in basis:
             w = w - (q @ w) * q
         beta = float(w.norm())
-        if j == k - 1 or beta < 1e-10:
+        theta, vectors = torch.linalg.eigh(_tridiagonal(alphas, betas))
+        top = float(theta[-1])
+        if beta < 1e-10 or beta * abs(float(vectors[-1, -1])) <= tol * max(abs(top), 1e-30):
             break
         betas.append(beta)
         basis.append(w / beta)
+    return top
+
+
+def _tridiagonal(alphas: list[float], betas: list[float]) -> torch.Tensor:
     t = torch.diag(torch.tensor(alphas, dtype=torch.float64))
     for i, b in enumerate(betas[: len(alphas) - 1]):
         t[i, i + 1] = t[i + 1, i] = b
-    return float(torch.linalg.eigvalsh(t).max())
+    return t
 
 
 def hessian_top_eigenvalue(model: nn.Module, loss_fn: Callable, inputs, targets=None, *,
-                           method: str = "power", iterations: int = 100, tol: float = 1e-4,
+                           method: str = "lanczos", iterations: int = 100, tol: float = 1e-6,
                            chunk_size: int | None = 256, seed: int = 0,
                            bn_mode: str = "eval") -> float:
-    """lambda_max of the Hessian of the mean loss: ``power`` (largest |lambda|) or ``lanczos``."""
+    """lambda_max of the Hessian of the mean loss.
+
+    ``lanczos`` (default): the largest eigenvalue, to a relative residual ``tol``;
+    ``power``: power iteration, the eigenvalue of largest magnitude (PyHessian's practice),
+    stopping when successive estimates differ by less than ``tol`` relative (its error is
+    then about tol * lambda_2 / (lambda_1 - lambda_2), larger than tol when the top
+    eigenvalues are close).
+    """
     require_choice("method", method, ("power", "lanczos"))
     x, y = collect(inputs, targets)
     d, dtype = _size_dtype(model)
@@ -145,7 +163,7 @@ def hessian_top_eigenvalue(model: nn.Module, loss_fn: Callable, inputs, targets=
         if method == "power":
             return power_iteration(op, d, iterations=iterations, tol=tol, seed=seed,
                                    device=x.device, dtype=dtype)
-        return lanczos_top(op, d, iterations=iterations, seed=seed, device=x.device,
+        return lanczos_top(op, d, iterations=iterations, tol=tol, seed=seed, device=x.device,
                            dtype=dtype)
 
 
@@ -179,19 +197,28 @@ def _per_sample_hvp_fn(model: nn.Module, loss_fn: Callable):
 
 
 def _second_moment_vmap(model, loss_fn, x, y, v, chunk_size) -> tuple[torch.Tensor, torch.Tensor]:
-    """((1/n) sum_i H_i^2 v, (1/n) sum_i H_i v) with vmapped per-sample HVPs."""
+    """((1/n) sum_i H_i^2 v, (1/n) sum_i H_i v) with vmapped per-sample HVPs.
+
+    Memory: two (chunk, d) sets of per-sample products at a time, reduced per parameter.
+    """
     params = trainable(model)
     hv = _per_sample_hvp_fn(model, loss_fn)
     shared = vmap(hv, in_dims=(None, 0, 0, None))
     own = vmap(hv, in_dims=(None, 0, 0, 0))
     vt = unflatten(v, params)
-    sq, first = torch.zeros_like(v), torch.zeros_like(v)
+    sq = {k: torch.zeros_like(p) for k, p in params.items()}
+    first = {k: torch.zeros_like(p) for k, p in params.items()}
     for sl in chunks(len(x), chunk_size):
         u = shared(params, x[sl], y[sl], vt)  # H_i v, batched
+        for k, t in u.items():
+            first[k] += t.sum(0)
         w = own(params, x[sl], y[sl], u)  # H_i (H_i v)
-        sq += flatten_batched(w).sum(0)
-        first += flatten_batched(u).sum(0)
-    return (sq / len(x)).detach(), (first / len(x)).detach()
+        del u
+        for k, t in w.items():
+            sq[k] += t.sum(0)
+        del w
+    n = len(x)
+    return (flatten(sq) / n).detach(), (flatten(first) / n).detach()
 
 
 def _second_moment_loop(model, loss_fn, x, y, v, chunk_size) -> tuple[torch.Tensor, torch.Tensor]:
@@ -230,6 +257,6 @@ def curvature_nonuniformity(model: nn.Module, loss_fn: Callable, inputs, targets
             lam = power_iteration(op, d, iterations=iterations, tol=tol, seed=seed,
                                   device=x.device, dtype=dtype)
         else:
-            lam = lanczos_top(op, d, iterations=iterations, seed=seed, device=x.device,
-                              dtype=dtype)
+            lam = lanczos_top(op, d, iterations=iterations, tol=tol, seed=seed,
+                              device=x.device, dtype=dtype)
     return math.sqrt(max(lam, 0.0))

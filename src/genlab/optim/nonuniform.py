@@ -28,6 +28,17 @@ xi, not rho alone, sets the step's reach. ``last_perturbation_norm`` records ||e
 Closure protocol (both): ``closure()`` returns the per-sample losses, shape (b,),
 with the autograd graph, WITHOUT calling backward; ``per_sample_closure`` builds
 one. The optimiser forms the per-sample gradients itself.
+
+Per-sample gradients (``per_sample``): ``"layers"`` computes what each step needs from
+the layers' inputs and output gradients (ghost.py): ||g_i||^2 for COV (differentiated
+through a double backward), the Gram matrix G G^T and weighted sums G^T w for SAMGCM's
+Woodbury solve, never the (b, d) matrix; it needs ``model=``. ``"autograd"`` takes the
+gradient of each loss by a vectorised backward (``is_grads_batched``), with a per-sample
+loop as fallback, and differentiates through them (the reference implementation).
+``"auto"`` (default) uses ``"layers"`` when ``model`` is given and its layers own every
+parameter. The two agree to rounding when samples do not interact in the forward pass;
+with BatchNorm in training mode ``"layers"`` uses per-sample contributions to the batch
+gradient (see ghost.py).
 """
 
 from __future__ import annotations
@@ -38,10 +49,18 @@ import torch
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.optim.ghost import (
+    LayerPathUnavailable,
+    LayerRecorder,
+    PerSampleGrads,
+    per_sample_factors,
+)
 from genlab.optim.perturb import PerturbedOptimizer
 
 SOLVERS = ("auto", "dense", "woodbury")
+PRECISIONS = ("model", "float64")
 WOODBURY_MIN_DIM = 1000
+PER_SAMPLE_METHODS = ("auto", "layers", "autograd")
 
 
 def per_sample_closure(model: nn.Module, loss_fn: Callable, x: torch.Tensor,
@@ -86,6 +105,52 @@ def _trainable(param_groups: list[dict]) -> list[torch.Tensor]:
     return [p for group in param_groups for p in group["params"] if p.requires_grad]
 
 
+class PerSampleSource:
+    """How an optimiser forms per-sample gradients (``per_sample``, see module doc).
+
+    ``run(closure)`` evaluates the per-sample losses (recording the layers on the layer
+    path); ``factors(losses)`` gives their PerSampleGrads, or None for the autograd path,
+    to which ``"auto"`` also switches for good when the model breaks a requirement of the
+    layer path (checked on the first batch).
+    """
+
+    def __init__(self, method: str, model: nn.Module | None, params: list[torch.Tensor],
+                 who: str):
+        require_choice("per_sample", method, PER_SAMPLE_METHODS)
+        self.method, self.who, self.recorder = method, who, None
+        if method == "autograd" or (method == "auto" and model is None):
+            return
+        if model is None:
+            raise ConfigError(f"{who}: per_sample='layers' needs model= (its layers are "
+                              "recorded)")
+        recorder = LayerRecorder(model, params)
+        if recorder.covers:
+            self.recorder = recorder
+            return
+        recorder.remove()
+        if method == "layers":
+            raise ConfigError(f"{who}: per_sample='layers' needs every parameter to belong "
+                              "to exactly one module of model=")
+
+    def run(self, closure: Callable) -> torch.Tensor:
+        if self.recorder is None:
+            return _check_losses(closure(), self.who)
+        with self.recorder.recording():
+            return _check_losses(closure(), self.who)
+
+    def factors(self, losses: torch.Tensor, **kw) -> PerSampleGrads | None:
+        if self.recorder is None:
+            return None
+        try:
+            return per_sample_factors(self.recorder, losses, **kw)
+        except LayerPathUnavailable as exc:
+            if self.method == "layers":
+                raise ConfigError(f"{self.who}: {exc}; use per_sample='autograd'") from exc
+            self.recorder.remove()
+            self.recorder = None
+            return None
+
+
 # -- COV -------------------------------------------------------------------------------
 def noise_factor(batch: int, n_total: int | None) -> float:
     """a = (n - b) / (b (n - 1)), the mini-batch noise factor; 1/b when n is unknown."""
@@ -99,12 +164,14 @@ def noise_factor(batch: int, n_total: int | None) -> float:
 class COV(torch.optim.SGD):
     """SGD on the loss plus (a * lam / 2) * tr Sigma_B (per-sample-loss closure, see module doc).
 
-    ``last_trace`` holds tr Sigma_B of the latest batch (before the step).
+    ``last_trace`` holds tr Sigma_B of the latest batch (before the step). ``model`` and
+    ``per_sample`` choose how the per-sample gradients are formed (module doc).
     """
 
     def __init__(self, params, lr: float, lam: float, n_total: int | None = None,
                  momentum: float = 0.0, weight_decay: float = 0.0, dampening: float = 0.0,
-                 nesterov: bool = False, max_grad_norm: float | None = None):
+                 nesterov: bool = False, max_grad_norm: float | None = None, *,
+                 model: nn.Module | None = None, per_sample: str = "auto"):
         require_positive("lr", lr, allow_zero=True)
         require_positive("lam", lam, allow_zero=True)
         if n_total is not None:
@@ -115,6 +182,20 @@ class COV(torch.optim.SGD):
                          dampening=dampening, nesterov=nesterov)
         self.lam, self.n_total, self.max_grad_norm = lam, n_total, max_grad_norm
         self.last_trace = float("nan")
+        self.source = PerSampleSource(per_sample, model, _trainable(self.param_groups), "COV")
+
+    def _trace(self, losses: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:
+        """tr Sigma_B = (1/b) sum ||g_i||^2 - ||g||^2, differentiable."""
+        b = losses.shape[0]
+        psg = self.source.factors(losses, create_graph=True)
+        if psg is not None:
+            mean = psg.weighted_sum(losses.new_full((b,), 1.0 / b))
+            sq_mean = sum((g**2).sum() for g in mean.values())
+            return psg.sq_norms().sum() / b - sq_mean
+        grads = [g for g in per_sample_grads(losses, params, create_graph=True) if g is not None]
+        mean_sq = sum((g**2).sum() for g in grads) / b
+        sq_mean = sum((g.mean(0) ** 2).sum() for g in grads)
+        return mean_sq - sq_mean
 
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None):
@@ -124,15 +205,10 @@ class COV(torch.optim.SGD):
         self.zero_grad()
         params = _trainable(self.param_groups)
         with torch.enable_grad():
-            losses = _check_losses(closure(), "COV")
-            b = losses.shape[0]
-            grads = [g for g in per_sample_grads(losses, params, create_graph=True)
-                     if g is not None]
-            mean_sq = sum((g**2).sum() for g in grads) / b
-            sq_mean = sum((g.mean(0) ** 2).sum() for g in grads)
-            trace = mean_sq - sq_mean
+            losses = self.source.run(closure)
+            trace = self._trace(losses, params)
             loss = losses.mean()
-            total = loss + 0.5 * noise_factor(b, self.n_total) * self.lam * trace
+            total = loss + 0.5 * noise_factor(losses.shape[0], self.n_total) * self.lam * trace
             total.backward()
         self.last_trace = float(trace)
         if self.max_grad_norm is not None:
@@ -164,6 +240,30 @@ def covariance_direction(G: torch.Tensor, xi: float, solver: str = "auto") -> to
     return (cinv_g / (quad.sqrt() + 1e-12)).to(G.dtype)
 
 
+def woodbury_weights(gram: torch.Tensor, xi: float) -> torch.Tensor:
+    """w with G^T w = C^-1 g / sqrt(g^T C^-1 g), from the Gram matrix K = G G^T alone.
+
+    With P = I - 11^T/b (so G_c = P G): G_c G_c^T = P K P, G_c g = P r with r = K 1 / b
+    (r_i = <g_i, g>), and the Woodbury form above gives C^-1 g = G^T u / xi with
+    u = 1/b - P z, z = (b xi I + P K P)^-1 P r, and g^T C^-1 g = r . u / xi.
+    """
+    b = gram.shape[0]
+    K = gram.double()
+    r = K.mean(1)
+    m = r.mean()
+    centred = K - r[:, None] - r[None, :] + m
+    centred.diagonal().add_(b * xi)
+    L, info = torch.linalg.cholesky_ex(centred)
+    rhs = (r - m)[:, None]
+    if int(info) == 0:
+        z = torch.cholesky_solve(rhs, L)[:, 0]
+    else:  # not numerically positive definite: a general solve
+        z = torch.linalg.solve(centred, rhs)[:, 0]
+    u = (1.0 / b) - (z - z.mean())
+    quad = (r @ u / xi).clamp_min(0.0)
+    return u / (xi * (quad.sqrt() + 1e-12))
+
+
 class SAMGCM(PerturbedOptimizer):
     """SAM with the ellipsoid {e : e^T C e <= rho^2} of the gradient-noise covariance C.
 
@@ -173,14 +273,47 @@ class SAMGCM(PerturbedOptimizer):
 
     def __init__(self, params, base_optimizer: Callable | None = None, rho: float = 5e-4,
                  xi: float = 1e-6, *, solver: str = "auto", model: nn.Module | None = None,
-                 max_grad_norm: float | None = None, **base_kwargs):
+                 max_grad_norm: float | None = None, per_sample: str = "auto",
+                 precision: str = "model", **base_kwargs):
         require_positive("rho", rho)
         require_positive("xi", xi)
         require_choice("solver", solver, SOLVERS)
+        require_choice("precision", precision, PRECISIONS)
         super().__init__(params, base_optimizer, dict(rho=rho, xi=xi), base_kwargs,
                          model=model, max_grad_norm=max_grad_norm)
         self.solver = solver
+        self.products_dtype = torch.float64 if precision == "float64" else None
         self.last_perturbation_norm = float("nan")
+        self.source = PerSampleSource(per_sample, model, _trainable(self.param_groups),
+                                      "SAMGCM")
+
+    def _direction(self, losses: torch.Tensor, params: list[torch.Tensor]
+                   ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """(parameters, their parts of C^-1 g / sqrt(g^T C^-1 g)) at w."""
+        group = self.param_groups[0]
+        b = losses.shape[0]
+        d = sum(p.numel() for p in params)
+        solver = self.solver
+        if solver == "auto":
+            solver = "woodbury" if d > WOODBURY_MIN_DIM else "dense"
+        with torch.enable_grad():
+            psg = self.source.factors(losses, dtype=self.products_dtype)
+        if psg is not None:
+            if solver == "woodbury":
+                parts = psg.weighted_sum(woodbury_weights(psg.gram(), group["xi"]))
+                used = [p for p in params if p in parts]
+                return used, [parts[p].to(p.dtype) for p in used]
+            G = psg.materialise(params).double()
+            used = params
+        else:
+            with torch.enable_grad():
+                grads = per_sample_grads(losses, params)
+            pairs = [(p, g) for p, g in zip(params, grads, strict=True) if g is not None]
+            used = [p for p, _ in pairs]
+            G = torch.cat([g.reshape(b, -1) for _, g in pairs], dim=1)
+        direction = covariance_direction(G, group["xi"], solver)
+        pieces = torch.split(direction, [p.numel() for p in used])
+        return used, [e.view_as(p).to(p.dtype) for e, p in zip(pieces, used, strict=True)]
 
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None):
@@ -188,20 +321,16 @@ class SAMGCM(PerturbedOptimizer):
         the gradient at w + e; returns the mean loss at w."""
         if closure is None:
             raise ConfigError("SAMGCM.step needs a closure returning per-sample losses")
-        group = self.param_groups[0]
+        rho = self.param_groups[0]["rho"]
         params = _trainable(self.param_groups)
         self._drop_grads()
         with torch.enable_grad():
-            losses = _check_losses(closure(), "SAMGCM")
-            grads = per_sample_grads(losses, params)
-        used = [(p, g) for p, g in zip(params, grads, strict=True) if g is not None]
-        b = losses.shape[0]
-        G = torch.cat([g.reshape(b, -1) for _, g in used], dim=1)
-        eps = group["rho"] * covariance_direction(G, group["xi"], self.solver)
-        self.last_perturbation_norm = float(eps.norm())
-        pieces = torch.split(eps, [p.numel() for p, _ in used])
-        self._perturb([p for p, _ in used],
-                      [e.view_as(p) for e, (p, _) in zip(pieces, used, strict=True)])
+            losses = self.source.run(closure)
+        used, direction = self._direction(losses, params)
+        eps = torch._foreach_mul(direction, rho) if direction else []
+        self.last_perturbation_norm = float(torch.sqrt(sum((e.double() ** 2).sum() for e in eps))
+                                            ) if eps else 0.0
+        self._perturb(used, eps)
         with torch.enable_grad():
             perturbed = _check_losses(self._run_closure(closure, perturbed=True), "SAMGCM")
             perturbed.mean().backward()

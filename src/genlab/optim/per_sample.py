@@ -10,9 +10,17 @@ Notation: g_i = grad of the loss of sample i, g = (1/n) sum_i g_i.
 - Noise scale (McCandlish et al. 2018, "simple" form): tr Sigma / ||g||^2.
 
 Per-sample losses: ``loss_fn`` is the mean-reduced training loss (e.g. nn.CrossEntropyLoss());
-the loss of sample i is ``loss_fn(model(x_i[None]), y_i[None])``, evaluated for all samples
-at once with torch.func.vmap over functional_call (``method="vmap"``) or, for modules vmap
-cannot handle, with one backward pass per sample (``method="loop"``).
+the loss of sample i is ``loss_fn(model(x_i[None]), y_i[None])``. Three ways to get the
+per-sample gradients (``method``):
+
+- ``"layers"``: one batched forward and one backward to the layer outputs; each layer's part
+  of g_i comes from its input and output gradient (ghost.py). Norms never form g_i, so
+  tr Sigma, gradient diversity and noise scale stream over chunks with memory
+  O(chunk * (activations + the largest layer)), not O(chunk * d).
+- ``"vmap"``: torch.func.vmap of grad of functional_call over the samples.
+- ``"loop"``: one backward pass per sample.
+
+``"auto"`` (default) takes the first that applies to the model, in that order.
 
 BatchNorm: per-sample quantities need one fixed normalisation for every sample, so models
 are measured in eval mode (running statistics; ``bn_mode="eval"``, the only mode for
@@ -30,8 +38,16 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
+from genlab.optim.ghost import (
+    LayerPathUnavailable,
+    LayerRecorder,
+    PerSampleGrads,
+    per_sample_factors,
+    per_sample_losses,
+)
 
 BN_MODES = ("eval", "batch")
+METHODS = ("auto", "layers", "vmap", "loop")
 _BN_TYPES = (nn.modules.batchnorm._BatchNorm,)
 
 
@@ -155,25 +171,63 @@ def sample_loss_fn(model: nn.Module, loss_fn: Callable) -> Callable:
 
 
 # -- per-sample gradients ------------------------------------------------------------------
+def layer_chunks(model: nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Tensor,
+                 chunk_size: int | None):
+    """Yield (slice, PerSampleGrads) chunk by chunk in the model's current mode.
+
+    Raises LayerPathUnavailable before the first chunk when the model's layers do not own
+    every trainable parameter.
+    """
+    recorder = LayerRecorder(model)
+    try:
+        if not recorder.covers:
+            raise LayerPathUnavailable("some trainable parameters have no single owner module")
+        for sl in chunks(len(x), chunk_size):
+            with torch.enable_grad():
+                with recorder.recording():
+                    out = model(x[sl])
+                losses = per_sample_losses(loss_fn, out, y[sl])
+                psg: PerSampleGrads = per_sample_factors(recorder, losses)
+            yield sl, psg
+    finally:
+        recorder.remove()
+
+
 def per_sample_grads(model: nn.Module, loss_fn: Callable, inputs, targets=None, *,
-                     chunk_size: int | None = None, method: str = "vmap",
+                     chunk_size: int | None = None, method: str = "auto",
                      bn_mode: str = "eval") -> torch.Tensor:
     """(b, d) matrix of per-sample gradients (eval-mode BatchNorm; see module doc).
 
-    ``method="vmap"`` uses torch.func (vmap of grad of functional_call, ``chunk_size``
-    samples at a time); ``"loop"`` runs one backward pass per sample. ``"vmap"`` falls back
-    to the loop when vmap cannot trace the model.
+    ``chunk_size`` samples are processed at a time (all at once when None); columns follow
+    ``model.parameters()`` (trainable ones).
     """
-    require_choice("method", method, ("vmap", "loop"))
+    require_choice("method", method, METHODS)
     require_per_sample_mode(model, bn_mode)
     x, y = collect(inputs, targets)
     with measuring(model, "eval"):
-        if method == "vmap":
+        if method in ("auto", "layers"):
+            try:
+                return _grads_layers(model, loss_fn, x, y, chunk_size)
+            except LayerPathUnavailable as exc:
+                if method == "layers":
+                    raise ConfigError(f"method='layers': {exc}") from exc
+        if method in ("auto", "vmap"):
             try:
                 return _grads_vmap(model, loss_fn, x, y, chunk_size)
             except (RuntimeError, NotImplementedError):
                 pass
         return _grads_loop(model, loss_fn, x, y)
+
+
+def _grads_layers(model, loss_fn, x, y, chunk_size):
+    params = [p for p in model.parameters() if p.requires_grad]
+    out = None
+    for sl, psg in layer_chunks(model, loss_fn, x, y, chunk_size):
+        if out is None:
+            out = torch.empty(len(x), sum(p.numel() for p in params), device=x.device,
+                              dtype=psg.dtype)
+        psg.materialise(params, out=out[sl])
+    return out
 
 
 def _grads_vmap(model, loss_fn, x, y, chunk_size):
@@ -206,27 +260,34 @@ def mean_grad(model: nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Ten
 
 
 def gradient_noise_stats(model: nn.Module, loss_fn: Callable, inputs, targets=None, *,
-                         chunk_size: int | None = 256, method: str = "vmap",
+                         chunk_size: int | None = 256, method: str = "auto",
                          bn_mode: str = "eval") -> dict:
     """tr Sigma, ||g||^2, mean ||g_i||^2, gradient diversity and noise scale in one pass.
 
-    Per-sample gradients are made ``chunk_size`` at a time and reduced at once, so memory
-    stays O(chunk_size * d); ||g_i - g||^2 is accumulated against the exact mean gradient
-    (no cancellation from mean||g_i||^2 - ||g||^2).
+    ``"layers"`` (and ``"auto"`` where it applies): per chunk, ||g_i||^2 from the layers and
+    sum_i g_i, accumulated in float64; tr Sigma = (1/n) sum ||g_i||^2 - ||g||^2 (the sums
+    are float64, each ||g_i||^2 is exact to the model's precision). ``"vmap"``/``"loop"``:
+    per-sample gradients ``chunk_size`` at a time and ||g_i - g||^2 against the exact mean
+    gradient. Memory is O(chunk) in the first case, O(chunk_size * d) in the others.
     """
+    require_choice("method", method, METHODS)
     require_per_sample_mode(model, bn_mode)
     x, y = collect(inputs, targets)
     n = len(x)
     with measuring(model, "eval"):
-        g = mean_grad(model, loss_fn, x, y, chunk_size)
-        dev_sq, sq = 0.0, 0.0
-        for sl in chunks(n, chunk_size):
-            gi = per_sample_grads(model, loss_fn, x[sl], y[sl], method=method)
-            dev_sq += float(((gi - g) ** 2).sum())
-            sq += float((gi**2).sum())
-    trace = dev_sq / n
-    g_sq = float(g @ g)
+        sums = None
+        if method in ("auto", "layers"):
+            try:
+                sums = _noise_sums_layers(model, loss_fn, x, y, chunk_size)
+            except LayerPathUnavailable as exc:
+                if method == "layers":
+                    raise ConfigError(f"method='layers': {exc}") from exc
+        if sums is None:
+            sums = _noise_sums_materialised(model, loss_fn, x, y, chunk_size,
+                                            "loop" if method == "loop" else "vmap")
+    sq, g_sq, dev_sq = sums
     mean_sq = sq / n
+    trace = dev_sq / n if dev_sq is not None else max(mean_sq - g_sq, 0.0)
     return {
         "trace_sigma": trace,
         "grad_norm_sq": g_sq,
@@ -238,6 +299,33 @@ def gradient_noise_stats(model: nn.Module, loss_fn: Callable, inputs, targets=No
     }
 
 
+def _noise_sums_layers(model, loss_fn, x, y, chunk_size):
+    """(sum ||g_i||^2, ||g||^2, None) streaming over chunks of the layer path."""
+    sq = 0.0
+    total: dict[torch.Tensor, torch.Tensor] = {}
+    for sl, psg in layer_chunks(model, loss_fn, x, y, chunk_size):
+        with torch.no_grad():
+            sq += float(psg.sq_norms().double().sum())
+            ones = torch.ones(sl.stop - sl.start, device=x.device, dtype=psg.dtype)
+            for p, t in psg.weighted_sum(ones).items():
+                t = t.double()
+                total[p] = total[p] + t if p in total else t
+    n = len(x)
+    g_sq = float(sum(((t / n) ** 2).sum() for t in total.values())) if total else 0.0
+    return sq, g_sq, None
+
+
+def _noise_sums_materialised(model, loss_fn, x, y, chunk_size, method):
+    """(sum ||g_i||^2, ||g||^2, sum ||g_i - g||^2) from (chunk, d) per-sample gradients."""
+    g = mean_grad(model, loss_fn, x, y, chunk_size)
+    dev_sq, sq = 0.0, 0.0
+    for sl in chunks(len(x), chunk_size):
+        gi = per_sample_grads(model, loss_fn, x[sl], y[sl], method=method)
+        dev_sq += float(((gi - g) ** 2).sum())
+        sq += float((gi**2).sum())
+    return sq, float(g @ g), dev_sq
+
+
 def _ratio(num: float, den: float) -> float:
     """num / den, with 0/0 = 0 (zero gradients) and x/0 = inf."""
     if den == 0.0:
@@ -246,7 +334,7 @@ def _ratio(num: float, den: float) -> float:
 
 
 def noise_trace(model: nn.Module, loss_fn: Callable, inputs, targets=None, *,
-                chunk_size: int | None = 256, method: str = "vmap", bn_mode: str = "eval") -> float:
+                chunk_size: int | None = 256, method: str = "auto", bn_mode: str = "eval") -> float:
     """tr Sigma over the given samples (eval-mode BatchNorm)."""
     return gradient_noise_stats(model, loss_fn, inputs, targets, chunk_size=chunk_size,
                                 method=method, bn_mode=bn_mode)["trace_sigma"]
@@ -264,7 +352,7 @@ def minibatch_factor(n: int, batch_size: int) -> float:
 
 
 def minibatch_noise(model: nn.Module, loss_fn: Callable, inputs, targets=None, *,
-                    batch_size: int, chunk_size: int | None = 256, method: str = "vmap",
+                    batch_size: int, chunk_size: int | None = 256, method: str = "auto",
                     bn_mode: str = "eval") -> float:
     """E||g_B - g||^2 = a * tr Sigma for batches of ``batch_size`` (eval-mode BatchNorm)."""
     require_positive("batch_size", batch_size)

@@ -9,7 +9,9 @@ the granulated tau (mean over hyper-parameters of the tau within groups where on
 hyper-parameter varies). Unlike Jiang et al. the models are not trained to a common
 training loss, which leaves the optimisation state as a confounder; the tables are also
 given over the "converged" models only (training accuracy >= ``min_train_acc``), a
-stand-in for Jiang et al.'s common stopping criterion.
+stand-in for Jiang et al.'s common stopping criterion; with a cosine learning rate
+(``schedule``) and enough epochs every model of the grid reaches it (the summary gives the
+lowest and highest training accuracy).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class CorrelateConfig:
     optimizers: list[str] = field(default_factory=lambda: ["sgd", "sam"])
     epochs: int = 15
     momentum: float = 0.9
+    weight_decay: float = 0.0
+    schedule: str = "constant"
     rho: float = 0.05
     seed: int = 0
     measure_samples: int = 256
@@ -67,6 +71,7 @@ class CorrelateConfig:
 
     def base(self) -> TrainConfig:
         return TrainConfig(arch=self.arch, epochs=self.epochs, momentum=self.momentum,
+                           weight_decay=self.weight_decay, schedule=self.schedule,
                            rho=self.rho, seed=self.seed, measure_samples=self.measure_samples,
                            curvature_samples=self.curvature_samples,
                            measure_iterations=self.measure_iterations,
@@ -92,6 +97,8 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
         _scatter(run, finished, gap)
     summary = {"arch": cfg.arch, "trainings": len(records),
                "diverged": len(records) - len(finished), "hyperparameters": varying,
+               "train_acc_min": min(r["train_acc"] for r in finished),
+               "train_acc_max": max(r["train_acc"] for r in finished),
                "tau": tables, "converged": len(converged), "tau_converged": tables_converged,
                "records": records}
     run.write_summary(summary)

@@ -1,11 +1,18 @@
-"""Small digit classifiers for the studies: MLP, CNN (with BatchNorm) and a patch Transformer.
+"""Classifiers for the studies: MLP, CNN (with BatchNorm), a patch Transformer and a ResNet.
 
-All are built from plain values by :func:`build_model` so a run's config.json rebuilds them.
+All are built by name from plain values through the ``MODELS`` registry
+(:func:`build_model`), so a run's config.json rebuilds them.
 The Transformer (ours, ViT-style, Dosovitskiy et al. 2021) cuts the image into
 ``patch`` x ``patch`` patches (an 8 x 8 digit and patch 2 give 16 tokens), embeds them
 linearly, adds learned position embeddings, applies ``depth`` pre-norm blocks of
 multi-head self-attention and an MLP, and classifies the mean token. Attention is written
 out (no fused kernels) so torch.func transforms (vmap, jvp) go through it.
+The ResNet is the CIFAR ResNet of He et al. 2016 with basic blocks (3x3 stem, four stages
+of ``depth`` blocks at width, 2x, 4x, 8x channels, strides 1, 2, 2, 2): width 64 and
+depth 2 is ResNet-18 (11.2M parameters for 10 classes). Every parameter lives in a layer
+(Linear, Conv2d, BatchNorm, LayerNorm, PositionEmbedding), as the per-layer per-sample
+gradients (genlab.optim.ghost) need, and every model's classifier is its ``head`` (what
+fine-tuning replaces, see ``HEAD``).
 """
 
 from __future__ import annotations
@@ -17,8 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_choice, require_positive
-
-ARCHS = ("mlp", "cnn", "transformer")
+from genlab.optim.ghost_rules import additive_factors, register_rule
 
 
 class MLP(nn.Module):
@@ -28,11 +34,11 @@ class MLP(nn.Module):
         for _ in range(depth):
             layers += [nn.Linear(d, width), nn.ReLU()]
             d = width
-        layers.append(nn.Linear(d, num_classes))
         self.net = nn.Sequential(*layers)
+        self.head = nn.Linear(d, num_classes)
 
     def forward(self, x):
-        return self.net(x.flatten(1))
+        return self.head(self.net(x.flatten(1)))
 
 
 class CNN(nn.Module):
@@ -80,6 +86,20 @@ class Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+class PositionEmbedding(nn.Module):
+    """x + a learned (1, tokens, width) table."""
+
+    def __init__(self, tokens: int, width: int):
+        super().__init__()
+        self.weight = nn.Parameter(0.02 * torch.randn(1, tokens, width))
+
+    def forward(self, x):
+        return x + self.weight
+
+
+register_rule(PositionEmbedding, additive_factors)
+
+
 class PatchTransformer(nn.Module):
     def __init__(self, in_channels: int, image_size: int, width: int, depth: int,
                  num_classes: int, patch: int = 2, heads: int = 2):
@@ -90,25 +110,70 @@ class PatchTransformer(nn.Module):
         self.patch = patch
         tokens = (image_size // patch) ** 2
         self.embed = nn.Linear(in_channels * patch * patch, width)
-        self.pos = nn.Parameter(0.02 * torch.randn(1, tokens, width))
+        self.pos = PositionEmbedding(tokens, width)
         self.blocks = nn.Sequential(*[Block(width, heads) for _ in range(depth)])
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, num_classes)
 
     def forward(self, x):
         p = F.unfold(x, self.patch, stride=self.patch).transpose(1, 2)  # (b, tokens, c*p*p)
-        h = self.blocks(self.embed(p) + self.pos)
+        h = self.blocks(self.pos(self.embed(p)))
         return self.head(self.norm(h).mean(1))
+
+
+class BasicBlock(nn.Module):
+    """conv-BN-ReLU-conv-BN plus the (projected when the shape changes) input, ReLU."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or c_in != c_out:
+            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False),
+                                          nn.BatchNorm2d(c_out))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class ResNet(nn.Module):
+    def __init__(self, in_channels: int, width: int, depth: int, num_classes: int):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 3, 1, 1, bias=False),
+                                  nn.BatchNorm2d(width), nn.ReLU())
+        stages, c = [], width
+        for i, mult in enumerate((1, 2, 4, 8)):
+            for j in range(depth):
+                stride = 2 if (i > 0 and j == 0) else 1
+                stages.append(BasicBlock(c, width * mult, stride))
+                c = width * mult
+        self.stages = nn.Sequential(*stages)
+        self.head = nn.Linear(c, num_classes)
+
+    def forward(self, x):
+        return self.head(self.stages(self.stem(x)).mean(dim=(2, 3)))
+
+
+HEAD = "head"  # the classifier's name in every model's state_dict (``head.weight``, ...)
+
+#: name -> builder(in_channels, image_size, width, depth, num_classes)
+MODELS = {
+    "mlp": lambda c, s, w, d, k: MLP(c * s * s, w, d, k),
+    "cnn": lambda c, s, w, d, k: CNN(c, w, d, k),
+    "transformer": lambda c, s, w, d, k: PatchTransformer(c, s, w, d, k),
+    "resnet": lambda c, s, w, d, k: ResNet(c, w, d, k),
+}
+ARCHS = tuple(MODELS)
 
 
 def build_model(arch: str, width: int, depth: int, *, in_channels: int = 1, image_size: int = 8,
                 num_classes: int = 10) -> nn.Module:
-    """A classifier by name (mlp, cnn, transformer) with ``depth`` hidden layers/blocks."""
+    """A classifier by name (see MODELS) with ``depth`` hidden layers/blocks per stage."""
     require_choice("arch", arch, ARCHS)
     require_positive("width", width)
     require_positive("depth", depth)
-    if arch == "mlp":
-        return MLP(in_channels * image_size**2, width, depth, num_classes)
-    if arch == "cnn":
-        return CNN(in_channels, width, depth, num_classes)
-    return PatchTransformer(in_channels, image_size, width, depth, num_classes)
+    return MODELS[arch](in_channels, image_size, width, depth, num_classes)

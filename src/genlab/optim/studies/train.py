@@ -1,36 +1,41 @@
 """Digit classification with any optimiser of genlab.optim, then every measure of the result.
 
-The model trains on the digits train+val split (1,437 images) with optionally noisy labels,
-through genlab.core.trainer.Trainer (atomic per-epoch checkpoints, resume). At the end the
-summary holds train (noisy labels) and clean test loss/accuracy, the generalization gaps
+The model trains on a digits task (tasks.py: the whole training pool, or the fit part of a
+fit/validation hold-out, a class subset, a few images per class, noisy labels) through
+genlab.core.trainer.Trainer (atomic per-epoch checkpoints, resume), with a constant or
+cosine learning rate, optionally from the weights of an earlier run (``init_from``; the
+classifier ``head`` is re-initialised). At the end the summary holds train (noisy labels),
+validation and clean test loss/accuracy, the generalization gaps
 ``gap_loss = test_loss - train_loss`` and ``gap_acc = train_acc - test_acc``, and every
 measure of :func:`genlab.optim.measures.all_measures` on the training set (training labels).
 
 Optimisers whose closure returns per-sample losses (COV, SAMGCM) get a per-sample closure;
-every other optimiser the Trainer's mean-loss closure.
+every other optimiser the Trainer's mean-loss closure. Per-sample optimisers get ``model=``
+and so use the per-layer per-sample gradients (genlab.optim.ghost).
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 from torch import nn
 
 import genlab.optim as optim_pkg
-from genlab.core.data import Batches, Split, load_digits_data
+from genlab.core.data import Batches, Split
 from genlab.core.errors import CheckpointError, ConfigError, require_choice, require_positive
 from genlab.core.runs import CONFIG, RunDir, load_checkpoint, read_json
 from genlab.core.seeding import seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.optim.measures import MeasureConfig, all_measures
-from genlab.optim.studies.models import build_model
-from genlab.optim.studies.noise import NOISE_KINDS, corrupt_labels
+from genlab.optim.studies.models import HEAD, build_model
+from genlab.optim.studies.noise import NOISE_KINDS
+from genlab.optim.studies.tasks import SPLITS, TASKS, TaskData, task_data
 
 PER_SAMPLE_OPTIMIZERS = ("cov", "samgcm")
+SCHEDULES = ("constant", "cosine")
 # Classes behind make_optimizer's names, to pass each only the options it accepts.
 _CLASS_NAMES = {"sam": "SAM", "asam": "SAM", "cov": "COV", "samgcm": "SAMGCM",
                 "csam_identity": "CSAM_Identity", "csam": "CSAM",
@@ -48,11 +53,17 @@ class TrainConfig:
     weight_decay: float = 0.0
     batch_size: int = 32
     epochs: int = 20
+    schedule: str = "constant"  # learning rate over the epochs: constant or cosine (to 0)
     rho: float = 0.05  # SAM/ASAM/SAMGCM radius; CSAM family: both radii
     lam: float = 0.1  # COV penalty weight
     xi: float = 1e-6  # SAMGCM damping
+    task: str = "digits"  # tasks.TASKS
+    split: str = "full"  # full: train on the whole pool; holdout: fit part, validation kept
+    data_seed: int | None = None  # the data split's seed (None: ``seed``)
+    per_class: int = 0  # > 0: that many training images per class
     label_noise: float = 0.0
     noise_kind: str = "symmetric"
+    init_from: str = ""  # checkpoint.pt of an earlier run: start from its weights (new head)
     seed: int = 0
     measure: bool = True
     measure_samples: int = 512
@@ -71,6 +82,11 @@ class TrainConfig:
         require_positive("lam", self.lam, allow_zero=True)
         require_choice("optimizer", self.optimizer, optim_pkg.OPTIMIZERS)
         require_choice("noise_kind", self.noise_kind, NOISE_KINDS)
+        require_choice("schedule", self.schedule, SCHEDULES)
+        require_choice("task", self.task, tuple(TASKS))
+        require_choice("split", self.split, SPLITS)
+        if self.per_class < 0:
+            raise ConfigError(f"per_class must be >= 0, got {self.per_class}")
         if not 0 <= self.label_noise < 1:
             raise ConfigError(f"label_noise must be in [0, 1), got {self.label_noise}")
 
@@ -113,23 +129,36 @@ def split_scores(model: nn.Module, split: Split, device, batch_size: int = 512) 
     return {"loss": res["loss"], "acc": res["metric"]}
 
 
-@functools.lru_cache(maxsize=4)
-def _digits(seed: int):
-    """The digits split of a seed, loaded once per process (grids reuse it; never mutated)."""
-    return load_digits_data(size=8, seed=seed)
+def load_task(cfg: TrainConfig) -> TaskData:
+    """The task data of a config (fixed by data_seed; label noise drawn with the seed)."""
+    data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
+    return task_data(cfg.task, cfg.split, data_seed=data_seed, per_class=cfg.per_class,
+                     label_noise=cfg.label_noise, noise_kind=cfg.noise_kind,
+                     noise_seed=cfg.seed)
 
 
-def prepare(cfg: TrainConfig):
-    """(data, training split with noisy labels, model) for a config, seeded."""
+def prepare(cfg: TrainConfig) -> tuple[TaskData, nn.Module]:
+    """(task data, model) for a config, seeded; the model starts from ``init_from`` if set."""
     seed_everything(cfg.seed)
-    data = _digits(cfg.seed)
-    train = data.train_full()
-    if cfg.label_noise > 0:
-        train = Split(train.images, corrupt_labels(train.labels, cfg.label_noise, cfg.noise_kind,
-                                                   num_classes=data.num_classes, seed=cfg.seed))
+    data = load_task(cfg)
     model = build_model(cfg.arch, cfg.width, cfg.depth, in_channels=data.in_channels,
                         image_size=data.size, num_classes=data.num_classes)
-    return data, train, model
+    if cfg.init_from:
+        _load_backbone(model, Path(cfg.init_from))
+    return data, model
+
+
+def _load_backbone(model: nn.Module, checkpoint: Path) -> None:
+    """Every weight of ``checkpoint`` except the classifier head, which stays freshly drawn."""
+    state = load_checkpoint(checkpoint)
+    if "model" not in state:
+        raise CheckpointError(f"{checkpoint}: no model weights (key 'model') to start from")
+    backbone = {k: v for k, v in state["model"].items() if not k.startswith(HEAD + ".")}
+    missing, unexpected = model.load_state_dict(backbone, strict=False)
+    wrong = [k for k in missing if not k.startswith(HEAD + ".")] + list(unexpected)
+    if wrong:
+        raise CheckpointError(f"{checkpoint}: its weights do not fit this model "
+                              f"({', '.join(wrong[:4])} ...)")
 
 
 def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
@@ -138,37 +167,46 @@ def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
     cfg.validate()
     device = resolve_device(cfg.device)
     run = RunDir(out, {"command": "optim train", **asdict(cfg)}, resume=resume)
-    data, train, model = prepare(cfg)
+    data, model = prepare(cfg)
     model.to(device)
-    optimizer = build_optimizer(cfg, model, len(train))
+    optimizer = build_optimizer(cfg, model, len(data.fit))
+    scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
+                 if cfg.schedule == "cosine" else None)
     loss_fn = nn.CrossEntropyLoss()
-    kw = dict(device=device, seed=cfg.seed, progress_bar=progress_bar,
+    kw = dict(device=device, seed=cfg.seed, progress_bar=progress_bar, scheduler=scheduler,
               name=f"{cfg.arch}/{cfg.optimizer}")
     if cfg.optimizer in PER_SAMPLE_OPTIMIZERS:
         trainer = PerSampleTrainer(model, optimizer, loss_fn,
                                    per_sample_loss=nn.CrossEntropyLoss(reduction="none"), **kw)
     else:
         trainer = Trainer(model, optimizer, loss_fn, **kw)
-    batches = Batches(train, cfg.batch_size, seed=cfg.seed)
+    batches = Batches(data.fit, cfg.batch_size, seed=cfg.seed)
     test = data.test.to(device)
 
     def on_epoch(epoch, m):
         return {"test_acc": split_scores(m, test, device)["acc"]}
 
     result = trainer.fit(batches.epoch, cfg.epochs, run=run, on_epoch=on_epoch)
-    summary = finish(model, train.to(device), test, device, cfg)
+    summary = finish(model, data, device, cfg)
     summary["train_seconds"] = result.seconds
     _plot_curves(run)
     run.write_summary(summary)
     return summary
 
 
-def finish(model: nn.Module, train: Split, test: Split, device, cfg: TrainConfig) -> dict:
+def finish(model: nn.Module, data: TaskData, device, cfg: TrainConfig) -> dict:
     """Scores, gaps and (if cfg.measure) every measure of a trained model."""
-    tr, te = split_scores(model, train, device), split_scores(model, test, device)
+    train = data.fit.to(device)
+    tr, te = split_scores(model, train, device), split_scores(model, data.test, device)
     summary = {"train_loss": tr["loss"], "train_acc": tr["acc"], "test_loss": te["loss"],
                "test_acc": te["acc"], "gap_loss": te["loss"] - tr["loss"],
-               "gap_acc": tr["acc"] - te["acc"]}
+               "gap_acc": tr["acc"] - te["acc"], "n_train": len(train)}
+    if data.val is not None:
+        va = split_scores(model, data.val, device)
+        summary.update(val_loss=va["loss"], val_acc=va["acc"])
+    if cfg.label_noise > 0:
+        clean = Split(data.fit.images, data.clean_fit_labels)
+        summary["train_acc_clean_labels"] = split_scores(model, clean, device)["acc"]
     if cfg.measure:
         order = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
         x, y = train.images[order], train.labels[order]
@@ -210,7 +248,7 @@ def load_trained(checkpoint: str | Path, config: str | Path | None = None
     state = load_checkpoint(checkpoint)
     if "model" not in state:
         raise CheckpointError(f"{checkpoint}: no model weights (key 'model') in the checkpoint")
-    _, _, model = prepare(cfg)
+    _, model = prepare(cfg)
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as exc:
@@ -230,14 +268,11 @@ def measure_checkpoint(checkpoint: str | Path, out: str | Path, *,
     mcfg.validate()
     run = RunDir(out, {"command": "optim measure", "checkpoint": str(checkpoint),
                        "train_config": asdict(cfg), **asdict(mcfg)}, resume=resume)
-    data, train, _ = prepare(cfg)
+    data = load_task(cfg)
     device = torch.device("cpu")
-    tr, te = split_scores(model, train, device), split_scores(model, data.test, device)
-    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
-    measures = all_measures(model, nn.CrossEntropyLoss(), train.images[order],
-                            train.labels[order], mcfg)
-    summary = {"train_loss": tr["loss"], "train_acc": tr["acc"], "test_loss": te["loss"],
-               "test_acc": te["acc"], "gap_loss": te["loss"] - tr["loss"],
-               "gap_acc": tr["acc"] - te["acc"], "measures": measures}
+    summary = finish(model, data, device, replace(cfg, measure=False))
+    order = torch.randperm(len(data.fit), generator=torch.Generator().manual_seed(cfg.seed))
+    summary["measures"] = all_measures(model, nn.CrossEntropyLoss(), data.fit.images[order],
+                                       data.fit.labels[order], mcfg)
     run.write_summary(summary)
     return summary

@@ -1,0 +1,180 @@
+"""`genlab optim` study commands: standard, transfer, sensitivity, labelnoise, depth-width,
+correlate. Thin wrappers over genlab.optim.studies; each prints its table and its folder.
+
+Studies that compare optimisers share their trainings through a store folder (``--store``,
+default ``trainings`` next to ``--out``): the hyper-parameter search runs once for all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from genlab.core.errors import ConfigError
+
+OUT = typer.Option(..., "--out", help="Run folder to write (config.json, metrics.jsonl, "
+                   "summary.json, plots).")
+RESUME = typer.Option(False, "--resume", help="Continue the run already in --out.")
+STORE = typer.Option(None, "--store", help="Folder of the trainings, shared by the studies "
+                     "(default: 'trainings' next to --out).")
+OPTIMIZERS = typer.Option("sgd,sam,asam,cov,csam_identity,acsam_identity,csam",
+                          help="Comma-separated optimisers (sgd is the baseline).")
+EPOCHS = typer.Option(None, help="Epochs (default per architecture: cnn 30, transformer 40).")
+WIDTH = typer.Option(None, help="Width (default per architecture: 32).")
+DEPTH = typer.Option(None, help="Depth (default per architecture: 2).")
+GRID = typer.Option("full", help="Search grid: full (9 trainings per optimiser) or tiny "
+                    "(2; smoke tests only).")
+
+
+def floats(text: str, name: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"--{name}: expected comma-separated numbers, got {text!r}") from exc
+
+
+def ints(text: str, name: str) -> list[int]:
+    values = floats(text, name)
+    if any(v != int(v) for v in values):
+        raise ConfigError(f"--{name}: expected comma-separated integers, got {text!r}")
+    return [int(v) for v in values]
+
+
+def names(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def _show(out: Path) -> None:
+    table = out / "table.md"
+    if table.exists():
+        typer.echo(table.read_text())
+    typer.echo(f"outputs: {out}")
+
+
+def standard(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
+             archs: str = typer.Option("cnn,transformer", help="Architectures."),
+             optimizers: str = OPTIMIZERS, seeds: int = typer.Option(3, help="Seeds 0..n-1."),
+             epochs: int = EPOCHS, width: int = WIDTH, depth: int = DEPTH, grid: str = GRID):
+    """Standard training: each optimiser tuned on validation data, test accuracy over seeds."""
+    from genlab.optim.studies.standard import StandardConfig, run_standard
+
+    cfg = StandardConfig(archs=names(archs), optimizers=names(optimizers), seeds=seeds,
+                         epochs=epochs, width=width, depth=depth, grid=grid)
+    run_standard(cfg, out, store=store, resume=resume)
+    _show(out)
+
+
+def transfer(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
+             arch: str = typer.Option("cnn"),
+             source: str = typer.Option("digits0-4", help="Pretraining task."),
+             target: str = typer.Option("digits5-9", help="Fine-tuning task."),
+             per_class: int = typer.Option(20, help="Fine-tuning images per class."),
+             optimizers: str = OPTIMIZERS, seeds: int = typer.Option(5),
+             epochs: int = EPOCHS, width: int = WIDTH, depth: int = DEPTH, grid: str = GRID):
+    """Transfer learning: pretrain on digits 0-4, fine-tune on few images of 5-9."""
+    from genlab.optim.studies.transfer import TransferConfig, run_transfer
+
+    cfg = TransferConfig(arch=arch, source=source, target=target, per_class=per_class,
+                         optimizers=names(optimizers), seeds=seeds, epochs=epochs,
+                         width=width, depth=depth, grid=grid)
+    run_transfer(cfg, out, store=store, resume=resume)
+    _show(out)
+
+
+def sensitivity(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
+                arch: str = typer.Option("transformer"), optimizers: str = OPTIMIZERS,
+                seeds: int = typer.Option(3), epochs: int = EPOCHS, width: int = WIDTH,
+                depth: int = DEPTH, grid: str = GRID):
+    """Hyper-parameter sensitivity: accuracy over each optimiser's lr x radius grid."""
+    from genlab.optim.studies.sensitivity import SensitivityConfig, run_sensitivity
+
+    cfg = SensitivityConfig(arch=arch, optimizers=names(optimizers), seeds=seeds,
+                            epochs=epochs, width=width, depth=depth, grid=grid)
+    run_sensitivity(cfg, out, store=store, resume=resume)
+    _show(out)
+
+
+def labelnoise(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
+               rates: str = typer.Option("0.2,0.4,0.6", help="Symmetric noise rates."),
+               asymmetric_rates: str = typer.Option("0.4", help="Rates of the asymmetric "
+                                                    "map 7->1, 4->9, 5->6, 3<->8 ('' for "
+                                                    "none)."),
+               optimizers: str = OPTIMIZERS, seeds: int = typer.Option(3),
+               arch: str = typer.Option("cnn"), epochs: int = EPOCHS, width: int = WIDTH,
+               depth: int = DEPTH, grid: str = GRID):
+    """Clean test accuracy of each tuned optimiser under label noise."""
+    from genlab.optim.studies.labelnoise import LabelNoiseConfig, run_labelnoise
+
+    cfg = LabelNoiseConfig(rates=floats(rates, "rates"),
+                           asymmetric_rates=floats(asymmetric_rates, "asymmetric-rates"),
+                           optimizers=names(optimizers), seeds=seeds, arch=arch,
+                           epochs=epochs, width=width, depth=depth, grid=grid)
+    run_labelnoise(cfg, out, store=store, resume=resume)
+    _show(out)
+
+
+def depth_width(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
+                archs: str = typer.Option("mlp,cnn"), seeds: int = typer.Option(3),
+                epochs: int = typer.Option(30), batch_size: int = typer.Option(64),
+                mlp_depths: str = typer.Option("1,2,3,4"),
+                mlp_widths: str = typer.Option("16,32,64,128"),
+                cnn_depths: str = typer.Option("1,2,3"),
+                cnn_widths: str = typer.Option("8,16,32"),
+                mlp_lr: float = typer.Option(0.05), cnn_lr: float = typer.Option(0.05),
+                measure_samples: int = typer.Option(256),
+                measure_iterations: int = typer.Option(20)):
+    """tr Sigma, s and lambda_max against depth and width (SGD), with the gaps."""
+    from genlab.optim.studies.depthwidth import DepthWidthConfig, run_depthwidth
+
+    cfg = DepthWidthConfig(
+        archs=names(archs), seeds=seeds, epochs=epochs, batch_size=batch_size,
+        depths={"mlp": ints(mlp_depths, "mlp-depths"), "cnn": ints(cnn_depths, "cnn-depths")},
+        widths={"mlp": ints(mlp_widths, "mlp-widths"), "cnn": ints(cnn_widths, "cnn-widths")},
+        lrs={"mlp": mlp_lr, "cnn": cnn_lr}, measure_samples=measure_samples,
+        measure_iterations=measure_iterations)
+    run_depthwidth(cfg, out, store=store, resume=resume)
+    _show(out)
+
+
+def correlate(out: Path = OUT, resume: bool = RESUME,
+              arch: str = typer.Option("mlp", help="mlp, cnn or transformer."),
+              lrs: str = typer.Option("0.02,0.1"), batch_sizes: str = typer.Option("16,128"),
+              widths: str = typer.Option("32,128"), depths: str = typer.Option("1,2"),
+              optimizers: str = typer.Option("sgd,sam"), epochs: int = typer.Option(15),
+              schedule: str = typer.Option("constant", help="Learning rate: constant or "
+                                           "cosine (to 0)."),
+              weight_decay: float = typer.Option(0.0),
+              measure_samples: int = typer.Option(256),
+              measure_iterations: int = typer.Option(15, help="Power iterations (lambda_max, s)."),
+              measure_probes: int = typer.Option(10, help="Hutchinson probes for tr H."),
+              min_train_acc: float = typer.Option(0.99, help="Training accuracy of the "
+                                                  "'converged' subset also tabulated."),
+              seed: int = typer.Option(0)):
+    """Grid of digits trainings; Kendall tau (plain, granulated) of each measure vs the gap."""
+    from genlab.core.report import markdown_table
+    from genlab.optim.studies.correlate import CorrelateConfig, run_correlate
+
+    cfg = CorrelateConfig(arch=arch, lrs=floats(lrs, "lrs"),
+                          batch_sizes=ints(batch_sizes, "batch-sizes"),
+                          widths=ints(widths, "widths"), depths=ints(depths, "depths"),
+                          optimizers=names(optimizers), epochs=epochs, schedule=schedule,
+                          weight_decay=weight_decay, measure_samples=measure_samples,
+                          measure_iterations=measure_iterations, measure_probes=measure_probes,
+                          min_train_acc=min_train_acc, seed=seed)
+    summary = run_correlate(cfg, out, resume=resume)
+    typer.echo(f"training accuracy {summary['train_acc_min']:.4f}-"
+               f"{summary['train_acc_max']:.4f} over {summary['trainings']} trainings")
+    for gap, rows in summary["tau"].items():
+        typer.echo(f"Kendall tau against {gap} ({summary['trainings']} trainings)")
+        typer.echo(markdown_table(rows, ["measure", "tau", "granulated"]))
+    for gap, rows in summary["tau_converged"].items():
+        typer.echo(f"Kendall tau against {gap}, {summary['converged']} converged trainings "
+                   f"(train accuracy >= {cfg.min_train_acc})")
+        typer.echo(markdown_table(rows, ["measure", "tau", "granulated"]))
+    typer.echo(f"outputs: {out}")
+
+
+#: command name -> function, registered on the `genlab optim` app by cli/optim.py
+COMMANDS = {"standard": standard, "transfer": transfer, "sensitivity": sensitivity,
+            "labelnoise": labelnoise, "depth-width": depth_width, "correlate": correlate}

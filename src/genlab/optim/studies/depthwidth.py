@@ -1,0 +1,145 @@
+"""Depth and width against nonuniformity: tr Sigma, s and lambda_max over MLP and CNN grids.
+
+Every (depth, width) of each grid trains ``seeds`` times with SGD (momentum 0.9, cosine
+learning rate, fixed lr per architecture: ours) on the whole digits training pool, then
+tr Sigma, s = sqrt(lambda_max(Sigma_H)) and lambda_max(H) are measured on the training
+set and the gaps (test - train loss, train - test accuracy) recorded. Reported per
+architecture: the mean of each over seeds per grid cell, plots against width (one line per
+depth) and against depth (one line per width), and Kendall tau of each measure with depth
+and with width (how they relate) and with the gaps over all SGD-trained models of the grid
+(the paper's "the generalization gap of SGD-trained models grows with nonuniformity").
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from genlab.core.errors import ConfigError
+from genlab.core.report import figure, markdown_table
+from genlab.core.runs import RunDir
+from genlab.optim.correlation import kendall_tau, kendall_tau_interval
+from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.stats import mean_std
+from genlab.optim.studies.train import TrainConfig
+
+MEASURES = ("trace_sigma", "curvature_nonuniformity", "hessian_top_eigenvalue")
+GAPS = ("gap_loss", "gap_acc")
+#: architecture -> (depths, widths, lr) of the default grids (ours)
+GRIDS = {"mlp": ([1, 2, 3, 4], [16, 32, 64, 128], 0.05), "cnn": ([1, 2, 3], [8, 16, 32], 0.05)}
+
+
+@dataclass
+class DepthWidthConfig:
+    archs: list[str] = field(default_factory=lambda: ["mlp", "cnn"])
+    seeds: int = 3
+    epochs: int = 30
+    batch_size: int = 64
+    depths: dict = field(default_factory=lambda: {a: g[0] for a, g in GRIDS.items()})
+    widths: dict = field(default_factory=lambda: {a: g[1] for a, g in GRIDS.items()})
+    lrs: dict = field(default_factory=lambda: {a: g[2] for a, g in GRIDS.items()})
+    measure_samples: int = 256
+    curvature_samples: int = 64
+    measure_iterations: int = 20
+    measure_probes: int = 10
+
+    def validate(self) -> None:
+        if self.seeds < 1 or not self.archs:
+            raise ConfigError("depth-width: seeds >= 1 and at least one architecture")
+        for a in self.archs:
+            if a not in self.depths or a not in self.widths or a not in self.lrs:
+                raise ConfigError(f"depth-width: no grid for architecture {a!r} "
+                                  f"(have {', '.join(self.depths)})")
+            if not self.depths[a] or not self.widths[a]:
+                raise ConfigError(f"depth-width: empty depth or width list for {a!r}")
+            for d in self.depths[a]:
+                for w in self.widths[a]:
+                    self.config(a, d, w, 0).validate()
+
+    def config(self, arch: str, depth: int, width: int, seed: int) -> TrainConfig:
+        return TrainConfig(arch=arch, depth=depth, width=width, lr=self.lrs[arch],
+                           epochs=self.epochs, batch_size=self.batch_size, schedule="cosine",
+                           split="full", data_seed=0, seed=seed,
+                           measure_samples=self.measure_samples,
+                           curvature_samples=self.curvature_samples,
+                           measure_iterations=self.measure_iterations,
+                           measure_probes=self.measure_probes)
+
+
+def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path | None = None,
+                   resume: bool = False, progress_bar: bool | None = None) -> dict:
+    """Train and measure every grid cell and seed (resumable); tables, taus and plots."""
+    cfg.validate()
+    store = Path(store) if store else default_store(out)
+    run = RunDir(out, {"command": "optim depth-width", **asdict(cfg), "store": str(store)},
+                 resume=resume)
+    log = StudyLog(run)
+    results = {}
+    for arch in cfg.archs:
+        specs = [stored(store, f"{arch}-d{d}-w{w}", cfg.config(arch, d, w, s))
+                 for d in cfg.depths[arch] for w in cfg.widths[arch] for s in range(cfg.seeds)]
+        records = execute(specs, log, progress_bar=progress_bar, name=f"depth-width {arch}")
+        recs = [r for r in records.values() if not r.get("diverged")]
+        cells = []
+        for d in cfg.depths[arch]:
+            for w in cfg.widths[arch]:
+                rs = [r for r in recs if r["depth"] == d and r["width"] == w]
+                cell = {"depth": d, "width": w, "seeds": len(rs)}
+                for key in (*MEASURES, *GAPS, "train_acc", "test_acc"):
+                    cell[key], cell[f"{key}_std"] = mean_std([r.get(key) for r in rs])
+                cells.append(cell)
+        taus = [tau_row(recs, m) for m in MEASURES]
+        results[arch] = {"cells": cells, "taus": taus, "trainings": len(records),
+                         "diverged": len(records) - len(recs),
+                         "min_train_acc": min(r["train_acc"] for r in recs) if recs else None}
+        _plot(run, arch, cells, cfg)
+    text = ""
+    for arch, res in results.items():
+        text += (f"### {arch}\n\n" + markdown_table(res["cells"], ["depth", "width",
+                 *MEASURES, *GAPS, "train_acc"], digits=4)
+                 + "\n" + markdown_table(res["taus"], digits=2) + "\n")
+    (run.path / "table.md").write_text(text)
+    summary = {"results": results, "seeds": cfg.seeds, "store": str(store)}
+    run.write_summary(summary)
+    return summary
+
+
+def tau_row(recs: list[dict], measure: str) -> dict:
+    """Kendall tau of a measure with depth, width and each gap, with bootstrap intervals."""
+    row = {"measure": measure}
+    pairs = {"depth": ([r["depth"] for r in recs], [r[measure] for r in recs]),
+             "width": ([r["width"] for r in recs], [r[measure] for r in recs]),
+             **{g: ([r[measure] for r in recs], [r[g] for r in recs]) for g in GAPS}}
+    for name, (x, y) in pairs.items():
+        lo, hi = kendall_tau_interval(x, y)
+        row[f"tau_{name}"] = kendall_tau(x, y)
+        row[f"tau_{name}_interval"] = f"[{lo:.2f}, {hi:.2f}]"
+    return row
+
+
+def _plot(run: RunDir, arch: str, cells: list[dict], cfg: DepthWidthConfig) -> None:
+    keys = (*MEASURES, "gap_loss")
+    fig, axes = figure(ncols=len(keys), nrows=2, width=3.2, height=2.7)
+    for j, key in enumerate(keys):
+        for d in cfg.depths[arch]:
+            cs = [c for c in cells if c["depth"] == d]
+            axes[0][j].errorbar([c["width"] for c in cs], [c[key] for c in cs],
+                                yerr=[c[f"{key}_std"] for c in cs], marker="o", capsize=2,
+                                label=f"depth {d}")
+        for w in cfg.widths[arch]:
+            cs = [c for c in cells if c["width"] == w]
+            axes[1][j].errorbar([c["depth"] for c in cs], [c[key] for c in cs],
+                                yerr=[c[f"{key}_std"] for c in cs], marker="o", capsize=2,
+                                label=f"width {w}")
+        vals = np.array([c[key] for c in cells], dtype=float)
+        for i in range(2):
+            if np.all(vals > 0):
+                axes[i][j].set_yscale("log")
+            axes[i][j].set(title=key if i == 0 else None, xlabel="width" if i == 0 else "depth")
+        axes[0][j].set_xscale("log", base=2)
+    axes[0][0].legend(fontsize=6)
+    axes[1][0].legend(fontsize=6)
+    fig.suptitle(f"{arch}: mean ± std over seeds")
+    run.save_figure(fig, f"depth_width_{arch}.png")

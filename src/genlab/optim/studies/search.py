@@ -1,0 +1,166 @@
+"""The hyper-parameter search every optimiser comparison uses: same budget, validation only.
+
+Protocol (ours; stated in docs/nonuniformity.md):
+- data: the digits hold-out split (fit 1,079 / validation 359 images, data seed 0; tasks.py);
+  the 359 test images are never read for a choice;
+- training: the study's architecture, seed 0, batch 64, SGD momentum 0.9 as the base of
+  every optimiser, weight decay 5e-4, cosine learning rate to 0 over the epochs of
+  ``ARCH_DEFAULTS``;
+- budget: 9 trainings per optimiser. SGD: 9 learning rates; every other optimiser: 3
+  learning rates x 3 values of its radius (rho for SAM and ASAM, rho1 = rho2 for the CSAM
+  family, the penalty weight lambda for COV), ``GRIDS["full"]``;
+- choice: the highest validation accuracy, ties broken by the lower validation loss.
+
+The choices are written to ``search.json`` in the study's folder and used by every study
+(standard, transfer, sensitivity, label noise). Search trainings live in the shared store
+(grid.py), so every study that needs them runs them once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from genlab.core.errors import ConfigError, require_choice
+from genlab.core.runs import write_json
+from genlab.optim.studies.grid import RunSpec, StudyLog, execute, stored
+from genlab.optim.studies.train import TrainConfig
+
+#: the optimisers of the comparisons (the paper's standard-training list)
+STANDARD_OPTIMIZERS = ("sgd", "sam", "asam", "cov", "csam_identity", "acsam_identity", "csam")
+#: optimiser -> TrainConfig field of its radius (None: learning rate only)
+RADIUS_FIELD = {"sgd": None, "sam": "rho", "asam": "rho", "cov": "lam", "samgcm": "rho",
+                "csam_identity": "rho", "acsam_identity": "rho", "csam": "rho"}
+
+
+@dataclass(frozen=True)
+class SearchGrid:
+    """Learning rates and radii tried; every optimiser gets len(sgd_lrs) == |lrs| x |radii|."""
+
+    sgd_lrs: tuple[float, ...]
+    lrs: tuple[float, ...]
+    radii: dict  # optimiser -> tuple of radius values
+
+    def trials(self, optimizer: str) -> list[dict]:
+        field = RADIUS_FIELD[optimizer]
+        if field is None:
+            return [{"lr": lr} for lr in self.sgd_lrs]
+        return [{"lr": lr, field: r} for lr in self.lrs for r in self.radii[optimizer]]
+
+
+_RHO = (0.01, 0.05, 0.25)  # factor 5 apart around SAM's usual 0.05
+GRIDS = {
+    "full": SearchGrid(
+        sgd_lrs=(0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2),
+        lrs=(0.01, 0.03, 0.1),
+        radii={"sam": _RHO, "asam": (0.05, 0.25, 1.25), "cov": (0.1, 1.0, 10.0),
+               "samgcm": (1e-4, 5e-4, 2.5e-3), "csam_identity": _RHO,
+               "acsam_identity": _RHO, "csam": _RHO}),
+    # two trials each: for smoke tests of the commands, not for results
+    "tiny": SearchGrid(sgd_lrs=(0.02, 0.1), lrs=(0.05,),
+                       radii={o: (0.05, 0.1) for o in RADIUS_FIELD if o != "sgd"}),
+}
+
+#: architecture -> (width, depth, epochs) of the comparisons
+ARCH_DEFAULTS = {"cnn": (32, 2, 30), "transformer": (32, 2, 40), "mlp": (128, 2, 30)}
+
+
+@dataclass
+class Protocol:
+    """The training protocol of a comparison (everything but optimiser, lr, radius, seed)."""
+
+    arch: str = "cnn"
+    width: int = 32
+    depth: int = 2
+    epochs: int = 30
+    batch_size: int = 64
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    schedule: str = "cosine"
+    data_seed: int = 0
+    grid: str = "full"
+
+    @classmethod
+    def for_arch(cls, arch: str, **overrides) -> Protocol:
+        require_choice("arch", arch, tuple(ARCH_DEFAULTS))
+        width, depth, epochs = ARCH_DEFAULTS[arch]
+        values = dict(arch=arch, width=width, depth=depth, epochs=epochs)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def validate(self) -> None:
+        require_choice("grid", self.grid, tuple(GRIDS))
+        self.base().validate()
+
+    def base(self, **changes) -> TrainConfig:
+        cfg = TrainConfig(arch=self.arch, width=self.width, depth=self.depth,
+                          epochs=self.epochs, batch_size=self.batch_size,
+                          momentum=self.momentum, weight_decay=self.weight_decay,
+                          schedule=self.schedule, split="holdout", data_seed=self.data_seed,
+                          seed=0, measure=False)
+        return replace(cfg, **changes)
+
+
+def search_specs(protocol: Protocol, optimizers, store: Path) -> list[RunSpec]:
+    """Every search training (seed 0) of ``optimizers`` under ``protocol``."""
+    grid = GRIDS[protocol.grid]
+    specs = []
+    for opt in optimizers:
+        require_choice("optimizer", opt, tuple(RADIUS_FIELD))
+        for trial in grid.trials(opt):
+            specs.append(stored(store, f"{protocol.arch}-{opt}",
+                                protocol.base(optimizer=opt, **trial)))
+    return specs
+
+
+def choose(specs: list[RunSpec], records: dict[str, dict]) -> dict[str, dict]:
+    """Per optimiser, the trial with the best validation accuracy (then lowest val loss)."""
+    best: dict[str, tuple] = {}
+    for spec in specs:
+        rec = records[spec.name]
+        if rec.get("diverged") or "val_acc" not in rec:
+            continue
+        cfg = spec.config
+        key = (rec["val_acc"], -rec["val_loss"])
+        if cfg.optimizer not in best or key > best[cfg.optimizer][0]:
+            field = RADIUS_FIELD[cfg.optimizer]
+            best[cfg.optimizer] = (key, {
+                "optimizer": cfg.optimizer, "lr": cfg.lr, "radius_field": field,
+                "radius": getattr(cfg, field) if field else None,
+                "val_acc": rec["val_acc"], "val_loss": rec["val_loss"]})
+    missing = {s.config.optimizer for s in specs} - set(best)
+    if missing:
+        raise ConfigError(f"every search training of {sorted(missing)} diverged; widen the grid")
+    return {opt: choice for opt, (_, choice) in best.items()}
+
+
+def with_choice(cfg: TrainConfig, choice: dict) -> TrainConfig:
+    """``cfg`` with the chosen optimiser, learning rate and radius."""
+    changes = {"optimizer": choice["optimizer"], "lr": choice["lr"]}
+    if choice["radius_field"]:
+        changes[choice["radius_field"]] = choice["radius"]
+    return replace(cfg, **changes)
+
+
+def describe(protocol: Protocol, optimizers) -> dict:
+    """The protocol, grid and budget as written to search.json."""
+    grid = GRIDS[protocol.grid]
+    return {"protocol": asdict(protocol),
+            "trials": {opt: grid.trials(opt) for opt in optimizers},
+            "budget_per_optimizer": {opt: len(grid.trials(opt)) for opt in optimizers},
+            "selection": "highest validation accuracy (ties: lower validation loss); "
+                         "test data never used"}
+
+
+def run_search(protocol: Protocol, optimizers, store: Path, log: StudyLog, *,
+               progress_bar: bool | None = None) -> dict[str, dict]:
+    """Run (or reuse) the search trainings, choose, write ``search_<arch>.json``; the choices."""
+    specs = search_specs(protocol, optimizers, store)
+    records = execute(specs, log, progress_bar=progress_bar, name=f"search {protocol.arch}")
+    choices = choose(specs, records)
+    trials = [{k: records[s.name].get(k) for k in ("optimizer", "lr", "rho", "lam", "val_acc",
+                                                    "val_loss", "train_acc", "name")}
+              for s in specs]
+    write_json(log.run.path / f"search_{protocol.arch}.json",
+               {**describe(protocol, optimizers), "choices": choices, "records": trials})
+    return choices

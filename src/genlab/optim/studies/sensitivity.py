@@ -1,0 +1,140 @@
+"""Hyper-parameter sensitivity: accuracy over each optimiser's lr x radius grid.
+
+The grid is the search grid (search.py: 3 learning rates x 3 radii, 9 learning rates for
+SGD), trained for ``seeds`` seeds (seed 0 = the search trainings, reused). Per optimiser:
+the mean test accuracy of each cell over seeds, its best and worst cell, the spread (best -
+worst), the mean over cells, and the share of cells within 1 point of the best cell (the
+paper's claim: guided methods are less sensitive, i.e. a larger share and a smaller
+spread). SGD is also given on the 3 learning rates the other optimisers use, so that
+every row covers the same learning-rate range. Nothing is chosen here; test accuracy is
+reported, validation accuracy is in summary.json.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from genlab.core.errors import ConfigError
+from genlab.core.report import figure, markdown_table
+from genlab.core.runs import RunDir
+from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.search import (
+    GRIDS,
+    RADIUS_FIELD,
+    STANDARD_OPTIMIZERS,
+    Protocol,
+    search_specs,
+)
+from genlab.optim.studies.stats import mean_std
+
+WITHIN = 0.01  # "within 1 point of the best"
+
+
+@dataclass
+class SensitivityConfig:
+    arch: str = "transformer"
+    optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
+    seeds: int = 3
+    epochs: int | None = None
+    width: int | None = None
+    depth: int | None = None
+    grid: str = "full"
+
+    def protocol(self) -> Protocol:
+        return Protocol.for_arch(self.arch, epochs=self.epochs, width=self.width,
+                                 depth=self.depth, grid=self.grid)
+
+    def validate(self) -> None:
+        if self.seeds < 1 or not self.optimizers:
+            raise ConfigError("sensitivity: seeds >= 1 and at least one optimiser")
+        for o in self.optimizers:
+            if o not in RADIUS_FIELD:
+                raise ConfigError(f"optimizer: unknown {o!r}")
+        self.protocol().validate()
+
+
+def grid_specs(cfg: SensitivityConfig, store: Path) -> list:
+    """The search grid at every seed (seed 0 first: those are the search trainings)."""
+    base = search_specs(cfg.protocol(), cfg.optimizers, store)
+    specs = list(base)
+    for s in range(1, cfg.seeds):
+        specs += [stored(store, spec.name.rsplit("-", 1)[0], replace(spec.config, seed=s))
+                  for spec in base]
+    return specs
+
+
+def cell_key(cfg) -> tuple:
+    field_ = RADIUS_FIELD[cfg.optimizer]
+    return (cfg.lr, getattr(cfg, field_) if field_ else None)
+
+
+def sensitivity_row(name: str, cells: dict) -> dict:
+    """Best, worst, spread, mean and share within 1 point of the best of {cell: mean acc}."""
+    accs = np.array(list(cells.values()))
+    best = float(accs.max())
+    return {"optimizer": name, "cells": len(accs), "best": 100 * best,
+            "worst": 100 * float(accs.min()), "spread": 100 * (best - float(accs.min())),
+            "mean": 100 * float(accs.mean()),
+            "share_within_1pt": float((accs >= best - WITHIN - 1e-12).mean())}
+
+
+def run_sensitivity(cfg: SensitivityConfig, out: str | Path, *,
+                    store: str | Path | None = None, resume: bool = False,
+                    progress_bar: bool | None = None) -> dict:
+    """Train the grid at every seed (resumable); the sensitivity table and heat maps."""
+    cfg.validate()
+    store = Path(store) if store else default_store(out)
+    run = RunDir(out, {"command": "optim sensitivity", **asdict(cfg), "store": str(store)},
+                 resume=resume)
+    specs = grid_specs(cfg, store)
+    records = execute(specs, StudyLog(run), progress_bar=progress_bar, name="sensitivity")
+    cells: dict[str, dict] = {o: {} for o in cfg.optimizers}
+    for spec in specs:
+        cells[spec.config.optimizer].setdefault(cell_key(spec.config), []).append(
+            records[spec.name])
+    means = {o: {k: mean_std([r.get("test_acc") for r in rs])[0] for k, rs in c.items()}
+             for o, c in cells.items()}
+    val_means = {o: {k: mean_std([r.get("val_acc") for r in rs])[0] for k, rs in c.items()}
+                 for o, c in cells.items()}
+    rows = [sensitivity_row(o, means[o]) for o in cfg.optimizers]
+    shared = set(GRIDS[cfg.grid].lrs)
+    if "sgd" in means:
+        sub = {k: v for k, v in means["sgd"].items() if k[0] in shared}
+        if sub:
+            rows.append(sensitivity_row("sgd (the 3 shared learning rates)", sub))
+    _plot(run, cfg, means)
+    cols = ["optimizer", "cells", "best", "worst", "spread", "mean", "share_within_1pt"]
+    (run.path / "table.md").write_text(markdown_table(rows, cols, digits=2))
+    summary = {"rows": rows, "seeds": cfg.seeds, "grid": cfg.grid,
+               "cells": {o: [{"lr": k[0], "radius": k[1], "test_acc": v,
+                              "val_acc": val_means[o][k]} for k, v in c.items()]
+                         for o, c in means.items()},
+               "store": str(store)}
+    run.write_summary(summary)
+    return summary
+
+
+def _plot(run: RunDir, cfg: SensitivityConfig, means: dict) -> None:
+    names = list(means)
+    fig, axes = figure(ncols=len(names), width=2.6, height=2.6)
+    lo = min(min(c.values()) for c in means.values())
+    for ax, name in zip(axes[0], names, strict=True):
+        cells = means[name]
+        lrs = sorted({k[0] for k in cells})
+        radii = sorted({k[1] for k in cells}, key=lambda r: (r is None, r))
+        grid = np.array([[100 * cells.get((lr, r), np.nan) for lr in lrs] for r in radii])
+        im = ax.imshow(grid, vmin=100 * lo, vmax=100, cmap="viridis", aspect="auto")
+        for i in range(len(radii)):
+            for j in range(len(lrs)):
+                ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=6,
+                        color="w")
+        ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs], fontsize=6, rotation=60)
+        field_ = RADIUS_FIELD[name]
+        ax.set_yticks(range(len(radii)), ["-" if r is None else f"{r:g}" for r in radii],
+                      fontsize=6)
+        ax.set(title=name, xlabel="lr", ylabel=field_ or "")
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="test accuracy (%)")
+    run.save_figure(fig, "sensitivity.png")

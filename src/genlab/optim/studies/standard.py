@@ -1,0 +1,157 @@
+"""Standard training: every optimiser, tuned alike, on digits with a CNN and a Transformer.
+
+Per architecture: the hyper-parameter search of search.py (9 trainings per optimiser,
+chosen on validation accuracy), then each optimiser with its choice over ``seeds`` seeds
+(seed 0 is the search training itself: same config, same store folder). Reported: training
+accuracy reached (convergence), validation accuracy of the choice, clean test accuracy mean
++- std over seeds, and whether each optimiser differs from SGD and from the best
+flatness-based method (SAM/ASAM) beyond the mean +- std intervals (stats.py). Sanity rows:
+the constant predictor (majority class of the fit set) and the untrained models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from genlab.core.errors import ConfigError
+from genlab.core.report import figure, markdown_table
+from genlab.core.runs import RunDir
+from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.search import (
+    RADIUS_FIELD,
+    STANDARD_OPTIMIZERS,
+    Protocol,
+    run_search,
+    with_choice,
+)
+from genlab.optim.studies.stats import mean_std, pct, verdict
+from genlab.optim.studies.tasks import majority_accuracy
+from genlab.optim.studies.train import prepare, split_scores
+
+FLATNESS = ("sam", "asam")  # the flatness-based reference methods
+
+
+@dataclass
+class StandardConfig:
+    archs: list[str] = field(default_factory=lambda: ["cnn", "transformer"])
+    optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
+    seeds: int = 3
+    epochs: int | None = None  # None: search.ARCH_DEFAULTS per architecture
+    width: int | None = None
+    depth: int | None = None
+    grid: str = "full"
+
+    def protocols(self) -> list[Protocol]:
+        return [Protocol.for_arch(a, epochs=self.epochs, width=self.width, depth=self.depth,
+                                  grid=self.grid) for a in self.archs]
+
+    def validate(self) -> None:
+        if not self.archs or not self.optimizers:
+            raise ConfigError("standard: give at least one architecture and one optimiser")
+        if "sgd" not in self.optimizers:
+            raise ConfigError("standard: the optimisers must include sgd (the baseline)")
+        if self.seeds < 1:
+            raise ConfigError(f"seeds must be >= 1, got {self.seeds}")
+        for o in self.optimizers:
+            if o not in RADIUS_FIELD:
+                raise ConfigError(f"optimizer: unknown {o!r}; expected one of "
+                                  f"{', '.join(RADIUS_FIELD)}")
+        for p in self.protocols():
+            p.validate()
+
+
+def final_specs(protocol: Protocol, choices: dict, seeds: int, store: Path,
+                label: str = "") -> list:
+    """Each optimiser with its choice, seeds 0..seeds-1 (seed 0 = the search training)."""
+    return [stored(store, f"{protocol.arch}-{opt}{label}",
+                   replace(with_choice(protocol.base(), choice), seed=s))
+            for opt, choice in choices.items() for s in range(seeds)]
+
+
+def untrained_accuracy(protocol: Protocol, seeds: int) -> tuple[float, float]:
+    """Test accuracy of the models at initialisation (mean, std over seeds)."""
+    accs = []
+    for s in range(seeds):
+        data, model = prepare(replace(protocol.base(), seed=s))
+        accs.append(split_scores(model, data.test, torch.device("cpu"))["acc"])
+    return mean_std(accs)
+
+
+def summarise(protocol: Protocol, choices: dict, specs, records: dict, seeds: int) -> dict:
+    """Table rows (one per optimiser plus sanity rows) of one architecture."""
+    by_opt: dict[str, list[dict]] = {}
+    for spec in specs:
+        by_opt.setdefault(spec.config.optimizer, []).append(records[spec.name])
+    stats = {o: mean_std([r.get("test_acc") for r in rs]) for o, rs in by_opt.items()}
+    flat_best = max((o for o in FLATNESS if o in stats), key=lambda o: stats[o][0],
+                    default=None)
+    rows = []
+    for opt, recs in by_opt.items():
+        c = choices[opt]
+        train = mean_std([r.get("train_acc") for r in recs])
+        rows.append({
+            "optimizer": opt, "lr": c["lr"],
+            "radius": f"{c['radius_field']} {c['radius']}" if c["radius_field"] else "-",
+            "val_acc_seed0": pct(c["val_acc"]), "train_acc": pct(*train, digits=2),
+            "test_acc": pct(*stats[opt]), "test_mean": stats[opt][0],
+            "test_std": stats[opt][1], "seeds": len(recs),
+            "vs_sgd": "-" if opt == "sgd" else verdict(stats[opt], stats["sgd"]),
+            "vs_best_flatness": ("-" if flat_best is None or opt in FLATNESS
+                                 else f"{verdict(stats[opt], stats[flat_best])} "
+                                      f"({flat_best})"),
+        })
+    data, _ = prepare(protocol.base())
+    untrained = untrained_accuracy(protocol, seeds)
+    sanity = [{"optimizer": "constant predictor (majority class)",
+               "test_acc": pct(majority_accuracy(data)), "test_mean": majority_accuracy(data)},
+              {"optimizer": "untrained model", "test_acc": pct(*untrained),
+               "test_mean": untrained[0]}]
+    return {"arch": protocol.arch, "protocol": asdict(protocol), "rows": rows,
+            "sanity": sanity, "best_flatness": flat_best}
+
+
+COLUMNS = ["optimizer", "lr", "radius", "val_acc_seed0", "train_acc", "test_acc", "vs_sgd",
+           "vs_best_flatness"]
+
+
+def run_standard(cfg: StandardConfig, out: str | Path, *, store: str | Path | None = None,
+                 resume: bool = False, progress_bar: bool | None = None) -> dict:
+    """Search, final trainings, tables and plot for every architecture (resumable)."""
+    cfg.validate()
+    store = Path(store) if store else default_store(out)
+    run = RunDir(out, {"command": "optim standard", **asdict(cfg), "store": str(store)},
+                 resume=resume)
+    log = StudyLog(run)
+    tables = []
+    for protocol in cfg.protocols():
+        choices = run_search(protocol, cfg.optimizers, store, log, progress_bar=progress_bar)
+        specs = final_specs(protocol, choices, cfg.seeds, store)
+        records = execute(specs, log, progress_bar=progress_bar,
+                          name=f"standard {protocol.arch}")
+        tables.append(summarise(protocol, choices, specs, records, cfg.seeds))
+    _plot(run, tables)
+    text = "\n".join(f"### {t['arch']}\n\n" + markdown_table(t["rows"] + t["sanity"], COLUMNS)
+                     for t in tables)
+    (run.path / "table.md").write_text(text)
+    summary = {"tables": tables, "seeds": cfg.seeds, "store": str(store)}
+    run.write_summary(summary)
+    return summary
+
+
+def _plot(run: RunDir, tables: list[dict]) -> None:
+    fig, axes = figure(ncols=len(tables), width=4.6, height=3.4)
+    for ax, t in zip(axes[0], tables, strict=True):
+        names = [r["optimizer"] for r in t["rows"]]
+        means = [100 * r["test_mean"] for r in t["rows"]]
+        stds = [100 * r["test_std"] for r in t["rows"]]
+        ax.bar(range(len(names)), means, yerr=stds, capsize=3,
+               color=["0.5" if n == "sgd" else "tab:blue" if n in FLATNESS else "tab:green"
+                      for n in names])
+        ax.set_xticks(range(len(names)), names, rotation=40, ha="right", fontsize=8)
+        low = min(m - s for m, s in zip(means, stds, strict=True))
+        ax.set(ylim=(max(0.0, low - 2), 100), ylabel="clean test accuracy (%)",
+               title=f"{t['arch']} (mean ± std over seeds)")
+    run.save_figure(fig, "standard.png")

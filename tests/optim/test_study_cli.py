@@ -1,0 +1,124 @@
+"""The comparison studies end to end at tiny sizes, sharing one store; bad input exits 2."""
+
+import json
+
+import pytest
+
+import genlab.optim.studies.grid as grid
+from genlab.cli import main
+
+TINY = ["--grid", "tiny", "--epochs", "1", "--width", "4", "--depth", "1"]
+
+
+def run_cli(args):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    return exc.value.code
+
+
+def read(path):
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("studies")
+
+
+@pytest.fixture
+def count_trainings(monkeypatch):
+    calls = []
+    real = grid.train_digits
+
+    def counted(cfg, out, **kw):
+        calls.append(cfg)
+        return real(cfg, out, **kw)
+
+    monkeypatch.setattr(grid, "train_digits", counted)
+    return calls
+
+
+def test_standard_then_resume_trains_nothing_new(root, count_trainings):
+    out = root / "standard"
+    args = ["optim", "standard", "--out", str(out), "--archs", "cnn", "--optimizers",
+            "sgd,sam", "--seeds", "2", *TINY]
+    assert run_cli(args) in (0, None)
+    assert len(count_trainings) == 4 + 2  # 2 trials x 2 optimisers, then seed 1 of each
+    summary = read(out / "summary.json")
+    (table,) = summary["tables"]
+    assert [r["optimizer"] for r in table["rows"]] == ["sgd", "sam"]
+    assert {r["optimizer"] for r in table["sanity"]} == {
+        "constant predictor (majority class)", "untrained model"}
+    assert table["rows"][1]["vs_sgd"] in ("better", "worse", "within intervals")
+    search = read(out / "search_cnn.json")
+    assert search["budget_per_optimizer"] == {"sgd": 2, "sam": 2}
+    for opt, choice in search["choices"].items():  # the choice is the best validation trial
+        trials = [r for r in search["records"] if r["optimizer"] == opt]
+        assert choice["val_acc"] == max(r["val_acc"] for r in trials)
+    assert (out / "standard.png").exists() and (out / "table.md").exists()
+    count_trainings.clear()
+    assert run_cli([*args, "--resume"]) in (0, None)
+    assert count_trainings == []
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 6
+
+
+def test_sensitivity_reuses_the_search_trainings(root, count_trainings):
+    out = root / "sensitivity"
+    assert run_cli(["optim", "sensitivity", "--out", str(out), "--arch", "cnn",
+                    "--optimizers", "sgd,sam", "--seeds", "2", *TINY]) in (0, None)
+    # seed 0 is the standard study's search; at seed 1 the chosen cells are its final runs
+    assert len(count_trainings) == 2
+    rows = {r["optimizer"]: r for r in read(out / "summary.json")["rows"]}
+    assert rows["sam"]["cells"] == 2 and 0 < rows["sam"]["share_within_1pt"] <= 1
+    assert rows["sam"]["spread"] == pytest.approx(rows["sam"]["best"] - rows["sam"]["worst"])
+    assert (out / "sensitivity.png").exists()
+
+
+def test_labelnoise_and_transfer(root, count_trainings):
+    out = root / "labelnoise"
+    assert run_cli(["optim", "labelnoise", "--out", str(out), "--optimizers", "sgd,sam",
+                    "--seeds", "1", "--rates", "0.4", "--asymmetric-rates", "0.2",
+                    *TINY]) in (0, None)
+    summary = read(out / "summary.json")
+    assert summary["settings"] == ["sym 40%", "asym 20%"]
+    assert len(count_trainings) == 4  # 2 settings x 2 optimisers; the search is reused
+    assert all(cfg.label_noise > 0 for cfg in count_trainings)
+    assert (out / "labelnoise.png").exists()
+    out = root / "transfer"
+    count_trainings.clear()
+    assert run_cli(["optim", "transfer", "--out", str(out), "--optimizers", "sgd,sam",
+                    "--seeds", "1", "--per-class", "3", *TINY]) in (0, None)
+    # pretraining, two fine-tunings from its checkpoint, the from-scratch baseline
+    assert [c.task for c in count_trainings] == ["digits0-4"] + ["digits5-9"] * 3
+    assert [bool(c.init_from) for c in count_trainings] == [False, True, True, False]
+    summary = read(out / "summary.json")
+    assert summary["target_train_images"] == 15
+    assert (out / "transfer.png").exists()
+
+
+def test_depth_width_cli(tmp_path):
+    out = tmp_path / "dw"
+    assert run_cli(["optim", "depth-width", "--out", str(out), "--archs", "mlp", "--seeds",
+                    "2", "--epochs", "1", "--mlp-depths", "1,2", "--mlp-widths", "4",
+                    "--measure-samples", "16", "--measure-iterations", "2"]) in (0, None)
+    res = read(out / "summary.json")["results"]["mlp"]
+    assert [(c["depth"], c["width"], c["seeds"]) for c in res["cells"]] == [(1, 4, 2),
+                                                                            (2, 4, 2)]
+    assert {t["measure"] for t in res["taus"]} == {"trace_sigma", "curvature_nonuniformity",
+                                                   "hessian_top_eigenvalue"}
+    assert (out / "depth_width_mlp.png").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["standard", "--optimizers", "sgd,adam"],
+    ["standard", "--optimizers", "sam"],
+    ["standard", "--grid", "huge"],
+    ["transfer", "--source", "digits5-9"],
+    ["labelnoise", "--rates", "1.5"],
+    ["sensitivity", "--seeds", "0"],
+    ["depth-width", "--mlp-widths", "4.5"],
+])
+def test_bad_options_exit_2(tmp_path, capsys, args):
+    assert run_cli(["optim", args[0], "--out", str(tmp_path / "x"), *args[1:]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("genlab:")
