@@ -42,9 +42,10 @@ import torch.nn.functional as F
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import CHECKPOINT, SUMMARY, atomic_write_bytes, write_json
 from genlab.nas.entropy import batch_entropy, gaussian_batch_entropy
-from genlab.nas.ops import CONV_KERNELS
+from genlab.nas.genotype import NB201_NODES
+from genlab.nas.ops import CONV_KERNELS, PARAM_FREE_OPS
 from genlab.nas.search import SearchConfig, run_search
-from genlab.nas.spaces import NB201_NODES, PARAM_FREE_OPS, get_space
+from genlab.nas.spaces import get_space
 from genlab.nas.supernet import SearchCell, edge_index
 
 NODE_FILE = "node_entropy.jsonl"  # one line per logging step, aligned with metrics.jsonl
@@ -92,6 +93,7 @@ class NodeProbe:
             return
         x, weights = args[0], args[1]
         nodes = cell_nodes(module, x, weights)
+        output = output[-1]  # the cell returns its nodes 1..3; the last is its output
         err = float((nodes[-1] - output).abs().max() / output.abs().max().clamp_min(1e-12))
         if err > 1e-4:
             raise RuntimeError(f"node recomputation disagrees with the fused cell ({err:.2e})")
@@ -118,6 +120,7 @@ def probed_search(cfg: SearchConfig, folder: Path) -> list[dict]:
     pairing is checked: the earlier estimator on the recomputed cell outputs must reproduce
     the record's ``cell_batch_entropy``.
     """
+    cfg = cfg.resolved()
     node_file = folder / NODE_FILE
     if not ((folder / SUMMARY).exists() and node_file.exists()):
         resume = (folder / "config.json").exists()
@@ -148,7 +151,7 @@ def probed_search(cfg: SearchConfig, folder: Path) -> list[dict]:
 def param_free_weight(record: dict, ops) -> float:
     """Mean over edges of the softmax mass on parameter-free ops."""
     free = [k for k, op in enumerate(ops) if op in PARAM_FREE_OPS]
-    return statistics.fmean(sum(row[k] for k in free) for row in record["arch_weights"])
+    return statistics.fmean(sum(row[k] for k in free) for row in record["arch_weights"]["cell"])
 
 
 def rise_onset(steps: list[int], values: list[float], margin: float = RISE_MARGIN) -> int | None:

@@ -61,11 +61,13 @@ VARIANTS = {  # name -> (threads, perturbation stream or None, oneDNN convolutio
 @torch.no_grad()
 def write_perturbed_start(cfg: SearchConfig, folder: Path, stream: int, eps: float) -> None:
     """A step-0 checkpoint of the search's own initial network, each parameter x (1 + eps z)."""
+    cfg = cfg.resolved()
     run = RunDir(folder, asdict(cfg))
     seed_everything(cfg.seed)  # the same draws, in the same order, as run_search
     data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
-    net = NB201SuperNet(C=cfg.channels, N=cfg.cells, num_classes=data.num_classes,
-                        in_channels=data.in_channels, ops=get_space(cfg.space).ops)
+    space = get_space(cfg.space)
+    net = space.build_supernet(num_classes=data.num_classes, in_channels=data.in_channels,
+                               channels=cfg.channels, cells=cfg.cells, **space.proxy.options)
     rng_state = capture_rng_state()
     g = torch.Generator().manual_seed(stream)
     for p in net.parameters():
@@ -133,7 +135,7 @@ def weight_curve(folder: Path) -> tuple[list[int], np.ndarray]:
     """Logging steps and the (steps, edges, ops) architecture weights of one search."""
     rows = [json.loads(ln) for ln in (folder / "metrics.jsonl").read_text().splitlines()
             if ln.strip()]
-    return [r["step"] for r in rows], np.array([r["arch_weights"] for r in rows])
+    return [r["step"] for r in rows], np.array([r["arch_weights"]["cell"] for r in rows])
 
 
 def compare(out: Path, names: list[str], table: NB201Table | None) -> dict:
@@ -141,7 +143,7 @@ def compare(out: Path, names: list[str], table: NB201Table | None) -> dict:
     ref_name = names[0]
     ref = read_json(out / "search" / ref_name / SUMMARY)
     ref_steps, ref_w = weight_curve(out / "search" / ref_name)
-    ref_alpha = np.array(ref["alpha"])
+    ref_alpha = np.array(ref["alpha"]["cell"])
     rows, curves = [], {}
     for name in names:
         s = read_json(out / "search" / name / SUMMARY)
@@ -158,7 +160,7 @@ def compare(out: Path, names: list[str], table: NB201Table | None) -> dict:
             "same cell": s["genotype"] == ref["genotype"], "p-free": s["param_free_ops"],
             "entropy": s["mean_entropy"],
             "C10": table.lookup(s["genotype"])["cifar10"] if table is not None else None,
-            "max |alpha - ref|": float(np.abs(np.array(s["alpha"]) - ref_alpha).max()),
+            "max |alpha - ref|": float(np.abs(np.array(s["alpha"]["cell"]) - ref_alpha).max()),
             "parts at step": int(ref_steps[parted[0]]) if len(parted) else None,
             "CPU s": read_json(timing)["cpu_s"] if timing.exists() else None})
     others = [r for r in rows if r["variant"] not in (ref_name, ref_name + "-again")]

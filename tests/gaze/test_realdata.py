@@ -114,7 +114,8 @@ def test_eval_on_unlabelled_split_writes_predictions(roots, tmp_path):
                           batch_size=4, size=[16, 16], gaze_feat_dim=8)
     train_gaze(cfg, load_task_data(cfg), tmp_path / "run", progress_bar=False, plots=False)
     s = evaluate_run(tmp_path / "run", tmp_path / "ev", data=f"xgaze:{base / 'xgaze' / 'test'}")
-    assert s == {"data": f"xgaze:{base / 'xgaze' / 'test'}", "images": 4, "labelled": False}
+    assert s == {"data": f"xgaze:{base / 'xgaze' / 'test'}", "images": 4, "labelled": False,
+                 "processes": 1}
     rows = (tmp_path / "ev" / "predictions.csv").read_text().splitlines()
     assert rows[0] == "index,subject,pitch_rad,yaw_rad" and len(rows) == 5
     assert all(math.isfinite(float(v)) for v in rows[1].split(",")[2:])

@@ -83,4 +83,6 @@ def test_ber_batch_keeps_the_earlier_estimator():
     narrow = HAND / 2  # population variances 2/3
     expected = 0.5 * math.log(2 * math.pi * math.e * 8 / 3 + 1) - \
         0.5 * math.log(2 * math.pi * math.e * 2 / 3 + 1)
-    assert float(reg.penalty(torch.zeros(6, 5), [(HAND, narrow)])) == pytest.approx(expected)
+    probe = reg.make_probe()
+    probe.pairs.append((HAND, narrow))
+    assert float(reg.penalty({"cell": torch.zeros(6, 5)}, probe)) == pytest.approx(expected)

@@ -5,9 +5,10 @@ import json
 import pytest
 import torch
 
+from genlab.nas.genotype import NB201_OPS
+from genlab.nas.probe import CellTraces
 from genlab.nas.search import SearchConfig, run_search
-from genlab.nas.spaces import NB201_OPS
-from genlab.nas.supernet import NB201SuperNet, edge_index
+from genlab.nas.supernet import NB201SuperNet
 
 
 @pytest.fixture(scope="module")
@@ -15,22 +16,27 @@ def peak(bench_script):
     return bench_script("nas_entropy_peak")
 
 
-def test_cell_nodes_reproduce_the_fused_cell(peak, nas_step_bench):
-    # the per-edge reference cell (one module per op) with the fused cell's kernels
+def test_cell_nodes_reproduce_the_fused_cell(peak):
+    # the per-edge reference supernet (one module per op) lends its weights to the fused one;
+    # its probe traces are the independent node-by-node truth
     torch.manual_seed(0)
     net = NB201SuperNet(C=3, N=1, num_classes=3, in_channels=1).double()
-    ref = nas_step_bench.ReferenceSuperNet(C=3, N=1, num_classes=3, in_channels=1).double()
-    nas_step_bench.copy_reference_into(net, ref)
-    cell, ref_cell = net.search_cells()[0], ref.cells[0]
-    x = torch.randn(10, 3, 6, 6, dtype=torch.float64)
-    w = torch.softmax(torch.randn(6, 5, dtype=torch.float64), -1)
-    nodes = peak.cell_nodes(cell, x, w)
-    assert torch.allclose(nodes[-1], cell(x, w), atol=1e-10)
-    ref_nodes = [x]
-    for i in range(1, 4):  # the reference cell, node by node
-        ref_nodes.append(sum(ref_cell.edges[f"{i}<-{j}"](ref_nodes[j], w[edge_index(i, j)])
-                             for j in range(i)))
-    for mine, theirs in zip(nodes, ref_nodes, strict=True):
+    ref = NB201SuperNet(C=3, N=1, num_classes=3, in_channels=1, per_edge=True).double()
+    net.load_per_edge(ref)
+    x = torch.randn(10, 1, 6, 6, dtype=torch.float64)
+    with torch.no_grad():
+        ref.arch_params.normal_()
+        net.arch_params.copy_(ref.arch_params)
+        traces = CellTraces()
+        ref.train()(x, probe=traces)
+        fused = CellTraces()
+        net.train()(x, probe=fused)
+    w = torch.softmax(net.arch_params, -1)
+    cell, trace = net.search_cells()[0], fused.traces[0]
+    nodes = peak.cell_nodes(cell, trace.inputs[-1], w)
+    assert torch.allclose(nodes[-1], trace.output, atol=1e-10)
+    ref_trace = traces.traces[0]
+    for mine, theirs in zip(nodes[1:], ref_trace.nodes, strict=True):
         assert torch.allclose(mine, theirs, atol=1e-10)
 
 

@@ -182,15 +182,17 @@ def shard_slice(n: int, rank_: int | None = None, world: int | None = None) -> s
     return slice(start, start + base + (1 if rank_ < extra else 0))
 
 
-def shard_batch(batch: Sequence[torch.Tensor], rank_: int | None = None,
-                world: int | None = None) -> tuple[list[torch.Tensor], float]:
+def shard_batch(batch: Sequence, rank_: int | None = None,
+                world: int | None = None) -> tuple[list, float]:
     """This rank's share of a global batch of equally long tensors, and its share of the batch.
+
+    Any sliceable with ``len`` works in place of a tensor (e.g. typed label records).
 
     Raises ConfigError when a rank would get no sample (a batch smaller than the number
     of processes cannot be split without changing the mathematics).
     """
     world = world_size() if world is None else world
-    n = int(batch[0].shape[0])
+    n = len(batch[0])
     if world > 1 and n < world:
         raise ConfigError(
             f"a batch of {n} sample(s) cannot be split across {world} processes: choose a "

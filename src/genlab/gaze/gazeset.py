@@ -54,6 +54,10 @@ class GazeLabels:
     def __len__(self) -> int:
         return len(self.gaze)
 
+    def __getitem__(self, rows: slice) -> GazeLabels:
+        """The labels of a contiguous range of samples (e.g. one process's share of a batch)."""
+        return GazeLabels(self.gaze[rows], self.subject[rows], self.cluster[rows])
+
     def index(self, idx) -> GazeLabels:
         idx = torch.as_tensor(np.asarray(idx, dtype=np.int64))
         return GazeLabels(self.gaze[idx], self.subject[idx], self.cluster[idx])
