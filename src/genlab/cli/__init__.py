@@ -31,6 +31,9 @@ def _options(
 
 
 def _register() -> None:
+    """Add the sub-apps once (``main`` may run many times in one process, as in the tests)."""
+    if app.registered_groups:
+        return
     from genlab.cli import demo, gaze, nas, optim
 
     app.add_typer(nas.app, name="nas",

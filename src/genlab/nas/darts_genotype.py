@@ -178,6 +178,9 @@ def validate(genotype: DartsGenotype, edge_ops: dict[str, Sequence[Sequence[str]
                 raise SpecError(f"op {op!r} of gene ({op!r}, {j}) in the {cell} cell is not in "
                                 f"space {space} (edge {node + 2}<-{j} offers "
                                 f"{', '.join(allowed)})")
+        if not genotype.concat(cell):
+            raise SpecError(f"{cell}_concat is empty; the cell's output concatenates at least "
+                            "one state, such as [2, 3, 4, 5]")
         for c in genotype.concat(cell):
             if not 0 <= c < STEPS + 2:
                 raise SpecError(f"{cell}_concat index {c} is outside 0..{STEPS + 1}")
