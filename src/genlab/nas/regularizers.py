@@ -176,7 +176,7 @@ REGULARIZERS = ("none", "beta", "ber-kl", "ber-batch", *CANDIDATES)
 BER_DEFAULT = {"name": "ber-kl", "strength": 0.3, "schedule": "down"}
 # Each candidate's selected setting (docs/ber.md, "Selection"); constant schedule.
 CANDIDATE_DEFAULTS = {
-    "ber-lbe": {"strength": 1.0, "schedule": "constant", "h_min": 0.0},
+    "ber-lbe": {"strength": 36.2, "schedule": "constant", "h_min": 0.0},
     "ber-op": {"strength": 2.66, "schedule": "constant"},
 }
 BETA_DEFAULT_STRENGTH = 50.0
