@@ -82,10 +82,19 @@ def hessian_history(folder: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["hessian_eig"]) for r in rows if r.get("hessian_eig") is not None]
 
 
-def evaluate(out: Path, proxy: str, reg: str, strength: float, hmin: float | None) -> dict:
+def finished(out: Path, reg: str, strength: float, seed: int) -> bool:
+    return (out / "search" / f"{setting_name(reg, strength)}-s{seed}" / "summary.json").exists()
+
+
+def evaluate(out: Path, proxy: str, reg: str, strength: float, hmin: float | None,
+             finished_only: bool = False) -> dict:
+    """One row of the selection table. ``finished_only``: use the finished searches only; a
+    setting with fewer than 3 is ineligible when its finished seeds alone already exceed the
+    parameter-free budget (a 3-seed mean <= 2 needs a sum <= 6), else undecided (None)."""
     name = setting_name(reg, strength)
+    seeds = [sd for sd in SEEDS if not finished_only or finished(out, reg, strength, sd)]
     summaries, per_search = [], []
-    for seed in SEEDS:
+    for seed in seeds:
         s = search_one(out, reg, strength, seed, hmin)
         s["history_hessian"] = hessian_history(out / "search" / f"{name}-s{seed}")
         summaries.append(s)
@@ -95,18 +104,24 @@ def evaluate(out: Path, proxy: str, reg: str, strength: float, hmin: float | Non
     entropy = statistics.fmean(s["mean_entropy"] for s in summaries)
     pfree = statistics.fmean(s["param_free_ops"] for s in summaries)
     hess_ok, growth = hessian_check(summaries)
+    eligible = entropy < MAX_ENTROPY and pfree <= MAX_PFREE and hess_ok
+    if len(seeds) < len(SEEDS):
+        over = sum(s["param_free_ops"] for s in summaries) > MAX_PFREE * len(SEEDS)
+        eligible = False if over else None
     return {"setting": name, "reg": reg, "strength": strength, "h_min": hmin,
+            "seeds": seeds, "p_free_per_seed": [s["param_free_ops"] for s in summaries],
             "entropy": entropy, "p_free": pfree, "hessian_growth": growth,
-            "eligible": entropy < MAX_ENTROPY and pfree <= MAX_PFREE and hess_ok,
+            "eligible": eligible,
             "score": statistics.fmean(per_search),
-            "se": statistics.stdev(per_search) / math.sqrt(len(per_search)),
+            "se": (statistics.stdev(per_search) / math.sqrt(len(per_search))
+                   if len(per_search) > 1 else float("nan")),
             "agreement": cell_agreement([s["genotype"] for s in summaries]),
             "genotypes": [s["genotype"] for s in summaries], "per_search": per_search}
 
 
 def choose(rows: list[dict]) -> dict | None:
     """The protocol's winner among eligible settings (None when none is eligible)."""
-    eligible = [r for r in rows if r["eligible"]]
+    eligible = [r for r in rows if r["eligible"] is True]
     if not eligible:
         return None
     best = max(eligible, key=lambda r: r["score"])
@@ -118,13 +133,14 @@ def choose(rows: list[dict]) -> dict | None:
 def markdown(rows: list[dict], winner: dict | None, proxy: str) -> str:
     lines = [f"Selection seeds {list(SEEDS)}, proxy `{proxy}` (val accuracy %, retrain seeds "
              f"{list(RETRAIN_SEEDS)}).", "",
-             "| setting | entropy | p-free | Hessian late/mid | eligible | score | SE | "
-             "agreement |", "|---|---|---|---|---|---|---|---|"]
+             "| setting | seeds | entropy | p-free (per seed) | Hessian late/mid | eligible "
+             "| score | SE | agreement |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         g = "-" if r["hessian_growth"] is None else f"{r['hessian_growth']:.2f}"
-        lines.append(f"| {r['setting']} | {r['entropy']:.3f} | {r['p_free']:.2f} | {g} | "
-                     f"{r['eligible']} | {r['score']:.2f} | {r['se']:.2f} | "
-                     f"{(r['agreement'] or 0):.2f} |")
+        elig = "undecided" if r["eligible"] is None else r["eligible"]
+        lines.append(f"| {r['setting']} | {r['seeds']} | {r['entropy']:.3f} | {r['p_free']:.2f} "
+                     f"({r['p_free_per_seed']}) | {g} | {elig} | {r['score']:.2f} | "
+                     f"{r['se']:.2f} | {(r['agreement'] or 0):.2f} |")
     lines += ["", f"Winner: {winner['setting'] if winner else 'none eligible'}", ""]
     return "\n".join(lines)
 
@@ -137,15 +153,18 @@ def main() -> None:
                                                   "without it only the searches run")
     ap.add_argument("--hmin", type=float, default=None)
     ap.add_argument("--shard", default=None, help="i/n: run every n-th job only, no aggregate")
+    ap.add_argument("--finished-only", action="store_true",
+                    help="start no search: use (and retrain) the finished searches only")
     args = ap.parse_args()
     grid = parse_grid(args.grid)
     jobs = [(reg, st, seed) for reg, st in grid for seed in SEEDS]
     if args.shard:
         i, n = (int(v) for v in args.shard.split("/"))
-        for reg, st, seed in jobs[i::n]:
+        mine = [j for j in jobs[i::n] if not args.finished_only or finished(args.out, *j)]
+        for reg, st, seed in mine:
             search_one(args.out, reg, st, seed, args.hmin)
         if args.proxy:
-            for reg, st, seed in jobs[i::n]:
+            for reg, st, seed in mine:
                 name = f"{setting_name(reg, st)}-s{seed}"
                 arch = read_json(args.out / "search" / name / "summary.json")["genotype"]
                 for r in RETRAIN_SEEDS:
@@ -153,7 +172,8 @@ def main() -> None:
         return
     if not args.proxy:
         raise SystemExit("--proxy is needed to score the settings")
-    rows = [evaluate(args.out, args.proxy, reg, st, args.hmin) for reg, st in grid]
+    rows = [evaluate(args.out, args.proxy, reg, st, args.hmin, args.finished_only)
+            for reg, st in grid]
     winner = choose(rows)
     write_json(args.out / "selection.json", {"proxy": args.proxy, "rows": rows,
                                               "winner": winner and winner["setting"]})
