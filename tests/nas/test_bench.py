@@ -65,3 +65,25 @@ def test_space_bench_with_sanity_rows(tmp_path):
     assert 5 < result["constant_test_acc"] < 15  # digits: 10 balanced classes
     md = (tmp_path / "b" / "bench.md").read_text()
     assert "constant (majority class)" in md and "| C10 |" not in md and "skip ops" in md
+
+
+def test_an_alias_reuses_the_search_it_names_and_forces_are_tabled(tmp_path, monkeypatch):
+    import genlab.nas.regularizers as regs
+
+    # `ber` names exactly ber-kl's defaults here: one search serves both rows
+    monkeypatch.setattr(regs, "BER_DEFAULT", {"name": "ber-kl", "strength": 1.0,
+                                              "schedule": "up"})
+    cfg = BenchConfig(regs=["ber-kl", "ber", "beta"], seeds=[0],
+                      search=SearchConfig(channels=2, cells=1, steps=11, hessian_points=0,
+                                          diag_batch=16),
+                      retrain_epochs=0)
+    result = run_bench(cfg, tmp_path / "b")
+    assert sorted(p.name for p in (tmp_path / "b" / "search").iterdir()) == ["beta-s0",
+                                                                              "ber-kl-s0"]
+    rec = {r["reg"]: r for r in result["records"]}
+    assert rec["ber"]["search_folder"] == "ber-kl-s0"
+    assert rec["ber"]["genotype"] == rec["ber-kl"]["genotype"]
+    metrics = [json.loads(ln) for ln in
+               (tmp_path / "b" / "search" / "beta-s0" / "metrics.jsonl").read_text().splitlines()]
+    assert rec["beta"]["force_ratio"] == pytest.approx(metrics[-1]["force_ratio"])  # one step
+    assert "force ratio" in (tmp_path / "b" / "bench.md").read_text()

@@ -15,8 +15,8 @@ SPACE_HELP = ("Search space: nb201 | darts | darts-7op | s1 | s2 | s3 | s4 | mob
 TABLE_HELP = "NB201 accuracy CSV (default: $GENLAB_NB201_TABLE); judges the result, never selects."
 THREADS_HELP = ("torch intra-op threads (recorded in config.json); the result depends on them, "
                 "so they are fixed rather than taken from the machine.")
-REG_HELP = ("none (DARTS) | beta (beta-DARTS) | ber (our BER default) | ber-kl | ber-batch "
-            "(the two BER variants, our reconstruction).")
+REG_HELP = ("none (DARTS) | beta (beta-DARTS) | ber (our BER default) | ber-kl | ber-batch | "
+            "ber-lbe | ber-op (the BER variants, our reconstruction; docs/ber.md).")
 PROXY = "default: the space's digits proxy"
 
 
@@ -32,6 +32,7 @@ def search(
     reg: str = typer.Option("ber", help=REG_HELP),
     reg_strength: float = typer.Option(None, help="lambda_0 (default: per regulariser, see docs)."),
     reg_schedule: str = typer.Option(None, help="up | down | constant (BER variants)."),
+    reg_hmin: float = typer.Option(None, help="ber-lbe: floor h_min of the node targets."),
     order: int = typer.Option(1, help="1: first-order DARTS; 2: second order (unrolled)."),
     steps: int = typer.Option(None, help=f"Bilevel steps (the budget; {PROXY})."),
     seed: int = typer.Option(0),
@@ -57,7 +58,8 @@ def search(
 
     cfg = SearchConfig(space=space, dataset=dataset, data_root=_s(data_root), size=size,
                        channels=channels, cells=cells, batch_size=batch_size, steps=steps,
-                       reg=reg, reg_strength=reg_strength, reg_schedule=reg_schedule, seed=seed,
+                       reg=reg, reg_strength=reg_strength, reg_schedule=reg_schedule,
+                       reg_hmin=reg_hmin, seed=seed,
                        device=device, order=order, arch_lr=arch_lr,
                        arch_weight_decay=arch_weight_decay, augment=augment,
                        hessian_points=hessian_points, nb201_table=_s(nb201_table),

@@ -14,6 +14,7 @@ the training data) on the same test split.
 from __future__ import annotations
 
 import itertools
+import json
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -24,12 +25,13 @@ from genlab.core.data import load_image_data
 from genlab.core.errors import ConfigError, require_positive
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import CONFIG, SUMMARY, RunDir, atomic_write_bytes, read_json, write_json
+from genlab.nas.regularizers import make_regularizer
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
 
 METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",
-           "test_acc", "hessian_eig", "search_seconds")
+           "test_acc", "hessian_eig", "force_ratio", "search_seconds")
 TABLE_COLUMNS = {"cifar10": "C10", "cifar100": "C100", "imagenet16": "IN16"}
 RANDOM = "random"
 
@@ -62,7 +64,7 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None)
     cfg.search.validate()
     space = get_space(cfg.search.space)
     run = RunDir(out, asdict(cfg), resume=resume)
-    records = []
+    records, searched = [], {}
     jobs = list(itertools.product(cfg.regs, cfg.seeds))
     if cfg.random_archs:
         jobs += [(RANDOM, seed) for seed in cfg.seeds]
@@ -72,9 +74,13 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None)
             record = random_record(space, seed)
         else:
             scfg = replace(cfg.search, reg=reg, seed=seed)
-            summary = finished_or_run(run_search, scfg, run.path / "search" / name,
-                                      progress_bar=progress_bar)
+            key = (same_search_key(scfg), seed)
+            folder = searched.get(key, run.path / "search" / name)  # an alias reuses its runs
+            searched[key] = folder
+            summary = finished_or_run(run_search, scfg, folder, progress_bar=progress_bar)
             record = search_record(summary, space)
+            record["force_ratio"] = mean_force_ratio(folder)
+            record["search_folder"] = folder.name
         record.update({"run": name, "reg": reg, "seed": seed})
         if cfg.retrain_epochs > 0:
             rcfg = RetrainConfig(arch=record["genotype"], space=space.name,
@@ -98,6 +104,23 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None)
     run.save_figure(plot_bench(records, cfg.regs, space), "bench.png")
     run.write_summary(dict(result["per_reg"]))  # a copy: the summary gains "processes"
     return result
+
+
+def same_search_key(scfg: SearchConfig) -> str:
+    """Searches with equal keys are the same computation (``ber`` and the variant it names)."""
+    reg = make_regularizer(scfg.reg, scfg.reg_strength, scfg.reg_schedule, h_min=scfg.reg_hmin)
+    return repr(asdict(replace(scfg, reg="", reg_strength=None, reg_schedule=None,
+                               reg_hmin=None))) + repr(asdict(reg))
+
+
+def mean_force_ratio(folder: Path) -> float | None:
+    """Mean force ratio (regulariser / CE on alpha) over the logging steps of a search."""
+    path = folder / "metrics.jsonl"
+    if not path.exists():
+        return None
+    vals = [r["force_ratio"] for r in map(json.loads, path.read_text().splitlines())
+            if r.get("force_ratio") is not None]
+    return statistics.fmean(vals) if vals else None
 
 
 def search_record(summary: dict, space) -> dict:
@@ -177,6 +200,7 @@ def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
         row.update({col: pm(key) for key, col in table_cols.items()})
         row.update({"p-free ops": pm("param_free_ops", 1), "skip ops": pm("skip_ops", 1),
                     "entropy": pm("mean_entropy", 3), "agreement": a["agreement"],
+                    "force ratio": pm("force_ratio", 3),
                     "digits test": pm("test_acc"), "search s": pm("search_seconds", 0)})
         summ.append(row)
     if "constant_test_acc" in result:

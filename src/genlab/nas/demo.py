@@ -1,4 +1,5 @@
-"""The NAS section of `genlab demo`: none vs beta vs BER on digits at a reduced budget."""
+"""The NAS section of `genlab demo`: none vs beta vs BER on digits at a reduced budget, with
+DARTS's and BER's search curves side by side and BER's forces and node batch entropies."""
 
 from __future__ import annotations
 
@@ -39,9 +40,13 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True,
     report.table(per_run, digits=2)
     report.image(f"{rel}/bench.png",
                  "entropy and parameter-free ops during search, per regulariser")
-    ber = f"{rel}/search/ber-s0"
-    report.image(f"{ber}/arch_weights.png", "BER: softmax(alpha) per edge over the search")
-    report.image(f"{ber}/search_curves.png", "BER: entropy, parameter-free ops, Hessian eigenvalue")
-    report.image(f"{ber}/ib_plane.png", "BER: the information-bottleneck plane")
-    report.image(f"{rel}/search/none-s0/arch_weights.png", "DARTS (none): softmax(alpha) per edge")
+    runs = {r["reg"]: f"{rel}/search/{r.get('search_folder', r['run'])}"
+            for r in result["records"]}
+    for reg, title in (("none", "DARTS (none)"), ("ber", "BER")):
+        report.image(f"{runs[reg]}/search_curves.png",
+                     f"{title}: entropy, parameter-free ops, Hessian eigenvalue")
+    for reg, title in (("none", "DARTS (none)"), ("ber", "BER")):
+        report.image(f"{runs[reg]}/arch_weights.png", f"{title}: softmax(alpha) per edge")
+    report.image(f"{runs['ber']}/forces.png", "BER: forces on alpha (CE vs regulariser)")
+    report.image(f"{runs['ber']}/node_entropy.png", "BER: batch entropy of the cells' nodes")
     return result

@@ -12,7 +12,13 @@
 - the information-bottleneck plane: the compression estimate (batch entropy of the
   cell outputs after Peer et al. 2022, with genlab's earlier estimator
   ``gaussian_batch_entropy``, averaged over cells) against the prediction term
-  (validation cross-entropy), one point per epoch.
+  (validation cross-entropy), one point per epoch; and the batch entropy of Peer et al.
+  (``batch_entropy``) of every node of every search cell (``node_entropy``, cells x nodes);
+- the forces on alpha at the logging steps (first-order search): ``force_ce`` = the norm of
+  the gradient of the mean validation cross-entropy on alpha, ``force_reg`` = the norm of the
+  regulariser's term's gradient, ``force_ratio`` = force_reg / force_ce (all alpha tensors
+  concatenated; the norm of the total gradient minus the CE part, so the regulariser's part
+  includes everything it adds, e.g. ber-lbe's CE factor).
 """
 
 from __future__ import annotations
@@ -23,8 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.report import figure
-from genlab.nas.entropy import edge_entropy, gaussian_batch_entropy
-from genlab.nas.probe import CellPairs
+from genlab.nas.entropy import batch_entropy, edge_entropy, gaussian_batch_entropy
+from genlab.nas.probe import CellTraces
 from genlab.nas.regularizers import Alphas, named
 
 HESSIAN_CHUNK = 32  # Hessian rows per batched double-backward pass (bounds the memory)
@@ -36,6 +42,18 @@ def mean_entropy(alphas: Alphas | torch.Tensor) -> float:
     """Mean edge entropy over the rows of every alpha tensor."""
     rows = [edge_entropy(a.detach()) for a in named(alphas).values()]
     return float(torch.cat(rows).mean())
+
+
+def alpha_forces(ce_grads, total_grads) -> dict:
+    """Norms of the CE part and of the rest of the alpha gradient, and their ratio."""
+    ce = [torch.zeros_like(t) if g is None else g for g, t in
+          zip(ce_grads, total_grads, strict=True)]
+    total = [torch.zeros_like(c) if t is None else t for c, t in
+             zip(ce, total_grads, strict=True)]
+    f_ce = float(torch.cat([g.reshape(-1) for g in ce]).norm())
+    f_reg = float(torch.cat([(t - g).reshape(-1) for t, g in zip(total, ce, strict=True)]).norm())
+    return {"force_ce": f_ce, "force_reg": f_reg,
+            "force_ratio": f_reg / f_ce if f_ce > 0 else None}
 
 
 def _alpha_gradient(net, x: torch.Tensor, y: torch.Tensor):
@@ -142,17 +160,19 @@ def ib_point(net, x: torch.Tensor, y: torch.Tensor) -> dict:
     """One point of the IB plane: batch entropy of cell outputs and validation CE/accuracy."""
     was_training = net.training
     net.train()
-    probe = CellPairs()
+    probe = CellTraces()
     with torch.random.fork_rng(devices=[]):  # S4's noise op must not move the search's RNG
         logits = net(x, probe=probe)
     net.train(was_training)
-    outs = [gaussian_batch_entropy(o) for _, o in probe.pairs]
-    drops = [gaussian_batch_entropy(i) - gaussian_batch_entropy(o) for i, o in probe.pairs]
+    pairs = [(tr.inputs[-1], tr.output) for tr in probe.traces]
+    outs = [gaussian_batch_entropy(o) for _, o in pairs]
+    drops = [gaussian_batch_entropy(i) - gaussian_batch_entropy(o) for i, o in pairs]
     return {
         "val_ce": float(F.cross_entropy(logits, y)),
         "val_acc": float((logits.argmax(-1) == y).float().mean()),
         "cell_batch_entropy": float(torch.stack(outs).mean()),
         "cell_compression": float(torch.stack(drops).mean()),
+        "node_entropy": [[float(batch_entropy(t)) for t in tr.nodes] for tr in probe.traces],
     }
 
 
@@ -239,5 +259,46 @@ def plot_ib_plane(history: list[dict]):
     ax.set_xlabel("batch entropy of cell outputs (compression estimate)")
     ax.set_ylabel("validation cross-entropy (prediction)")
     ax.set_title("information-bottleneck plane")
+    fig.tight_layout()
+    return fig
+
+
+def plot_node_entropy(history: list[dict]):
+    """Batch entropy (Peer et al.) of every node of every search cell over the search."""
+    fig, axes = figure(width=5.0, height=3.4)
+    ax = axes[0, 0]
+    pts = [h for h in history if h.get("node_entropy")]
+    steps = [h["step"] for h in pts]
+    for c, cell in enumerate(pts[0]["node_entropy"]):
+        for n in range(len(cell)):
+            ax.plot(steps, [h["node_entropy"][c][n] for h in pts], lw=0.9,
+                    label=f"cell {c} node {n + 1}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("batch entropy H_B (nats)")
+    ax.set_title("batch entropy of the search cells' nodes")
+    if sum(len(c) for c in pts[0]["node_entropy"]) <= 12:
+        ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_forces(history: list[dict]):
+    """||grad CE|| and ||grad regulariser|| on alpha, and their ratio, at the logging steps."""
+    fig, axes = figure(ncols=2, width=4.2, height=3.2)
+    pts = [h for h in history if h.get("force_ce") is not None]
+    steps = [h["step"] for h in pts]
+    ax = axes[0, 0]
+    ax.plot(steps, [h["force_ce"] for h in pts], label="CE")
+    ax.plot(steps, [h["force_reg"] for h in pts], label="regulariser")
+    ax.set_yscale("symlog", linthresh=1e-6)
+    ax.set_title("gradient norm on alpha")
+    ax.legend(fontsize=7)
+    ax = axes[0, 1]
+    ratio = [(h["step"], h["force_ratio"]) for h in pts if h.get("force_ratio") is not None]
+    if ratio:
+        ax.plot(*zip(*ratio, strict=True))
+    ax.set_title("force ratio reg / CE")
+    for ax in axes[0]:
+        ax.set_xlabel("step")
     fig.tight_layout()
     return fig

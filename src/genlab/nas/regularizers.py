@@ -27,7 +27,16 @@ beta-DARTS applies its penalty per cell type in the DARTS space:
             the cells' inputs and outputs: it declares ``needs_probe`` and gives the probe
             (genlab.nas.probe.CellPairs) that the search passes to the supernet.
 
-``ber`` is an alias of the variant kept after the ablation (see ``BER_DEFAULT``).
+- ``ber-lbe``, ``ber-op`` the batch-entropy candidates of genlab.nas.ber (ours): Peer's
+            layerwise batch-entropy loss on the cell nodes with learnable targets, and a
+            per-op compression penalty. Constant schedule by default; ``h_min`` is ber-lbe's
+            floor on the targets.
+
+Candidates with state (ber-lbe's targets) are set up once before the search
+(``setup(net, x, space)``), give their extra parameters to the alpha optimiser
+(``parameters()``) and their state to the checkpoint (``state_dict()``).
+
+``ber`` is an alias of the variant kept after the selection (see ``BER_DEFAULT``).
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.nas.ber import CANDIDATES
 from genlab.nas.entropy import edge_entropy, gaussian_batch_entropy
 from genlab.nas.probe import CellPairs, Probe
 
@@ -86,6 +96,7 @@ class Regularizer:
     strength: float = 0.0
     schedule: str = "up"
     steps_per_epoch: int = 1
+    h_min: float = 0.0  # ber-lbe: floor of the learnable node targets
 
     needs_probe: bool = False
 
@@ -94,11 +105,31 @@ class Regularizer:
         require_choice("schedule", self.schedule, SCHEDULES)
         require_positive("reg-strength", self.strength, allow_zero=True)
         require_positive("steps_per_epoch", self.steps_per_epoch)
-        self.needs_probe = self.name == "ber-batch"
+        # not a dataclass field: asdict() of a regulariser stays its plain settings
+        self._candidate = CANDIDATES[self.name](self.h_min) if self.name in CANDIDATES else None
+        self.needs_probe = self.name == "ber-batch" or self._candidate is not None
 
     def make_probe(self) -> Probe | None:
         """The probe to pass to the supernet's forward (None when the penalty needs none)."""
+        if self._candidate is not None:
+            return self._candidate.make_probe()
         return CellPairs() if self.needs_probe else None
+
+    def setup(self, net, x: torch.Tensor, space) -> None:
+        """Once before the search: candidates with state read the network (x: first val batch)."""
+        if self._candidate is not None:
+            self._candidate.setup(net, x, space)
+
+    def parameters(self) -> list[torch.Tensor]:
+        """Extra parameters the alpha optimiser trains with alpha (ber-lbe's targets)."""
+        return [] if self._candidate is None else self._candidate.parameters()
+
+    def state_dict(self) -> dict:
+        return {} if self._candidate is None else self._candidate.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        if self._candidate is not None:
+            self._candidate.load_state_dict(state)
 
     def lam(self, step: int, total_steps: int) -> float:
         """lambda_t at this batch step."""
@@ -108,8 +139,12 @@ class Regularizer:
             return self.strength * (step / self.steps_per_epoch) / 100.0
         return self.strength * schedule_factor(self.schedule, step, total_steps)
 
-    def penalty(self, alphas: Alphas | torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
-        """R(alpha) (unweighted), summed over the alpha tensors; ``probe`` for ber-batch."""
+    def penalty(self, alphas: Alphas | torch.Tensor, probe: Probe | None = None,
+                val_loss: torch.Tensor | None = None) -> torch.Tensor:
+        """R(alpha) (unweighted), summed over the alpha tensors; ``probe`` for the feature
+        penalties, ``val_loss`` (CE_val with its graph) for ber-lbe."""
+        if self._candidate is not None:
+            return self._candidate.penalty(named(alphas), probe, val_loss)
         if self.name == "none":
             return zero_like(alphas)
         if self.name == "beta":
@@ -125,30 +160,38 @@ class Regularizer:
         return torch.stack(drops).mean()
 
     def __call__(self, alphas: Alphas | torch.Tensor, step: int, total_steps: int,
-                 probe: Probe | None = None) -> torch.Tensor:
+                 probe: Probe | None = None, val_loss: torch.Tensor | None = None
+                 ) -> torch.Tensor:
         lam = self.lam(step, total_steps)
         if lam == 0.0:
             return zero_like(alphas)
-        return lam * self.penalty(alphas, probe)
+        return lam * self.penalty(alphas, probe, val_loss)
 
 
-REGULARIZERS = ("none", "beta", "ber-kl", "ber-batch")
+REGULARIZERS = ("none", "beta", "ber-kl", "ber-batch", *CANDIDATES)
 
 # The BER variant and settings kept by benchmarks/nas_ber_ablation.py: the best mean
 # digits-validation accuracy of the retrained cell among candidates whose search
 # committed (docs/ber.md, "Choosing BER"); ``--reg ber`` means exactly this.
 BER_DEFAULT = {"name": "ber-kl", "strength": 0.3, "schedule": "down"}
+# Each candidate's selected setting (docs/ber.md, "Selection"); constant schedule.
+CANDIDATE_DEFAULTS = {
+    "ber-lbe": {"strength": 36.2, "schedule": "constant", "h_min": 0.0},
+    "ber-op": {"strength": 2.66, "schedule": "constant"},
+}
 BETA_DEFAULT_STRENGTH = 50.0
 
 
 def make_regularizer(name: str, strength: float | None = None, schedule: str | None = None,
-                     steps_per_epoch: int = 1) -> Regularizer:
-    """Build a regulariser from CLI values; ``ber`` resolves to BER_DEFAULT."""
+                     steps_per_epoch: int = 1, h_min: float | None = None) -> Regularizer:
+    """Build a regulariser from CLI values; ``ber`` resolves to BER_DEFAULT and a candidate's
+    unset options to its selected setting (CANDIDATE_DEFAULTS)."""
     require_choice("regulariser", name, REGULARIZERS + ("ber",))
-    if name == "ber":
-        name = BER_DEFAULT["name"]
-        strength = BER_DEFAULT["strength"] if strength is None else strength
-        schedule = schedule or BER_DEFAULT["schedule"]
+    preset = BER_DEFAULT if name == "ber" else CANDIDATE_DEFAULTS.get(name, {})
+    name = preset.get("name", name)
+    strength = preset.get("strength") if strength is None else strength
+    schedule = schedule or preset.get("schedule")
+    h_min = preset.get("h_min", 0.0) if h_min is None else h_min
     if strength is None:
         strength = BETA_DEFAULT_STRENGTH if name == "beta" else (0.0 if name == "none" else 1.0)
-    return Regularizer(name, float(strength), schedule or "up", steps_per_epoch)
+    return Regularizer(name, float(strength), schedule or "up", steps_per_epoch, float(h_min))

@@ -15,6 +15,7 @@ width, depth and steps default per space (``space.proxy``).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -59,6 +60,7 @@ class SearchConfig:
     reg: str = "ber"
     reg_strength: float | None = None
     reg_schedule: str | None = None
+    reg_hmin: float | None = None  # ber-lbe's floor on its node targets
     seed: int = 0
     device: str = "cpu"
     order: int = 1
@@ -74,6 +76,7 @@ class SearchConfig:
     hessian_points: int = 6  # Hessian eigenvalue this many times over the run (0: never)
     nb201_table: str | None = None
     threads: int = 1  # torch intra-op threads: fixed, because the search is chaotic in them
+    force_every: int = 0  # also log the alpha forces every this many steps (forces.jsonl)
 
     def resolved(self) -> SearchConfig:
         """A copy with every None size option filled from the space's proxy defaults."""
@@ -91,6 +94,7 @@ class SearchConfig:
                 require_positive(name.replace("_", "-"), value)
         space.check_size_options(self.channels, self.cells)
         require_positive("hessian-points", self.hessian_points, allow_zero=True)
+        require_positive("force-every", self.force_every, allow_zero=True)
         for name in ("w_lr", "arch_lr"):
             require_positive(name.replace("_", "-"), getattr(self, name))
         if self.order not in ORDERS:
@@ -135,21 +139,37 @@ class _Stream:
 
 
 def first_order_arch_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int,
-                          total: int) -> float:
-    """Adam on alpha with grad_alpha (L_val + lambda_t R) at the current weights."""
+                          total: int, forces: dict | None = None) -> float:
+    """Adam on alpha with grad_alpha (L_val + lambda_t R) at the current weights.
+
+    With a ``forces`` dict, also records the norms of the two parts of the alpha gradient
+    (genlab.nas.diagnostics.alpha_forces; one extra backward of CE_val)."""
     xv, yv = val_batch
     a_opt.zero_grad(set_to_none=True)
     probe = reg.make_probe()
     logits = net(xv) if probe is None else net(xv, probe=probe)
     val_loss = F.cross_entropy(logits, yv)
-    (val_loss + reg(net.alphas(), step, total, probe)).backward(inputs=net.arch_parameters())
+    alphas = list(net.arch_parameters())
+    ce_grads = None
+    if forces is not None:
+        ce_grads = torch.autograd.grad(val_loss, alphas, retain_graph=True, allow_unused=True)
+    reg_term = reg(net.alphas(), step, total, probe, val_loss)
+    (val_loss + reg_term).backward(inputs=alphas + reg.parameters())
+    if forces is not None:
+        forces.update(diag.alpha_forces(ce_grads, [a.grad for a in alphas]))
     a_opt.step()
     return float(val_loss.detach())
 
 
 def second_order_arch_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int,
-                           total: int) -> float:
-    """Adam on alpha with the unrolled (second-order) gradient; returns L_val at w'."""
+                           total: int, forces: dict | None = None) -> float:
+    """Adam on alpha with the unrolled (second-order) gradient; returns L_val at w'.
+
+    Forces are not recorded here (the unrolled gradient has no separate CE part); the
+    regularisers with extra parameters (ber-lbe) are first order only."""
+    if reg.parameters():
+        raise ConfigError(f"--reg {reg.name} trains extra parameters with alpha and supports "
+                          "--order 1 only")
     alphas = net.alphas()
     seen = {}
 
@@ -157,7 +177,7 @@ def second_order_arch_step(net, a_opt, w_opt, train_batch, val_batch, reg, step:
         probe = reg.make_probe()
         logits = call(x) if probe is None else call(x, probe=probe)
         seen["val_loss"] = F.cross_entropy(logits, y)
-        return seen["val_loss"] + reg(alphas, step, total, probe)
+        return seen["val_loss"] + reg(alphas, step, total, probe, seen["val_loss"])
 
     grads = unrolled_arch_grads(net, train_batch, val_batch, objective, WeightStep.of(w_opt),
                                 momentum_buffers(net, w_opt))
@@ -172,9 +192,11 @@ ARCH_STEPS = {1: first_order_arch_step, 2: second_order_arch_step}
 
 
 def bilevel_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int, total: int,
-                 grad_clip: float, order: int = 1) -> tuple[float, float]:
+                 grad_clip: float, order: int = 1, forces: dict | None = None
+                 ) -> tuple[float, float]:
     """One step: alpha on the val batch (first or second order), then the weights."""
-    val_loss = ARCH_STEPS[order](net, a_opt, w_opt, train_batch, val_batch, reg, step, total)
+    val_loss = ARCH_STEPS[order](net, a_opt, w_opt, train_batch, val_batch, reg, step, total,
+                                 forces)
     xt, yt = train_batch
     w_opt.zero_grad(set_to_none=True)
     weights = net.weight_parameters()
@@ -186,15 +208,22 @@ def bilevel_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int, tota
     return float(train_loss.detach()), val_loss
 
 
-def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=None) -> dict:
-    """Run (or resume) one search into the run folder ``out``; returns summary.json's content."""
+def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=None,
+               stop_at: int | None = None) -> dict:
+    """Run (or resume) one search into the run folder ``out``; returns summary.json's content.
+
+    ``stop_at``: pause after that many steps (a checkpoint, no summary; ``--resume`` goes on);
+    the schedules stay those of the whole budget ``cfg.steps``."""
     cfg.validate()
     cfg = cfg.resolved()
+    if stop_at is not None:
+        require_positive("stop_at", stop_at)
     with fixed_threads(cfg.threads):
-        return _run_search(cfg, out, resume=resume, progress_bar=progress_bar)
+        return _run_search(cfg, out, resume=resume, progress_bar=progress_bar, stop_at=stop_at)
 
 
-def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
+def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
+                stop_at: int | None = None) -> dict:
     space = get_space(cfg.space)
     table = space_table(space, cfg.nb201_table)
     device = resolve_device(cfg.device)
@@ -205,14 +234,17 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
     net = space.build_supernet(num_classes=data.num_classes, in_channels=data.in_channels,
                                channels=cfg.channels, cells=cfg.cells,
                                **space.proxy.options).to(device)
-    a_opt = torch.optim.Adam(net.arch_parameters(), lr=cfg.arch_lr, betas=(0.5, 0.999),
-                             weight_decay=cfg.arch_weight_decay)
     w_opt = torch.optim.SGD(net.weight_parameters(), lr=cfg.w_lr, momentum=cfg.w_momentum,
                             weight_decay=cfg.w_weight_decay, nesterov=False)
     train, val = _Stream(data.train, cfg.batch_size, cfg.seed * 2 + 1), \
         _Stream(data.val, cfg.batch_size, cfg.seed * 2 + 2)
     spe = len(train)
-    reg = make_regularizer(cfg.reg, cfg.reg_strength, cfg.reg_schedule, steps_per_epoch=spe)
+    reg = make_regularizer(cfg.reg, cfg.reg_strength, cfg.reg_schedule, steps_per_epoch=spe,
+                           h_min=cfg.reg_hmin)
+    if reg.needs_probe:  # candidates with state read the network on the step-0 val batch
+        reg.setup(net, _val_batch(cfg, val, 0, device)[0], space)
+    a_opt = torch.optim.Adam(list(net.arch_parameters()) + reg.parameters(), lr=cfg.arch_lr,
+                             betas=(0.5, 0.999), weight_decay=cfg.arch_weight_decay)
     diag_x = data.val.images[: cfg.diag_batch].to(device)
     diag_y = data.val.labels[: cfg.diag_batch].to(device)
     epochs = math.ceil(cfg.steps / spe)
@@ -224,6 +256,7 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
         net.load_state_dict(st["net"])
         a_opt.load_state_dict(st["a_opt"])
         w_opt.load_state_dict(st["w_opt"])
+        reg.load_state_dict(st.get("reg", {}))
         restore_rng_state(st["rng"])
         start, elapsed = int(st["step"]), float(st["elapsed"])
 
@@ -231,29 +264,35 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
     sums = [0.0, 0.0, 0]
     with progress(cfg.steps, f"search {cfg.space} {cfg.reg} seed {cfg.seed}", progress_bar,
                   completed=start) as tick:
-        for step in range(start, cfg.steps):
+        for step in range(start, min(stop_at or cfg.steps, cfg.steps)):
             lr = cosine_lr(step, cfg.steps, cfg.w_lr, cfg.w_lr_min)
             for group in w_opt.param_groups:
                 group["lr"] = lr
-            (xt, yt), (xv, yv) = train.at(step), val.at(step)
-            xt, yt, xv, yv = xt.to(device), yt.to(device), xv.to(device), yv.to(device)
+            xt, yt = train.at(step)
+            xt, yt = xt.to(device), yt.to(device)
             if cfg.augment:
                 xt = augment_images(xt, make_generator(cfg.seed, step, 0))
-                xv = augment_images(xv, make_generator(cfg.seed, step, 1))
+            xv, yv = _val_batch(cfg, val, step, device)
+            done = step + 1
+            logging = not (done % spe and done != cfg.steps)
+            forced = bool(cfg.force_every) and step % cfg.force_every == 0
+            forces = {} if (logging or forced) and cfg.order == 1 else None
             tl, vl = bilevel_step(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, step, cfg.steps,
-                                  cfg.grad_clip, cfg.order)
+                                  cfg.grad_clip, cfg.order, forces)
             if not (math.isfinite(tl) and math.isfinite(vl)):
                 raise DivergedError(f"non-finite loss at step {step} (train {tl}, val {vl}); "
                                     f"the last good checkpoint is kept in {run.path}")
             sums = [sums[0] + tl, sums[1] + vl, sums[2] + 1]
             tick(1)
-            done = step + 1
-            if done % spe and done != cfg.steps:
+            if forced and forces:
+                _append_jsonl(run.file(FORCES), {"step": step, **forces})
+            if not logging:
                 continue
             epoch = math.ceil(done / spe) - 1
             record = {"step": done, "epoch": epoch, "lr": lr, "lambda": reg.lam(step, cfg.steps),
                       "train_loss": sums[0] / sums[2], "val_loss": sums[1] / sums[2]}
             sums = [0.0, 0.0, 0]
+            record.update(forces or {})
             record.update(_epoch_diagnostics(space, net, diag_x, diag_y, table))
             if hessian_every and (epoch % hessian_every == 0 or done == cfg.steps):
                 record["hessian_eig"] = diag.hessian_eigenvalue(net, diag_x, diag_y)
@@ -261,14 +300,34 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
             run.log(record)
             run.save({"net": net.state_dict(), "a_opt": a_opt.state_dict(),
                       "w_opt": w_opt.state_dict(), "rng": capture_rng_state(), "step": done,
-                      "elapsed": record["seconds"]})
+                      "elapsed": record["seconds"], "reg": reg.state_dict()})
             tick(0, entropy=record["mean_entropy"], pfree=record["param_free_ops"])
+
+    if stop_at is not None and stop_at < cfg.steps:
+        return {"stopped_at": stop_at, "forces": str(run.file(FORCES))}
 
     history = run.metrics()
     summary = _summary(cfg, space, net, history, table, time.perf_counter() - t0)
     _plots(run, history, space)
     run.write_summary(summary)
     return summary
+
+
+FORCES = "forces.jsonl"  # step-level force records (``force_every``)
+
+
+def _val_batch(cfg: SearchConfig, val: _Stream, step: int, device):
+    """The (augmented) validation batch of ``step``."""
+    xv, yv = val.at(step)
+    xv, yv = xv.to(device), yv.to(device)
+    if cfg.augment:
+        xv = augment_images(xv, make_generator(cfg.seed, step, 1))
+    return xv, yv
+
+
+def _append_jsonl(path, record: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
 
 
 def _arch_weights(net) -> dict[str, list]:
@@ -298,7 +357,8 @@ def _summary(cfg: SearchConfig, space, net, history: list[dict], table, seconds:
         "hessian_eig": hess[-1] if hess else None,
         "search_seconds": seconds,
         "reg": cfg.reg,
-        "reg_resolved": asdict(make_regularizer(cfg.reg, cfg.reg_strength, cfg.reg_schedule)),
+        "reg_resolved": asdict(make_regularizer(cfg.reg, cfg.reg_strength, cfg.reg_schedule,
+                                                h_min=cfg.reg_hmin)),
         "seed": cfg.seed,
         "steps": cfg.steps,
         "order": cfg.order,
@@ -320,3 +380,7 @@ def _plots(run: RunDir, history: list[dict], space) -> None:
     run.save_figure(diag.plot_edge_weights(history, specs), "arch_weights.png")
     run.save_figure(diag.plot_search_curves(history, sum(rows) / len(rows)), "search_curves.png")
     run.save_figure(diag.plot_ib_plane(history), "ib_plane.png")
+    if any(h.get("node_entropy") for h in history):
+        run.save_figure(diag.plot_node_entropy(history), "node_entropy.png")
+    if any(h.get("force_ratio") is not None for h in history):
+        run.save_figure(diag.plot_forces(history), "forces.png")

@@ -1,0 +1,176 @@
+"""BER candidates built on batch entropy (ours; the paper's formula is not public).
+
+Both act on alpha only (the architecture step) and read the search cells through a probe
+(genlab.nas.probe); H_B is Peer et al.'s batch entropy (genlab.nas.entropy.batch_entropy).
+
+- ``ber-lbe``: Peer et al.'s layerwise batch-entropy loss (TMLR 2022) carried over to the
+  architecture step. Over the nodes T_n of every search cell (intermediate nodes and output),
+
+      L = CE_val x [1 + beta x mean_n (H_B(T_n) - max(h_min, |h_n|))^2],
+
+  with one learnable target h_n per node, trained by the alpha optimiser and initialised at the
+  node's batch entropy on the first validation batch. The penalty is two-sided (it resists
+  both the decay and the inflation of a node's batch entropy away from its target) and fades
+  as CE falls. The regulariser's term is ``beta x CE_val x mean_n (...)^2`` (strength = beta).
+- ``ber-op``: a per-op compression penalty, R = sum over alpha tensors of
+  mean_e sum_k p_ek sg[D_ek], p_e = softmax(alpha_e),
+  D_ek = relu(H_B(x_e) - H_B(o_ek)): the batch entropy that op k's unscaled output o_ek loses
+  relative to the edge input x_e, averaged over the cells that share the alpha tensor (sg: no
+  gradient through the features). The gradient on alpha_e is p_e * (D_e - p_e . D_e) / |E|:
+  it pushes alpha away from the ops that discard more batch entropy than the edge's average
+  (``none``, whose output is 0, loses all of it; pooling loses some) from step 0, and is
+  nearly indifferent between ops that keep it (convolutions with BatchNorm, skip), which it
+  leaves to the data. Edge inputs are read from the cell's trace: state s of an edge 't<-s'
+  is ``(inputs + nodes)[s]``; in the DARTS spaces the inputs are those before the cells'
+  preprocessing (an approximation of the edge input, stated here).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import torch
+import torch.nn.functional as F
+
+from genlab.core.errors import ConfigError
+from genlab.nas.entropy import batch_entropy
+from genlab.nas.probe import CellTraces
+
+EDGE_RE = re.compile(r"^(\d+)<-(\d+)$")
+
+
+def node_entropies(probe: CellTraces) -> torch.Tensor:
+    """H_B of every node of every traced cell (cells in forward order, nodes in order)."""
+    if not probe.traces:
+        raise ConfigError("the batch-entropy penalties need the cells' traces: pass the probe "
+                          "from make_probe() to the supernet's forward")
+    return torch.stack([batch_entropy(t) for tr in probe.traces for t in tr.nodes])
+
+
+class LayerwiseBatchEntropy:
+    """ber-lbe: Peer's layerwise batch-entropy loss on the cell nodes, learnable targets."""
+
+    needs_probe = True
+    uses_val_loss = True
+
+    def __init__(self, h_min: float = 0.0):
+        if not h_min >= 0:
+            raise ConfigError(f"--reg-hmin must be >= 0, got {h_min}")
+        self.h_min = float(h_min)
+        self.targets: torch.nn.Parameter | None = None
+
+    def make_probe(self) -> CellTraces:
+        return CellTraces()
+
+    def setup(self, net, x: torch.Tensor, space) -> None:
+        """Create the targets h_n at the nodes' batch entropy on ``x`` (a copy of the net runs)."""
+        twin = copy.deepcopy(net).train()
+        probe = self.make_probe()
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            twin(x, probe=probe)
+        self.targets = torch.nn.Parameter(node_entropies(probe).detach().clone())
+
+    def parameters(self) -> list[torch.Tensor]:
+        return [] if self.targets is None else [self.targets]
+
+    def penalty(self, alphas, probe, val_loss: torch.Tensor | None) -> torch.Tensor:
+        if self.targets is None:
+            raise ConfigError("ber-lbe's targets are not set: call setup(net, x, space) first")
+        if val_loss is None:
+            raise ConfigError("ber-lbe multiplies the validation cross-entropy: pass val_loss")
+        h = node_entropies(probe)
+        if h.shape != self.targets.shape:
+            raise ConfigError(f"ber-lbe has {self.targets.numel()} node targets but the probe "
+                              f"traced {h.numel()} nodes")
+        target = torch.clamp(self.targets.abs(), min=self.h_min)
+        return val_loss * ((h - target) ** 2).mean()
+
+    def state_dict(self) -> dict:
+        return {} if self.targets is None else {"targets": self.targets.detach().clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if "targets" in state:
+            if self.targets is None:
+                self.targets = torch.nn.Parameter(state["targets"].clone())
+            else:
+                with torch.no_grad():
+                    self.targets.copy_(state["targets"])
+
+
+def edge_sources(rows: tuple[str, ...]) -> list[int]:
+    """The source state of every alpha row named 't<-s' (a ConfigError for other names)."""
+    out = []
+    for row in rows:
+        m = EDGE_RE.match(row)
+        if m is None:
+            raise ConfigError(f"ber-op needs alpha rows that are edges 't<-s'; got row {row!r} "
+                              "(this space has no edge inputs to compare op outputs with)")
+        out.append(int(m.group(2)))
+    return out
+
+
+class OpCompression:
+    """ber-op: mean_e sum_k p_ek sg[relu(H_B(edge input) - H_B(op output))]."""
+
+    needs_probe = True
+    uses_val_loss = False
+
+    def __init__(self):
+        self.sources: dict[str, list[int]] = {}
+
+    def make_probe(self) -> CellTraces:
+        return CellTraces(ops=True)
+
+    def setup(self, net, x: torch.Tensor, space) -> None:
+        self.sources = {name: edge_sources(spec.rows)
+                        for name, spec in space.alpha_specs().items()}
+
+    def parameters(self) -> list[torch.Tensor]:
+        return []
+
+    def losses(self, alphas, probe: CellTraces) -> dict[str, torch.Tensor]:
+        """D per alpha tensor, shape (rows, K), averaged over the cells sharing it (no graph)."""
+        if not probe.traces or not probe.ops:
+            raise ConfigError("ber-op needs every op's output: pass the probe from make_probe() "
+                              "(wants_ops) to the supernet's forward")
+        sums: dict[str, torch.Tensor] = {}
+        counts: dict[str, int] = {}
+        with torch.no_grad():
+            for tr in probe.traces:
+                alpha = alphas[tr.alpha]
+                if tr.alpha not in self.sources:
+                    raise ConfigError(f"ber-op has no edge sources for alpha {tr.alpha!r}: call "
+                                      "setup(net, x, space) first")
+                sources = self.sources[tr.alpha]
+                states = tr.inputs + tr.nodes
+                d = torch.zeros(alpha.shape, dtype=alpha.dtype, device=alpha.device)
+                for r, s in enumerate(sources):
+                    h_in = batch_entropy(states[s])
+                    for k in range(alpha.shape[1]):
+                        out = probe.ops.get((tr.alpha, tr.index, r, k))
+                        h_out = h_in.new_zeros(()) if out is None else batch_entropy(out)
+                        d[r, k] = F.relu(h_in - h_out)
+                sums[tr.alpha] = sums.get(tr.alpha, 0) + d
+                counts[tr.alpha] = counts.get(tr.alpha, 0) + 1
+        return {name: sums[name] / counts[name] for name in sums}
+
+    def penalty(self, alphas, probe, val_loss=None) -> torch.Tensor:
+        total = None
+        for name, d in self.losses(alphas, probe).items():
+            term = (F.softmax(alphas[name], dim=-1) * d).sum(-1).mean()
+            total = term if total is None else total + term
+        return total
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+# name -> builder of the candidate penalty from its settings
+CANDIDATES = {
+    "ber-lbe": lambda h_min=0.0: LayerwiseBatchEntropy(h_min),
+    "ber-op": lambda h_min=0.0: OpCompression(),
+}
