@@ -9,14 +9,20 @@ true appearance cluster (normalised mutual information between top-1 expert and
 cluster; cluster purity; mean max weight). The oracle (one expert per true cluster) is
 the upper reference of what routing can gain.
 
-    python benchmarks/gaze_moe_variants.py --out runs/bench    # ~40 CPU-minutes
+    python benchmarks/gaze_moe_variants.py --out runs/bench    # ~45 CPU-minutes
+    python benchmarks/gaze_moe_variants.py --out runs/bench --variants 0,1,9   # a subset
 
-Writes DIR/gaze_moe_variants.json and .md; run folders in DIR/gaze_moe_variants/.
+``--variants`` picks rows by their index in VARIANTS (run folders keep the index, so a
+subset reuses finished runs of a full invocation and vice versa).
+
+Writes DIR/gaze_moe_variants.json and .md (a subset: gaze_moe_variants_0-1-9.json ...);
+run folders in DIR/gaze_moe_variants/.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,6 +44,7 @@ VARIANTS = {
     "oracle (true cluster)": {"routing": "oracle"},
     "gaze loss reaches the router": {"router_grad": True},
     "router from gaze loss only": {"router_grad": True, "appearance_weight": 0.0},
+    "router learns residual groups at 30%": {"group_router_at": 0.3},
 }
 
 
@@ -48,36 +55,60 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--variants", default=None,
+                    help="comma-separated indices into VARIANTS (default: all; 0 = baseline, "
+                    "needed for the differences)")
     args = ap.parse_args()
+    names = list(VARIANTS)
+    pick = (range(len(names)) if args.variants is None
+            else sorted({0, *(int(i) for i in args.variants.split(","))}))
     base = GazeTrainConfig(model="moegaze", source=args.source, targets=[args.source],
                            steps=args.steps, train_count=3000, test_count=200)
     folder = args.out / "gaze_moe_variants"
-    specs = [RunSpec(f"{i}_s{seed}", replace(base, seed=seed, **kw), folder / f"{i}_s{seed}")
-             for seed in range(args.seeds) for i, kw in enumerate(VARIANTS.values())]
+    specs = [RunSpec(f"{i}_s{seed}", replace(base, seed=seed, **VARIANTS[names[i]]),
+                     folder / f"{i}_s{seed}")
+             for seed in range(args.seeds) for i in pick]
     results = run_specs(specs, TrainExecutor(args.out / "gaze_moe_variants_data", plots=False),
                         workers=args.workers, description="moegaze variants")
-    per = {name: [results[f"{i}_s{s}"] for s in range(args.seeds)]
-           for i, name in enumerate(VARIANTS)}
+    per = {names[i]: [results[f"{i}_s{s}"] for s in range(args.seeds)] for i in pick}
     cells = {n: Cell.from_runs([r["val"]["per_subject"] for r in rs], n) for n, rs in per.items()}
     draws = Draws.make(*cells["baseline"].m.shape, n_boot=2000)
-    rows = []
-    for name, rs in per.items():
+    rows, default = [], cells.get("moegaze (default)")
+    for i in pick:
+        name, rs = names[i], per[names[i]]
         d = paired(cells["baseline"], cells[name], draws)
+        dd = paired(default, cells[name], draws) if default is not None else None
         router = [r["val"]["router"] for r in rs]
         mean = lambda k: float(np.mean([x[k] for x in router])) if router[0] else None  # noqa
         rows.append({"variant": name, "held-out source (deg)": cells[name].value,
                      "minus baseline [95%]": fmt_ci(d["diff"], d["diff_ci"], sign=True),
+                     "minus default [95%]": fmt_ci(dd and dd["diff"], dd and dd["diff_ci"],
+                                                   sign=True),
                      "expert-cluster NMI": mean("expert_cluster_nmi"),
                      "cluster purity": mean("cluster_purity"),
-                     "mean max weight": mean("mean_max_weight")})
+                     "mean max weight": mean("mean_max_weight"),
+                     "residual-group NMI": _group_nmi(folder, i, args.seeds)})
     md = (f"Held-out {args.source} subjects, {args.seeds} seeds, {args.steps} steps; "
           "differences paired by seed.\n\n" + markdown_table(rows, digits=3))
     print(md)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_json(args.out / "gaze_moe_variants.json", {"rows": rows, "source": args.source,
+    suffix = "" if args.variants is None else "_" + "-".join(map(str, pick))
+    write_json(args.out / f"gaze_moe_variants{suffix}.json", {"rows": rows, "source": args.source,
                                                      "seeds": args.seeds,
                                                      "steps": args.steps})
-    (args.out / "gaze_moe_variants.md").write_text(md)
+    (args.out / f"gaze_moe_variants{suffix}.md").write_text(md)
+
+
+def _group_nmi(folder: Path, index: int, seeds: int) -> float | None:
+    """Mean NMI between residual groups and true clusters (runs that regrouped; from
+    metrics.jsonl)."""
+    vals = []
+    for seed in range(seeds):
+        for line in (folder / f"{index}_s{seed}" / "metrics.jsonl").read_text().splitlines():
+            rec = json.loads(line)
+            if "group_cluster_nmi" in rec:
+                vals.append(rec["group_cluster_nmi"])
+    return float(np.mean(vals)) if vals else None
 
 
 if __name__ == "__main__":

@@ -77,6 +77,9 @@ def train(
     input_norm: str = typer.Option("half", help="half (x - 0.5) or imagenet (mean/std)."),
     pretrained: Path = typer.Option(None, help="torchvision-layout ResNet state-dict file "
                                     "for the backbone (needs --width 64 --stem imagenet)."),
+    group_router_at: float = typer.Option(0.0, help="MoEGaze: at this share of the steps "
+                                          "group the training subjects by residuals and "
+                                          "train the router on the groups (0: never)."),
     fraction: float = typer.Option(1.0, help="Share of the source training images, in (0, 1]."),
     steps: int = typer.Option(400, help="Optimiser steps (the same for any --fraction)."),
     warmup_steps: int = typer.Option(30, help="Linear LR warm-up steps (then cosine to 0)."),
@@ -101,7 +104,8 @@ def train(
         model=model, source=source, targets=list(target) if target else ["narrow-m"],
         experts=experts, routing=routing, balance=balance, temperature=temperature,
         width=width, stem=stem, input_norm=input_norm,
-        pretrained=str(pretrained) if pretrained else None, fraction=fraction, steps=steps,
+        pretrained=str(pretrained) if pretrained else None, group_router_at=group_router_at,
+        fraction=fraction, steps=steps,
         warmup_steps=warmup_steps, eval_every=eval_every, batch_size=batch_size, lr=lr,
         train_count=train_count, test_count=test_count, size=parse_size(size),
         data_seed=data_seed, seed=seed, device=device, threads=threads, workers=workers,

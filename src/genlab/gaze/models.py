@@ -29,6 +29,11 @@ the backbone map stays detached; ``appearance_grad=True`` removes both stop-grad
 (then the subject-contrastive loss also shapes the backbone).
 ``routing="oracle"`` replaces the router by the sample's true appearance cluster
 (one-hot), where the data know it: the upper reference of appearance routing.
+``regroup`` (called part-way through training when asked) groups the training subjects
+by how the current model errs on them (genlab.gaze.residual_groups); from then on the
+appearance loss is the cross-entropy of the router's logits against each sample's
+group instead of the subject-contrastive loss, so the router learns to send people
+with one image-to-gaze mapping to one expert.
 
 Paired initialisation: the backbone and the head are drawn from their own seeded
 streams (``init_seed``), so a baseline and a MoEGaze built with the same seed start
@@ -43,11 +48,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
+from sklearn.metrics import normalized_mutual_info_score
 from torch import nn
 
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
 from genlab.gaze.backbones import ResNetBackbone
 from genlab.gaze.gazeset import GazeLabels
+from genlab.gaze.metrics import predict
+from genlab.gaze.residual_groups import group_subjects, lookup_groups
 from genlab.gaze.routing import (
     BALANCES,
     ROUTINGS,
@@ -106,6 +114,10 @@ class GazeModel(nn.Module):
 
     def after_step(self, out: GazeOutput) -> None:
         """Called after every optimiser step with that step's outputs (default: nothing)."""
+
+    def regroup(self, data, device, seed: int, batch_size: int = 256) -> dict:
+        """Called part-way through training when asked (default: nothing; see MoEGaze)."""
+        return {}
 
 
 def _backbone(width: int, stem: str, input_norm: str, init_seed: int) -> ResNetBackbone:
@@ -191,6 +203,9 @@ class MoEGaze(GazeModel):
             requires_grad=balance != "rebalance",
         )
         self.register_buffer("running_load", torch.full((num_experts,), 1.0 / num_experts))
+        # residual groups of the training subjects (empty until regroup is called)
+        self.register_buffer("group_ids", torch.zeros(0, dtype=torch.long))
+        self.register_buffer("group_of_id", torch.zeros(0, dtype=torch.long))
 
     # -- pieces -------------------------------------------------------------------
     def appearance_embedding(self, maps: list[torch.Tensor]) -> torch.Tensor:
@@ -251,7 +266,12 @@ class MoEGaze(GazeModel):
             if self.balance == "switch":
                 losses["balance"] = switch_balance_loss(soft)
         z = torch.einsum("nk,nkg->ng", weights, self.experts(feats))
-        if labels is not None:
+        if labels is not None and len(self.group_ids):
+            if self.training:  # groups are known for training subjects only
+                group = lookup_groups(self.group_ids, self.group_of_id, labels.subject)
+                sims = appearance @ F.normalize(self.prototypes, dim=1).T
+                losses["appearance"] = F.cross_entropy(sims / self.temperature, group)
+        elif labels is not None:
             losses["appearance"] = subject_contrastive_loss(
                 appearance, labels.subject, self.contrastive_tau
             )
@@ -268,6 +288,39 @@ class MoEGaze(GazeModel):
         emb = [self.embed(x.to(device)) for x, _ in data.load(batches)]
         self.init_prototypes(torch.cat(emb), seed=seed)
         self.train(was_training)
+
+    @torch.no_grad()
+    def regroup(self, data, device, seed: int, batch_size: int = 256) -> dict:
+        """Group the training subjects by their residuals under the current model; set each
+        prototype to its group's mean appearance (router logits are then trained against
+        the groups). Returns the group sizes (and the groups' NMI with the true appearance
+        clusters where the data know them)."""
+        pred = predict(self, data, device, batch_size).gaze
+        labels = data.labels
+        ids, groups = group_subjects(pred, labels.gaze, labels.subject, self.num_experts, seed)
+        self.group_ids = ids.to(self.prototypes.device)
+        self.group_of_id = groups.to(self.prototypes.device)
+        sample_group = lookup_groups(ids, groups, labels.subject)
+        was_training = self.training
+        self.eval()
+        emb = torch.cat([self.embed(x.to(device)).cpu() for x, _ in
+                         data.load(ordered_batches(len(data), batch_size))])
+        self.train(was_training)
+        for j in range(self.num_experts):
+            if bool((sample_group == j).any()):
+                self.prototypes[j] = F.normalize(emb[sample_group == j].mean(dim=0), dim=0)
+        self.running_load.fill_(1.0 / self.num_experts)
+        stats = {"group_sizes": torch.bincount(groups, minlength=self.num_experts).tolist()}
+        if bool((labels.cluster >= 0).all()):
+            stats["group_cluster_nmi"] = float(normalized_mutual_info_score(
+                labels.cluster.numpy(), sample_group.numpy()))
+        return stats
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name in ("group_ids", "group_of_id"):  # sized by the data: adopt the saved size
+            if prefix + name in state_dict:
+                setattr(self, name, torch.empty_like(state_dict[prefix + name]))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def after_step(self, out: GazeOutput) -> None:
         if self.balance == "rebalance" and self.routing != "oracle":

@@ -10,6 +10,9 @@ any data). Loss per step = L1(gaze, target) + ``balance_weight`` * L_bal +
 ``reinit_router_at`` (a fraction of the steps, 0 = never) calls the model's
 ``prepare`` hook again at the end of the chunk that reaches that step: MoEGaze then
 re-fits its prototypes by k-means on the appearance embeddings learned so far.
+``group_router_at`` likewise calls the model's ``regroup`` hook: MoEGaze then groups the
+training subjects by the current model's residuals and trains its router to predict
+each sample's group (genlab.gaze.residual_groups).
 
 Batches come from a seeded stream that depends only on (seed, step) (see
 genlab.gaze.splits.step_batches): models trained with the same seed see the same
@@ -80,6 +83,7 @@ class GazeTrainConfig:
     appearance_grad: bool = False
     router_grad: bool = False
     reinit_router_at: float = 0.0
+    group_router_at: float = 0.0
     train_count: int = 3000
     test_count: int = 1000
     val_fraction: float = 0.2
@@ -108,8 +112,9 @@ class GazeTrainConfig:
             require_positive(name, getattr(self, name), allow_zero=True)
         if not 0 < self.fraction <= 1:
             raise ConfigError(f"fraction must be in (0, 1], got {self.fraction}")
-        if not 0 <= self.reinit_router_at < 1:
-            raise ConfigError(f"reinit_router_at must be in [0, 1), got {self.reinit_router_at}")
+        for name in ("reinit_router_at", "group_router_at"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if not 0 < self.val_fraction < 1:
             raise ConfigError(f"val_fraction must be in (0, 1), got {self.val_fraction}")
         if len(self.size) != 2 or min(self.size) < 8:
@@ -244,6 +249,7 @@ def train_gaze(cfg: GazeTrainConfig, data, out: str | Path, *, resume: bool = Fa
                            cfg.data_seed)
 
     reinit_step = round(cfg.reinit_router_at * cfg.steps)
+    group_step = round(cfg.group_router_at * cfg.steps)
 
     def on_chunk(chunk: int, m) -> dict:
         start, stop = chunk_steps(chunk)
@@ -251,6 +257,8 @@ def train_gaze(cfg: GazeTrainConfig, data, out: str | Path, *, resume: bool = Fa
         if start < reinit_step <= stop:  # re-fit the router on the trained embeddings
             m.prepare(data.train, device, cfg.seed, cfg.eval_batch_size)
             record["router_prepared"] = True
+        if start < group_step <= stop:  # group subjects by residuals; router learns groups
+            record.update(m.regroup(data.train, device, cfg.seed, cfg.eval_batch_size))
         record["val_mean_deg"] = summarise(predict(m, curve_val, device, cfg.eval_batch_size),
                                            curve_val.labels)["mean_deg"]
         return record
