@@ -103,3 +103,6 @@ def test_correlate_cli_resumes_a_killed_grid(tmp_path, monkeypatch):
     assert {r["measure"] for r in summary["tau"]["gap_acc"]} >= {"trace_sigma", "m_sharpness"}
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     assert (out / "scatter_gap_acc.png").exists()
+    table = (out / "table.md").read_text()  # one table per gap (and per converged subset)
+    assert "### Kendall tau against gap_acc, all 2 trainings" in table
+    assert table.count("| trace_sigma |") == len(summary["tau"]) + len(summary["tau_converged"])

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from genlab.core.errors import ConfigError, DivergedError, require_choice
-from genlab.core.report import figure
+from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.correlation import tau_table
 from genlab.optim.studies.grid import expand, run_grid
@@ -95,6 +95,10 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
                         if len(converged) >= 2 else {})
     for gap in GAPS:
         _scatter(run, finished, gap)
+    (run.path / "table.md").write_text(
+        tables_markdown(tables, f"all {len(finished)} trainings")
+        + tables_markdown(tables_converged, f"{len(converged)} converged trainings "
+                                            f"(training accuracy >= {cfg.min_train_acc})"))
     summary = {"arch": cfg.arch, "trainings": len(records),
                "diverged": len(records) - len(finished), "hyperparameters": varying,
                "train_acc_min": min(r["train_acc"] for r in finished),
@@ -103,6 +107,16 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
                "records": records}
     run.write_summary(summary)
     return summary
+
+
+TABLE_COLUMNS = ["measure", "tau", "tau_lo", "tau_hi", "granulated"]
+
+
+def tables_markdown(tables: dict, title: str) -> str:
+    """One Markdown table per gap: tau, its 95% bootstrap interval, granulated tau."""
+    return "".join(f"### Kendall tau against {gap}, {title}\n\n"
+                   + markdown_table(rows, TABLE_COLUMNS, digits=2) + "\n"
+                   for gap, rows in tables.items())
 
 
 def _scatter(run: RunDir, records: list[dict], gap: str) -> None:

@@ -68,6 +68,12 @@ class DepthWidthConfig:
                            measure_probes=self.measure_probes)
 
 
+def depthwidth_specs(cfg: DepthWidthConfig, arch: str, store: Path) -> list:
+    """The run specs of one architecture's grid: every (depth, width) at every seed."""
+    return [stored(store, f"{arch}-d{d}-w{w}", cfg.config(arch, d, w, s))
+            for d in cfg.depths[arch] for w in cfg.widths[arch] for s in range(cfg.seeds)]
+
+
 def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path | None = None,
                    resume: bool = False, progress_bar: bool | None = None) -> dict:
     """Train and measure every grid cell and seed (resumable); tables, taus and plots."""
@@ -78,8 +84,7 @@ def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path 
     log = StudyLog(run)
     results = {}
     for arch in cfg.archs:
-        specs = [stored(store, f"{arch}-d{d}-w{w}", cfg.config(arch, d, w, s))
-                 for d in cfg.depths[arch] for w in cfg.widths[arch] for s in range(cfg.seeds)]
+        specs = depthwidth_specs(cfg, arch, store)
         records = execute(specs, log, progress_bar=progress_bar, name=f"depth-width {arch}")
         recs = [r for r in records.values() if not r.get("diverged")]
         cells = []
