@@ -37,6 +37,7 @@ from genlab.core.seeding import (
 from genlab.core.trainer import resolve_device
 from genlab.nas import diagnostics as diag
 from genlab.nas.architect import WeightStep, momentum_buffers, unrolled_arch_grads
+from genlab.nas.ddp import SearchParallel
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.spaces import get_space
 from genlab.nas.table import ENV_VAR, NB201Table
@@ -205,6 +206,7 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
     net = space.build_supernet(num_classes=data.num_classes, in_channels=data.in_channels,
                                channels=cfg.channels, cells=cfg.cells,
                                **space.proxy.options).to(device)
+    par = SearchParallel(net, cfg.order)  # data-parallel under torchrun (genlab.nas.ddp)
     a_opt = torch.optim.Adam(net.arch_parameters(), lr=cfg.arch_lr, betas=(0.5, 0.999),
                              weight_decay=cfg.arch_weight_decay)
     w_opt = torch.optim.SGD(net.weight_parameters(), lr=cfg.w_lr, momentum=cfg.w_momentum,
@@ -240,8 +242,11 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
             if cfg.augment:
                 xt = augment_images(xt, make_generator(cfg.seed, step, 0))
                 xv = augment_images(xv, make_generator(cfg.seed, step, 1))
-            tl, vl = bilevel_step(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, step, cfg.steps,
-                                  cfg.grad_clip, cfg.order)
+            xt, yt, xv, yv = par.shard(xt, yt, xv, yv)
+            with par.step():
+                tl, vl = bilevel_step(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, step,
+                                      cfg.steps, cfg.grad_clip, cfg.order)
+            tl, vl = par.global_losses(tl, vl)
             if not (math.isfinite(tl) and math.isfinite(vl)):
                 raise DivergedError(f"non-finite loss at step {step} (train {tl}, val {vl}); "
                                     f"the last good checkpoint is kept in {run.path}")
@@ -254,9 +259,10 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
             record = {"step": done, "epoch": epoch, "lr": lr, "lambda": reg.lam(step, cfg.steps),
                       "train_loss": sums[0] / sums[2], "val_loss": sums[1] / sums[2]}
             sums = [0.0, 0.0, 0]
-            record.update(_epoch_diagnostics(space, net, diag_x, diag_y, table))
-            if hessian_every and (epoch % hessian_every == 0 or done == cfg.steps):
-                record["hessian_eig"] = diag.hessian_eigenvalue(net, diag_x, diag_y)
+            with par.local():  # every rank alone, on the same diagnostic batch
+                record.update(_epoch_diagnostics(space, net, diag_x, diag_y, table))
+                if hessian_every and (epoch % hessian_every == 0 or done == cfg.steps):
+                    record["hessian_eig"] = diag.hessian_eigenvalue(net, diag_x, diag_y)
             record["seconds"] = time.perf_counter() - t0
             run.log(record)
             run.save({"net": net.state_dict(), "a_opt": a_opt.state_dict(),
@@ -264,6 +270,7 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
                       "elapsed": record["seconds"]})
             tick(0, entropy=record["mean_entropy"], pfree=record["param_free_ops"])
 
+    par.close()
     history = run.metrics()
     summary = _summary(cfg, space, net, history, table, time.perf_counter() - t0)
     _plots(run, history, space)
