@@ -155,3 +155,78 @@ def test_search_resumed_under_two_processes_equals_uninterrupted(two_process):
         assert r["resumed"]["alpha"] == r["summary"]["alpha"]
         for k, v in r["net"].items():
             assert torch.equal(v, r["net_resumed"][k]), k
+
+
+@pytest.mark.parametrize("balance", ["switch", "rebalance"])
+def test_gaze_two_processes_equals_one(two_process, tmp_path, balance):
+    """MoEGaze under 2 processes (balance loss, contrastive loss and re-balancing on the global
+    batch) against one process at the same global batch; float32 (asserted 1e-3)."""
+    from genlab.gaze.protocol import SyntheticCache, load_task_data
+    from genlab.gaze.train import train_gaze
+
+    folder, results = two_process
+    cfg = ddp_cases.gaze_config(balance)
+    model, one = train_gaze(cfg, load_task_data(cfg, SyntheticCache()), tmp_path / "one",
+                            progress_bar=False, plots=False)
+    two = results[0]["gaze"][balance]
+    assert one["processes"] == 1 and two["summary"]["processes"] == 2
+    state1 = model.state_dict()
+    worst = max(float((two["state"][k].double() - state1[k].double()).abs().max())
+                for k in state1)
+    print(f"gaze {balance}, 2 processes vs 1: largest weight difference {worst:.3g}")
+    assert worst < 1e-3, worst
+    m1 = [json.loads(s) for s in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    m2 = [json.loads(s) for s in
+          (folder / f"gaze_{balance}" / "metrics.jsonl").read_text().splitlines()]
+    assert len(m1) == len(m2) == 2
+    for a, b in zip(m1, m2, strict=True):
+        for key in a:
+            if key.startswith("train_"):
+                assert b[key] == pytest.approx(a[key], rel=1e-3), key
+    assert one["val_mean_deg"] == pytest.approx(two["summary"]["val_mean_deg"], rel=1e-3)
+
+
+def test_optim_sgd_two_processes_equals_one(two_process, tmp_path):
+    from genlab.optim.studies.train import train_digits
+
+    folder, results = two_process
+    one = train_digits(ddp_cases.optim_config("sgd"), tmp_path / "one", progress_bar=False)
+    two = results[0]["optim"]["sgd"]
+    assert one["processes"] == 1 and two["summary"]["processes"] == 2
+    state1 = ddp_cases.model_state(tmp_path / "one")
+    worst = max(float((two["state"][k] - state1[k]).abs().max()) for k in state1)
+    assert worst < 1e-4, worst  # float32, 46 SGD steps with momentum
+    assert two["summary"]["test_acc"] == pytest.approx(one["test_acc"], abs=0.003)
+
+
+def test_optim_sam_first_pass_stays_on_each_rank(two_process):
+    """2-process SAM equals SAM with per-share perturbations written out in one process
+    (each rank ascends along its own share's gradient, as DDP SAM does; the second pass
+    is all-reduced); it differs from one-process SAM on the whole batch."""
+    _, results = two_process
+    reference = ddp_cases.sam_reference(2)
+    whole = ddp_cases.sam_reference(1)
+    for res in results:
+        state = res["optim"]["sam"]["state"]
+        worst = max(float((state[k] - reference[k]).abs().max()) for k in reference)
+        assert worst < 1e-4, worst
+    apart = max(float((results[0]["optim"]["sam"]["state"][k] - whole[k]).abs().max())
+                for k in whole)
+    assert apart > 1e-3, apart  # the test can tell a per-rank from a global perturbation
+
+
+def test_sam_family_declares_requires_closure():
+    import genlab.optim as optim_pkg
+    from genlab.core.amp import make_precision
+    from genlab.core.errors import ConfigError
+
+    model = torch.nn.Linear(2, 1)
+    for name in ("sam", "asam", "csam", "samgcm", "cov"):
+        kw = {"model": model} if name in ("samgcm", "cov", "csam") else {}
+        kw.update({"lam": 0.1} if name == "cov" else {})
+        opt = optim_pkg.make_optimizer(name, model.parameters(), lr=0.1, **kw)
+        assert opt.requires_closure, name
+        with pytest.raises(ConfigError, match="fp16 cannot drive"):
+            make_precision("fp16").step(opt, lambda: model(torch.ones(1, 2)).sum())
+    plain = optim_pkg.make_optimizer("sgd", model.parameters(), lr=0.1)
+    assert not getattr(plain, "requires_closure", False)

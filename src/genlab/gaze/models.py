@@ -45,6 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genlab.core.data_parallel import gather_batch
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
 from genlab.gaze.backbones import ResNetBackbone
 from genlab.gaze.gazeset import GazeLabels
@@ -271,7 +272,9 @@ class MoEGaze(GazeModel):
 
     def after_step(self, out: GazeOutput) -> None:
         if self.balance == "rebalance" and self.routing != "oracle":
-            self.rebalance_step(out.appearance.detach(), out.router_probs.detach())
+            # the global batch's assignments under torchrun (identical prototypes everywhere)
+            self.rebalance_step(gather_batch(out.appearance.detach()),
+                                gather_batch(out.router_probs.detach()))
 
     @torch.no_grad()
     def rebalance_step(self, appearance: torch.Tensor, probs: torch.Tensor) -> None:

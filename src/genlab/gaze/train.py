@@ -35,6 +35,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from genlab.core.data_parallel import global_batch_statistics
+from genlab.core.distributed import global_sum
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
 from genlab.core.runs import RunDir
 from genlab.core.seeding import seed_everything
@@ -164,6 +166,12 @@ class GazeTrainer(Trainer):
         return self.loss_weights[name]
 
     def step(self, x: torch.Tensor, labels: GazeLabels) -> float:
+        # under torchrun the balance and appearance losses and the re-balancing step see the
+        # global batch (genlab.gaze.routing); in one process this is the plain step
+        with global_batch_statistics():
+            return self._step(x, labels)
+
+    def _step(self, x: torch.Tensor, labels: GazeLabels) -> float:
         box = {}
 
         def closure():
@@ -184,8 +192,10 @@ class GazeTrainer(Trainer):
         return float(loss.detach())
 
     def pop_parts(self) -> dict:
-        """Mean of each loss term since the last call (for the metrics record)."""
-        out = {f"train_{k}": v / max(self.part_count, 1) for k, v in self.parts.items()}
+        """Mean of each loss term since the last call, over the global batches (metrics)."""
+        names = sorted(self.parts)
+        *sums, count = global_sum([self.parts[k] for k in names] + [self.part_count]).tolist()
+        out = {f"train_{k}": v / max(count, 1) for k, v in zip(names, sums, strict=True)}
         self.parts, self.part_count = {}, 0
         return out
 
