@@ -92,6 +92,9 @@ def train(
     device: str = typer.Option("cpu", help="cpu, cuda or auto."),
     threads: int = typer.Option(1, help="torch CPU threads (0: torch's default); recorded."),
     workers: int = typer.Option(0, help="DataLoader workers for real data."),
+    amp: str = typer.Option("off", help="off | bf16 | fp16: autocast of forward and loss; "
+                                        "fp16 adds a GradScaler (its state in the checkpoint)."),
+    channels_last: bool = typer.Option(False, help="NHWC layout of model and inputs."),
     resume: bool = typer.Option(False, help="Continue a killed run in --out."),
 ):
     from genlab.gaze.protocol import load_task_data
@@ -105,6 +108,7 @@ def train(
         warmup_steps=warmup_steps, eval_every=eval_every, batch_size=batch_size, lr=lr,
         train_count=train_count, test_count=test_count, size=parse_size(size),
         data_seed=data_seed, seed=seed, device=device, threads=threads, workers=workers,
+        amp=amp, channels_last=channels_last,
     )
     cfg.validate()
     data = load_task_data(cfg)

@@ -18,6 +18,8 @@ THREADS_HELP = ("torch intra-op threads (recorded in config.json); the result de
 REG_HELP = ("none (DARTS) | beta (beta-DARTS) | ber (our BER default) | ber-kl | ber-batch "
             "(the two BER variants, our reconstruction).")
 PROXY = "default: the space's digits proxy"
+AMP_HELP = ("off | bf16 | fp16: autocast of forward and loss; fp16 adds a GradScaler (its "
+            "state in the checkpoint).")
 
 
 @app.command()
@@ -50,6 +52,9 @@ def search(
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
     threads: int = typer.Option(1, help=THREADS_HELP),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
+    amp: str = typer.Option("off", help="off | bf16: autocast in the bilevel step (fp16 is "
+                                        "refused: no loss scaling in the search)."),
+    channels_last: bool = typer.Option(False, help="NHWC layout of supernet and inputs."),
     resume: bool = typer.Option(False, help="Continue a killed run in --out."),
 ):
     """Search an architecture by bilevel optimisation with the chosen regulariser."""
@@ -61,7 +66,7 @@ def search(
                        device=device, order=order, arch_lr=arch_lr,
                        arch_weight_decay=arch_weight_decay, augment=augment,
                        hessian_points=hessian_points, nb201_table=_s(nb201_table),
-                       threads=threads)
+                       threads=threads, amp=amp, channels_last=channels_last)
     s = run_search(cfg, out, resume=resume)
     typer.echo(f"genotype        {s['genotype']}")
     hess = "-" if s["hessian_eig"] is None else f"{s['hessian_eig']:.4g}"
@@ -100,6 +105,8 @@ def train(
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
     threads: int = typer.Option(1, help=THREADS_HELP),
+    amp: str = typer.Option("off", help=AMP_HELP),
+    channels_last: bool = typer.Option(False, help="NHWC layout of model and inputs."),
     resume: bool = typer.Option(False),
 ):
     """Retrain an architecture from scratch with its space's recipe; test accuracy, params."""
@@ -110,7 +117,7 @@ def train(
                         batch_size=batch_size, lr=lr, weight_decay=weight_decay,
                         grad_clip=grad_clip, auxiliary_weight=aux_weight, drop_path=drop_path,
                         cutout=cutout, augment=augment, seed=seed, device=device,
-                        threads=threads)
+                        threads=threads, amp=amp, channels_last=channels_last)
     s = retrain(cfg, out, resume=resume)
     typer.echo(f"test accuracy {s['test_acc']:.2f}%   parameters {s['params']:,}   "
                f"outputs in {out}")

@@ -23,8 +23,9 @@ from dataclasses import asdict, dataclass, replace
 import torch
 import torch.nn.functional as F
 
+from genlab.core.amp import channels_last_input, make_precision
 from genlab.core.data import Batches, augment_images, load_image_data
-from genlab.core.errors import ConfigError, DivergedError, require_positive
+from genlab.core.errors import ConfigError, DivergedError, require_choice, require_positive
 from genlab.core.progress import progress
 from genlab.core.runs import RunDir
 from genlab.core.seeding import (
@@ -43,6 +44,9 @@ from genlab.nas.spaces import get_space
 from genlab.nas.table import ENV_VAR, NB201Table
 
 ORDERS = (1, 2)
+# fp16 would need a GradScaler on both backward passes of the bilevel step (alpha, then the
+# weights) and on the unrolled gradient; bf16 has float32's range and needs none.
+SEARCH_PRECISIONS = ("off", "bf16")
 
 
 @dataclass
@@ -75,6 +79,8 @@ class SearchConfig:
     hessian_points: int = 6  # Hessian eigenvalue this many times over the run (0: never)
     nb201_table: str | None = None
     threads: int = 1  # torch intra-op threads: fixed, because the search is chaotic in them
+    amp: str = "off"  # off | bf16 (autocast in the bilevel step); fp16 is refused (no scaler)
+    channels_last: bool = False  # NHWC layout of the supernet and its inputs
 
     def resolved(self) -> SearchConfig:
         """A copy with every None size option filled from the space's proxy defaults."""
@@ -94,6 +100,11 @@ class SearchConfig:
         require_positive("hessian-points", self.hessian_points, allow_zero=True)
         for name in ("w_lr", "arch_lr"):
             require_positive(name.replace("_", "-"), getattr(self, name))
+        if self.amp == "fp16":
+            raise ConfigError("--amp fp16 is not available for the search: its two backward "
+                              "passes (alpha, then the weights) have no loss scaling; use "
+                              "--amp bf16 (float32's range, no scaler needed)")
+        require_choice("amp", self.amp, SEARCH_PRECISIONS)
         if self.order not in ORDERS:
             raise ConfigError(f"unknown order {self.order!r}; expected 1 (first order) or 2 "
                               "(second order)")
@@ -207,6 +218,9 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
                                channels=cfg.channels, cells=cfg.cells,
                                **space.proxy.options).to(device)
     par = SearchParallel(net, cfg.order)  # data-parallel under torchrun (genlab.nas.ddp)
+    precision = make_precision(cfg.amp, device)
+    if cfg.channels_last:
+        net.to(memory_format=torch.channels_last)
     a_opt = torch.optim.Adam(net.arch_parameters(), lr=cfg.arch_lr, betas=(0.5, 0.999),
                              weight_decay=cfg.arch_weight_decay)
     w_opt = torch.optim.SGD(net.weight_parameters(), lr=cfg.w_lr, momentum=cfg.w_momentum,
@@ -243,7 +257,8 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar) -> dict:
                 xt = augment_images(xt, make_generator(cfg.seed, step, 0))
                 xv = augment_images(xv, make_generator(cfg.seed, step, 1))
             xt, yt, xv, yv = par.shard(xt, yt, xv, yv)
-            with par.step():
+            xt, xv = (channels_last_input(x, cfg.channels_last) for x in (xt, xv))
+            with par.step(), precision.autocast():
                 tl, vl = bilevel_step(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, step,
                                       cfg.steps, cfg.grad_clip, cfg.order)
             tl, vl = par.global_losses(tl, vl)
