@@ -175,6 +175,10 @@ def bench(
     seeds: int = typer.Option(None, help="Seeds per setting (default 5)."),
     steps: int = typer.Option(None, help="Optimiser steps per run (default 300)."),
     workers: int = typer.Option(None, help="Runs trained at the same time (processes)."),
+    executor: str = typer.Option("local", help="local (this machine: in this process with "
+                                 "one worker, else a process pool) | inline | ray."),
+    address: str = typer.Option(None, help="HOST:PORT of a Ray cluster (--executor ray; "
+                                "default a local Ray instance)."),
 ):
     """MoEGaze vs the baseline in the synthetic worlds, with references and intervals.
 
@@ -188,7 +192,7 @@ def bench(
             setattr(cfg, name, value)
     if worlds:
         cfg.worlds = parse_list(worlds, option="--worlds")
-    result = run_bench(cfg, out)
+    result = run_bench(cfg, out, executor=executor, address=address)
     typer.echo(result["markdown"])
     typer.echo(f"bench results in {out} ({result['seconds']:.0f} s this invocation)")
 

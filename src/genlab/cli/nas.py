@@ -152,6 +152,11 @@ def bench(
                                                   "space per seed, retrained."),
     device: str = typer.Option("cpu"),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
+    executor: str = typer.Option("local", help="local (this machine: in this process with "
+                                 "one worker, else a process pool) | inline | ray."),
+    workers: int = typer.Option(1, help="Jobs (search + retraining) run at the same time."),
+    address: str = typer.Option(None, help="HOST:PORT of a Ray cluster (--executor ray; "
+                                "default a local Ray instance)."),
     resume: bool = typer.Option(False),
 ):
     """Search and retrain every regulariser x seed; write bench.md, bench.json and bench.png."""
@@ -162,7 +167,7 @@ def bench(
                       search=SearchConfig(space=space, steps=steps, order=order, device=device,
                                           nb201_table=_s(nb201_table)),
                       retrain_epochs=retrain_epochs, random_archs=random_archs)
-    run_bench(cfg, out, resume=resume)
+    run_bench(cfg, out, resume=resume, executor=executor, workers=workers, address=address)
     typer.echo((Path(out) / "bench.md").read_text())
     typer.echo(f"outputs in {out}")
 
