@@ -151,6 +151,164 @@ def resume_case(rank: int, world: int, folder: Path) -> dict:
             "metrics": run.metrics()}
 
 
+def search_config(**kw):
+    """A tiny NB201 search whose global batch (301) splits unevenly (151 + 150), with the
+    regulariser that reads batch statistics of the cells (ber-batch); 2 steps per epoch."""
+    from genlab.nas.search import SearchConfig
+
+    base = dict(channels=4, cells=1, size=8, steps=4, batch_size=301, hessian_points=1,
+                diag_batch=16, reg="ber-batch", reg_strength=1.0, reg_schedule="constant",
+                seed=2)
+    base.update(kw)
+    return SearchConfig(**base)
+
+
+def search_gradient_case(rank: int, world: int, reg: str) -> dict:
+    """Alpha and weight gradients of one bilevel step of a float64 NB201 supernet on this
+    rank's share of global batches of 301 (lr 0, no clipping)."""
+    from genlab.core.data import load_image_data
+    from genlab.nas.ddp import SearchParallel
+    from genlab.nas.regularizers import make_regularizer
+    from genlab.nas.search import bilevel_step
+    from genlab.nas.spaces import get_space
+
+    torch.manual_seed(0)
+    space = get_space("nb201")
+    data = load_image_data("digits", None, size=8, seed=0)
+    net = space.build_supernet(num_classes=10, in_channels=1, channels=4, cells=1,
+                               **space.proxy.options).double()
+    par = SearchParallel(net, 1)
+    batches = par.shard(data.train.images[:301].double(), data.train.labels[:301],
+                        data.val.images[:300].double(), data.val.labels[:300])
+    a_opt = torch.optim.SGD(net.arch_parameters(), lr=0.0)
+    w_opt = torch.optim.SGD(net.weight_parameters(), lr=0.0)
+    with par.step():
+        bilevel_step(net, a_opt, w_opt, batches[:2], batches[2:],
+                     make_regularizer(reg, 1.0, "constant"), 0, 10, 0.0, 1)
+    par.close()
+    return {"alpha": [a.grad.clone() for a in net.arch_parameters()],
+            "weights": [p.grad.clone() for p in net.weight_parameters()
+                        if p.grad is not None]}
+
+
+GAZE_TINY = dict(width=4, appearance_dim=8, gaze_feat_dim=8, steps=4, eval_every=2,
+                 warmup_steps=1, batch_size=31, train_count=96, test_count=32, size=[16, 24],
+                 source="app-e", targets=["app-m"], curve_val_images=32)
+
+
+def gaze_config(balance: str):
+    from genlab.gaze.train import GazeTrainConfig
+
+    return GazeTrainConfig(balance=balance, **GAZE_TINY)
+
+
+def gaze_case(rank: int, world: int, folder: Path) -> dict:
+    """Tiny MoEGaze trainings (global batch 31: shares 16 + 15) with the Switch balance loss
+    and with re-balanced prototypes, under P processes."""
+    from genlab.gaze.protocol import SyntheticCache, load_task_data
+    from genlab.gaze.train import train_gaze
+
+    out = {}
+    for balance in ("switch", "rebalance"):
+        cfg = gaze_config(balance)
+        model, summary = train_gaze(cfg, load_task_data(cfg, SyntheticCache()),
+                                    folder / f"gaze_{balance}", progress_bar=False, plots=False)
+        out[balance] = {"summary": summary,
+                        "state": {k: v.clone() for k, v in model.state_dict().items()}}
+    return out
+
+
+def optim_config(optimizer: str):
+    """A tiny digits MLP, one epoch at a global batch of 31 (shares 16 + 15)."""
+    from genlab.optim.studies.train import TrainConfig
+
+    return TrainConfig(arch="mlp", width=16, depth=1, optimizer=optimizer, lr=0.05, rho=0.05,
+                       batch_size=31, epochs=1, measure=False, seed=4)
+
+
+def optim_case(rank: int, world: int, folder: Path) -> dict:
+    """`optim train` with SGD and with SAM under P processes: summaries and final weights."""
+    from genlab.optim.studies.train import train_digits
+
+    out = {}
+    for name in ("sgd", "sam"):
+        summary = train_digits(optim_config(name), folder / f"optim_{name}", progress_bar=False)
+        out[name] = {"summary": summary, "state": model_state(folder / f"optim_{name}")}
+    return out
+
+
+def sam_reference(world: int) -> dict:
+    """SAM with a per-rank perturbation, written out in one process: for each share r of
+    every batch, e_r = rho g_r / (||g_r|| + 1e-12) from the share's own gradient, then the
+    share's gradient at w + e_r; the update uses sum_r (n_r / N) of those (SGD, momentum)."""
+    from genlab.core.data import Batches
+    from genlab.core.distributed import shard_slice
+    from genlab.optim.studies.train import prepare
+
+    cfg = optim_config("sam")
+    data, model = prepare(cfg)
+    params = list(model.parameters())
+    base = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
+                           weight_decay=cfg.weight_decay)
+    loss_fn = nn.CrossEntropyLoss()
+    for x, y in Batches(data.fit, cfg.batch_size, seed=cfg.seed).epoch(0):
+        total = [torch.zeros_like(p) for p in params]
+        for r in range(world):
+            rows = shard_slice(len(y), r, world)
+            xs, ys = x[rows], y[rows]
+            g = torch.autograd.grad(loss_fn(model(xs), ys), params)
+            scale = cfg.rho / (float(torch.sqrt(sum((t * t).sum() for t in g))) + 1e-12)
+            with torch.no_grad():
+                saved = [p.clone() for p in params]
+                for p, t in zip(params, g, strict=True):
+                    p.add_(t, alpha=scale)
+            g_adv = torch.autograd.grad(loss_fn(model(xs), ys), params)
+            with torch.no_grad():
+                for p, s_ in zip(params, saved, strict=True):
+                    p.copy_(s_)
+                for acc, t in zip(total, g_adv, strict=True):
+                    acc.add_(t, alpha=len(ys) / len(y))
+        for p, t in zip(params, total, strict=True):
+            p.grad = t
+        base.step()
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+class Interrupted(Exception):
+    """Stands for a kill in the resume cases."""
+
+
+def search_case(rank: int, world: int, folder: Path) -> dict:
+    """A search under P processes, and one stopped after step 3 and resumed (same config)."""
+    import gc
+
+    import genlab.nas.search as search_mod
+    from genlab.core.runs import load_checkpoint
+
+    summary = search_mod.run_search(search_config(), folder / "search", progress_bar=False)
+    real, calls = search_mod.bilevel_step, {"n": 0}
+
+    def stop_at_third(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise Interrupted
+        return real(*args, **kwargs)
+
+    search_mod.bilevel_step = stop_at_third
+    try:
+        search_mod.run_search(search_config(), folder / "search_part", progress_bar=False)
+    except Interrupted:
+        pass
+    finally:
+        search_mod.bilevel_step = real
+    gc.collect()  # the interrupted run's folder lock goes with it
+    resumed = search_mod.run_search(search_config(), folder / "search_part", resume=True,
+                                    progress_bar=False)
+    return {"summary": summary, "resumed": resumed,
+            "net": load_checkpoint(folder / "search" / "checkpoint.pt")["net"],
+            "net_resumed": load_checkpoint(folder / "search_part" / "checkpoint.pt")["net"]}
+
+
 def all_cases(rank: int, world: int, folder: Path) -> dict:
     """Every check of one 2-process session (one spawn: the start-up is the slow part)."""
     import time
@@ -159,7 +317,11 @@ def all_cases(rank: int, world: int, folder: Path) -> dict:
     for name, case in (("helpers", lambda: helpers_case(rank, world)),
                        ("bn", lambda: bn_gradient_case(rank, world, 13)),
                        ("run_folder", lambda: run_folder_case(rank, world, folder)),
-                       ("resume", lambda: resume_case(rank, world, folder))):
+                       ("resume", lambda: resume_case(rank, world, folder)),
+                       ("search", lambda: search_case(rank, world, folder)),
+                       ("search_grads", lambda: search_gradient_case(rank, world, "ber-batch")),
+                       ("gaze", lambda: gaze_case(rank, world, folder)),
+                       ("optim", lambda: optim_case(rank, world, folder))):
         t0 = time.perf_counter()
         out[name] = case()
         times[name] = time.perf_counter() - t0

@@ -52,3 +52,21 @@ def test_run_specs_refuses_a_folder_made_with_other_options(tmp_path):
     RunDir(spec.folder, asdict(GazeTrainConfig(steps=7)))
     with pytest.raises(ConfigError, match="steps: 7 -> 5"):
         run_specs([spec], fake_execute, progress_bar=False)
+
+
+def failing_execute(spec: RunSpec, resume: bool) -> dict:
+    if spec.config == 1:
+        raise ValueError("bad run")
+    return fake_execute(spec, resume)
+
+
+def test_a_failed_run_is_reported_after_the_others_ran(tmp_path):
+    from genlab.core.errors import DataError
+
+    specs = [RunSpec(f"f{i}", i, tmp_path / f"f{i}") for i in range(3)]
+    with pytest.raises(DataError, match=r"1 of 3 runs failed.*f1: ValueError: bad run"):
+        run_specs(specs, failing_execute, executor="inline", progress_bar=False)
+    assert (tmp_path / "f2" / "summary.json").exists()  # the run after it went on
+    assert not (tmp_path / "f1" / "summary.json").exists()
+    with pytest.raises(ConfigError, match="executor"):
+        run_specs(specs, fake_execute, executor="slurm", progress_bar=False)

@@ -87,3 +87,28 @@ def test_an_alias_reuses_the_search_it_names_and_forces_are_tabled(tmp_path, mon
                (tmp_path / "b" / "search" / "beta-s0" / "metrics.jsonl").read_text().splitlines()]
     assert rec["beta"]["force_ratio"] == pytest.approx(metrics[-1]["force_ratio"])  # one step
     assert "force ratio" in (tmp_path / "b" / "bench.md").read_text()
+
+
+def test_a_failed_bench_job_is_reported_after_the_others(tmp_path, monkeypatch):
+    import genlab.nas.bench as bench_mod
+    from genlab.core.errors import DataError
+
+    real = bench_mod.run_search
+
+    def failing(cfg, out, **kw):
+        if cfg.seed == 0:
+            raise RuntimeError("search crashed")
+        return real(cfg, out, **kw)
+
+    monkeypatch.setattr(bench_mod, "run_search", failing)
+    cfg = BenchConfig(regs=["none"], seeds=[0, 1],
+                      search=SearchConfig(channels=2, cells=1, steps=2, batch_size=16,
+                                          hessian_points=0, diag_batch=8),
+                      retrain_epochs=0)
+    with pytest.raises(DataError, match=r"1 of 2 bench jobs failed.*none-s0: RuntimeError"):
+        run_bench(cfg, tmp_path / "b", executor="inline")
+    assert (tmp_path / "b" / "jobs" / "none-s1" / "summary.json").exists()
+    assert (tmp_path / "b" / "jobs" / "none-s0" / "error.txt").exists()
+    monkeypatch.setattr(bench_mod, "run_search", real)
+    result = run_bench(cfg, tmp_path / "b", resume=True)  # the failed job runs again
+    assert [r["run"] for r in result["records"]] == ["none-s0", "none-s1"]

@@ -95,6 +95,9 @@ def train(
     device: str = typer.Option("cpu", help="cpu, cuda or auto."),
     threads: int = typer.Option(1, help="torch CPU threads (0: torch's default); recorded."),
     workers: int = typer.Option(0, help="DataLoader workers for real data."),
+    amp: str = typer.Option("off", help="off | bf16 | fp16: autocast of forward and loss; "
+                                        "fp16 adds a GradScaler (its state in the checkpoint)."),
+    channels_last: bool = typer.Option(False, help="NHWC layout of model and inputs."),
     resume: bool = typer.Option(False, help="Continue a killed run in --out."),
 ):
     from genlab.gaze.protocol import load_task_data
@@ -109,6 +112,7 @@ def train(
         warmup_steps=warmup_steps, eval_every=eval_every, batch_size=batch_size, lr=lr,
         train_count=train_count, test_count=test_count, size=parse_size(size),
         data_seed=data_seed, seed=seed, device=device, threads=threads, workers=workers,
+        amp=amp, channels_last=channels_last,
     )
     cfg.validate()
     data = load_task_data(cfg)
@@ -175,6 +179,10 @@ def bench(
     seeds: int = typer.Option(None, help="Seeds per setting (default 5)."),
     steps: int = typer.Option(None, help="Optimiser steps per run (default 300)."),
     workers: int = typer.Option(None, help="Runs trained at the same time (processes)."),
+    executor: str = typer.Option("local", help="local (this machine: in this process with "
+                                 "one worker, else a process pool) | inline | ray."),
+    address: str = typer.Option(None, help="HOST:PORT of a Ray cluster (--executor ray; "
+                                "default a local Ray instance)."),
 ):
     """MoEGaze vs the baseline in the synthetic worlds, with references and intervals.
 
@@ -188,7 +196,7 @@ def bench(
             setattr(cfg, name, value)
     if worlds:
         cfg.worlds = parse_list(worlds, option="--worlds")
-    result = run_bench(cfg, out)
+    result = run_bench(cfg, out, executor=executor, address=address)
     typer.echo(result["markdown"])
     typer.echo(f"bench results in {out} ({result['seconds']:.0f} s this invocation)")
 

@@ -18,6 +18,8 @@ THREADS_HELP = ("torch intra-op threads (recorded in config.json); the result de
 REG_HELP = ("none (DARTS) | beta (beta-DARTS) | ber (our BER default) | ber-kl | ber-batch | "
             "ber-lbe | ber-op (the BER variants, our reconstruction; docs/ber.md).")
 PROXY = "default: the space's digits proxy"
+AMP_HELP = ("off | bf16 | fp16: autocast of forward and loss; fp16 adds a GradScaler (its "
+            "state in the checkpoint).")
 
 
 @app.command()
@@ -51,6 +53,9 @@ def search(
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
     threads: int = typer.Option(1, help=THREADS_HELP),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
+    amp: str = typer.Option("off", help="off | bf16: autocast in the bilevel step (fp16 is "
+                                        "refused: no loss scaling in the search)."),
+    channels_last: bool = typer.Option(False, help="NHWC layout of supernet and inputs."),
     resume: bool = typer.Option(False, help="Continue a killed run in --out."),
 ):
     """Search an architecture by bilevel optimisation with the chosen regulariser."""
@@ -63,7 +68,7 @@ def search(
                        device=device, order=order, arch_lr=arch_lr,
                        arch_weight_decay=arch_weight_decay, augment=augment,
                        hessian_points=hessian_points, nb201_table=_s(nb201_table),
-                       threads=threads)
+                       threads=threads, amp=amp, channels_last=channels_last)
     s = run_search(cfg, out, resume=resume)
     typer.echo(f"genotype        {s['genotype']}")
     hess = "-" if s["hessian_eig"] is None else f"{s['hessian_eig']:.4g}"
@@ -102,6 +107,8 @@ def train(
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
     threads: int = typer.Option(1, help=THREADS_HELP),
+    amp: str = typer.Option("off", help=AMP_HELP),
+    channels_last: bool = typer.Option(False, help="NHWC layout of model and inputs."),
     resume: bool = typer.Option(False),
 ):
     """Retrain an architecture from scratch with its space's recipe; test accuracy, params."""
@@ -112,7 +119,7 @@ def train(
                         batch_size=batch_size, lr=lr, weight_decay=weight_decay,
                         grad_clip=grad_clip, auxiliary_weight=aux_weight, drop_path=drop_path,
                         cutout=cutout, augment=augment, seed=seed, device=device,
-                        threads=threads)
+                        threads=threads, amp=amp, channels_last=channels_last)
     s = retrain(cfg, out, resume=resume)
     typer.echo(f"test accuracy {s['test_acc']:.2f}%   parameters {s['params']:,}   "
                f"outputs in {out}")
@@ -147,6 +154,11 @@ def bench(
                                                   "space per seed, retrained."),
     device: str = typer.Option("cpu"),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
+    executor: str = typer.Option("local", help="local (this machine: in this process with "
+                                 "one worker, else a process pool) | inline | ray."),
+    workers: int = typer.Option(1, help="Jobs (search + retraining) run at the same time."),
+    address: str = typer.Option(None, help="HOST:PORT of a Ray cluster (--executor ray; "
+                                "default a local Ray instance)."),
     resume: bool = typer.Option(False),
 ):
     """Search and retrain every regulariser x seed; write bench.md, bench.json and bench.png."""
@@ -157,7 +169,7 @@ def bench(
                       search=SearchConfig(space=space, steps=steps, order=order, device=device,
                                           nb201_table=_s(nb201_table)),
                       retrain_epochs=retrain_epochs, random_archs=random_archs)
-    run_bench(cfg, out, resume=resume)
+    run_bench(cfg, out, resume=resume, executor=executor, workers=workers, address=address)
     typer.echo((Path(out) / "bench.md").read_text())
     typer.echo(f"outputs in {out}")
 

@@ -73,6 +73,13 @@ class Precision:
             self.scaler.load_state_dict(state)
 
 
+def channels_last_input(x: torch.Tensor, enabled: bool) -> torch.Tensor:
+    """``x`` in NHWC layout when ``enabled`` and 4-D, else ``x`` (same values either way)."""
+    if enabled and x.dim() == 4:
+        return x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
 def make_precision(mode: str | None, device: str | torch.device = "cpu") -> Precision:
     """The Precision of ``mode`` (None is ``off``) on ``device``."""
     mode = "off" if mode in (None, "", "none", "fp32") else mode

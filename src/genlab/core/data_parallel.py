@@ -135,12 +135,13 @@ class _WeightedAllReduce(torch.autograd.Function):
         return g / ctx.share, None
 
 
-def global_moments(x: torch.Tensor, share: float, dims: list[int]
+def global_moments(x: torch.Tensor, share: float | None, dims: list[int]
                    ) -> tuple[torch.Tensor, torch.Tensor, float]:
     """Mean, biased variance and count over ``dims`` of the global batch (differentiable).
 
-    ``share`` is this rank's w_r (see module). Every rank must call it, with the same
-    shapes apart from the reduced dimensions.
+    ``share`` is this rank's w_r (see module); None takes it from the counts (this rank's
+    elements over all ranks', which is w_r when ``dims`` include the batch dimension).
+    Every rank must call it, with the same shapes apart from the reduced dimensions.
     """
     local_count = 1
     for d in dims:
@@ -148,6 +149,8 @@ def global_moments(x: torch.Tensor, share: float, dims: list[int]
     if not is_distributed():
         return x.mean(dims), x.var(dims, unbiased=False), float(local_count)
     count = float(global_sum([local_count], device="cpu")[0])
+    if share is None:
+        share = local_count / count
     mean = _WeightedAllReduce.apply(x.sum(dims), share) / count
     shape = [1 if d in dims else x.shape[d] for d in range(x.dim())]
     centred = x - mean.view(shape)
@@ -155,10 +158,83 @@ def global_moments(x: torch.Tensor, share: float, dims: list[int]
     return mean, var, count
 
 
+_GLOBAL_STATISTICS = [False]
+
+
+@contextlib.contextmanager
+def global_batch_statistics():
+    """Inside the block :func:`batch_moments` and :func:`gather_batch` see the global batch.
+
+    Every rank must enter it around the same computation (they communicate); outside it,
+    and in one process, both are the plain local computation.
+    """
+    previous, _GLOBAL_STATISTICS[0] = _GLOBAL_STATISTICS[0], True
+    try:
+        yield
+    finally:
+        _GLOBAL_STATISTICS[0] = previous
+
+
+def _global_now() -> bool:
+    return _GLOBAL_STATISTICS[0] and is_distributed()
+
+
+def batch_moments(x: torch.Tensor, dims: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and biased variance over ``dims``: of the global batch inside
+    :func:`global_batch_statistics` under torchrun, else of ``x`` (differentiable)."""
+    if not _global_now():
+        return x.mean(dims), x.var(dims, unbiased=False)
+    mean, var, _ = global_moments(x, None, dims)
+    return mean, var
+
+
+class _WeightedAllGather(torch.autograd.Function):
+    """Forward: every rank's rows (rank order). Backward on rank r: its rows of
+    all_reduce(w_r g) / w_r, the weighting GradientSync undoes (see module)."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor, sizes: list[int], rank_: int) -> torch.Tensor:
+        n = sum(sizes)
+        ctx.share, ctx.rows = sizes[rank_] / n, (sum(sizes[:rank_]), sizes[rank_])
+        longest = max(sizes)
+        padded = tensor.new_zeros((longest, *tensor.shape[1:]))
+        padded[: tensor.shape[0]] = tensor
+        parts = [torch.empty_like(padded) for _ in sizes]
+        dist.all_gather(parts, padded.contiguous())
+        return torch.cat([p[:s] for p, s in zip(parts, sizes, strict=True)])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        g = (grad * ctx.share).contiguous()
+        dist.all_reduce(g, op=dist.ReduceOp.SUM)
+        start, count = ctx.rows
+        return g[start : start + count] / ctx.share, None, None
+
+
+def gather_batch(x: torch.Tensor) -> torch.Tensor:
+    """The global batch's rows of ``x`` (rank order) inside :func:`global_batch_statistics`
+    under torchrun, else ``x``. Differentiable: a loss computed from the gathered rows on
+    every rank back-propagates to each rank's own rows so that, after GradientSync's
+    weighting, the gradient is the one-process gradient of that loss."""
+    if not _global_now():
+        return x
+    return _WeightedAllGather.apply(x, global_sizes(x.shape[0], x.device), dist.get_rank())
+
+
+def global_sizes(n: int, device=None) -> list[int]:
+    """Every rank's ``n`` (rank order)."""
+    sizes = [torch.zeros(1, dtype=torch.long, device=device) for _ in range(world_size())]
+    dist.all_gather(sizes, torch.tensor([n], dtype=torch.long, device=device))
+    return [int(s.item()) for s in sizes]
+
+
 class GlobalBatchNorm(_BatchNorm):
     """BatchNorm over the global batch of all processes (train mode); plain BatchNorm in eval.
 
-    ``sync`` provides this rank's share w_r of the batch for the backward (see module).
+    ``sync`` provides this rank's share w_r of the batch for the backward (see module);
+    without one the share follows from the sample counts. ``track_running_stats`` is read
+    from the BatchNorm it replaces, so code that freezes the statistics on the original
+    layers (SAM's perturbed pass) freezes them here too.
     """
 
     def __init__(self, *args, sync: GradientSync | None = None, **kwargs):
@@ -179,33 +255,62 @@ class GlobalBatchNorm(_BatchNorm):
         for name in ("running_mean", "running_var", "num_batches_tracked"):
             setattr(new, name, getattr(bn, name))
         new.train(bn.training)
+        object.__setattr__(new, "_source", bn)  # not a submodule: no second state_dict entry
         return new
+
+    def _tracking(self) -> bool:
+        source = self.__dict__.get("_source")
+        return (source if source is not None else self).track_running_stats
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check_input_dim(x)
         use_batch = self.training or self.running_mean is None
         if not use_batch or not is_distributed():
             return super().forward(x)
-        share = self.sync.share if self.sync is not None else 1.0 / world_size()
-        dims = [0, *range(2, x.dim())]
-        xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-        mean, var, count = global_moments(xf, share, dims)
-        shape = [1, -1] + [1] * (x.dim() - 2)
-        y = (xf - mean.view(shape)) * torch.rsqrt(var + self.eps).view(shape)
-        if self.affine:
-            y = y * self.weight.view(shape) + self.bias.view(shape)
-        if self.training and self.track_running_stats and self.running_mean is not None:
-            self._update_running(mean.detach(), var.detach(), count)
-        return y.to(x.dtype)
+        share = self.sync.share if self.sync is not None else None  # None: from the counts
+        tracking = self.training and self._tracking() and self.running_mean is not None
+        y, mean, var, count = _normalise_global(x, self.weight, self.bias, self.eps, share)
+        if tracking:
+            self.num_batches_tracked.add_(1)
+            factor = (1.0 / float(self.num_batches_tracked) if self.momentum is None
+                      else self.momentum)
+            _update_running(self.running_mean, self.running_var, mean, var, count, factor)
+        return y
 
-    @torch.no_grad()
-    def _update_running(self, mean: torch.Tensor, var: torch.Tensor, count: float) -> None:
-        self.num_batches_tracked.add_(1)
-        factor = (1.0 / float(self.num_batches_tracked) if self.momentum is None
-                  else self.momentum)
-        unbiased = var * (count / max(count - 1.0, 1.0))
-        self.running_mean.mul_(1 - factor).add_(mean.to(self.running_mean.dtype), alpha=factor)
-        self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype), alpha=factor)
+
+def _normalise_global(x: torch.Tensor, weight, bias, eps: float, share: float | None):
+    """BatchNorm's output with the global batch's statistics; (y, mean, var, count)."""
+    dims = [0, *range(2, x.dim())]
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    mean, var, count = global_moments(xf, share, dims)
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    y = (xf - mean.view(shape)) * torch.rsqrt(var + eps).view(shape)
+    if weight is not None:
+        y = y * weight.view(shape)
+    if bias is not None:
+        y = y + bias.view(shape)
+    return y.to(x.dtype), mean.detach(), var.detach(), count
+
+
+@torch.no_grad()
+def _update_running(running_mean, running_var, mean, var, count: float, factor: float) -> None:
+    """torch's running-statistics update (the unbiased variance goes into the running one)."""
+    unbiased = var * (count / max(count - 1.0, 1.0))
+    running_mean.mul_(1 - factor).add_(mean.to(running_mean.dtype), alpha=factor)
+    running_var.mul_(1 - factor).add_(unbiased.to(running_var.dtype), alpha=factor)
+
+
+def batch_norm(x: torch.Tensor, running_mean, running_var, weight, bias, training: bool,
+               momentum: float, eps: float) -> torch.Tensor:
+    """``torch.nn.functional.batch_norm``, over the global batch when training inside
+    :func:`global_batch_statistics` under torchrun (for networks that call it directly)."""
+    if not (training and _global_now()):
+        return torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias,
+                                              training, momentum, eps)
+    y, mean, var, count = _normalise_global(x, weight, bias, eps, None)
+    if running_mean is not None:
+        _update_running(running_mean, running_var, mean, var, count, momentum)
+    return y
 
 
 def convert_batchnorm(model: nn.Module, sync: GradientSync | None) -> Callable[[], None]:

@@ -253,6 +253,7 @@ def _ray_execute(spec: RunSpec, threads: int) -> RunOutcome:
 
 EXECUTORS: dict[str, Callable[[int, int, str | None], Any]] = {
     "process": ProcessExecutor,
+    "local": ProcessExecutor,  # the name the commands' --executor uses: this machine's pool
     "inline": InlineExecutor,
     "ray": RayExecutor,
 }

@@ -192,9 +192,15 @@ class Trainer:
         self.sync = GradientSync(self.model.parameters())
         undo = convert_batchnorm(self.model, self.sync) if self.global_batchnorm else None
         broadcast_module(self.model)
+        # model.no_sync(), as on a DDP model: the SAM family's first pass keeps it local
+        had_no_sync = "no_sync" in vars(self.model)
+        if not had_no_sync:
+            self.model.no_sync = self.sync.no_sync
         try:
             yield
         finally:
+            if not had_no_sync:
+                del self.model.no_sync
             if undo is not None:
                 undo()
             self.sync.close()

@@ -116,7 +116,8 @@ def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
     return specs
 
 
-def run_bench(cfg: BenchConfig, out: str | Path, *, progress_bar: bool | None = None) -> dict:
+def run_bench(cfg: BenchConfig, out: str | Path, *, progress_bar: bool | None = None,
+              executor: str = "local", address: str | None = None) -> dict:
     """Run (or resume) every spec of the bench; write bench.json, bench.md and bench_main.png."""
     out = Path(out)
     specs = bench_specs(cfg, out)
@@ -124,7 +125,8 @@ def run_bench(cfg: BenchConfig, out: str | Path, *, progress_bar: bool | None = 
     write_json(out / "bench_config.json", asdict(cfg))
     t0, cpu0 = time.perf_counter(), time.process_time()
     results = run_specs(specs, TrainExecutor(out / "data", plots=False), workers=cfg.workers,
-                        progress_bar=progress_bar, description="gaze bench")
+                        progress_bar=progress_bar, description="gaze bench",
+                        executor=executor, address=address)
     seconds = time.perf_counter() - t0
     tables = bench_tables(specs, results, cfg)
     write_json(out / "bench.json", {

@@ -51,6 +51,7 @@ import torch.nn.functional as F
 from sklearn.metrics import normalized_mutual_info_score
 from torch import nn
 
+from genlab.core.data_parallel import gather_batch
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
 from genlab.gaze.backbones import ResNetBackbone
 from genlab.gaze.gazeset import GazeLabels
@@ -324,7 +325,9 @@ class MoEGaze(GazeModel):
 
     def after_step(self, out: GazeOutput) -> None:
         if self.balance == "rebalance" and self.routing != "oracle":
-            self.rebalance_step(out.appearance.detach(), out.router_probs.detach())
+            # the global batch's assignments under torchrun (identical prototypes everywhere)
+            self.rebalance_step(gather_batch(out.appearance.detach()),
+                                gather_batch(out.router_probs.detach()))
 
     @torch.no_grad()
     def rebalance_step(self, appearance: torch.Tensor, probs: torch.Tensor) -> None:

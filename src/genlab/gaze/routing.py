@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genlab.core.data_parallel import gather_batch
 from genlab.core.errors import ConfigError, require_positive
 from genlab.core.seeding import make_generator
 
@@ -114,7 +115,12 @@ def route(soft: torch.Tensor, mode: str, training: bool) -> torch.Tensor:
 
 
 def switch_balance_loss(soft: torch.Tensor) -> torch.Tensor:
-    """K * sum_k f_k P_k (Switch Transformer): 1 when top-1 load and probability are uniform."""
+    """K * sum_k f_k P_k (Switch Transformer): 1 when top-1 load and probability are uniform.
+
+    f and P are fractions of the global batch under torchrun (genlab.core.data_parallel's
+    gather_batch inside global_batch_statistics), so P processes balance what one balances.
+    """
+    soft = gather_batch(soft)
     k = soft.shape[1]
     f = F.one_hot(soft.argmax(dim=1), k).to(soft.dtype).mean(dim=0)
     p = soft.mean(dim=0)
@@ -124,7 +130,12 @@ def switch_balance_loss(soft: torch.Tensor) -> torch.Tensor:
 def subject_contrastive_loss(
     emb: torch.Tensor, subjects: torch.Tensor, tau: float = 0.1
 ) -> torch.Tensor:
-    """Supervised contrastive loss of unit embeddings grouped by subject id (0 if no pairs)."""
+    """Supervised contrastive loss of unit embeddings grouped by subject id (0 if no pairs).
+
+    Anchors, positives and negatives come from the global batch under torchrun (see
+    :func:`switch_balance_loss`): every pair one process would see.
+    """
+    emb, subjects = gather_batch(emb), gather_batch(subjects)
     n = emb.shape[0]
     eye = torch.eye(n, dtype=torch.bool, device=emb.device)
     logits = (emb @ emb.T / tau).masked_fill(eye, float("-inf"))

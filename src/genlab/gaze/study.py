@@ -12,14 +12,11 @@ run needs is in its config, and data are shared through a cache on disk.
 from __future__ import annotations
 
 import json
-import multiprocessing
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 
-from genlab.core.errors import ConfigError, require_positive
-from genlab.core.progress import progress
+from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.runs import CONFIG, SUMMARY, read_json
 from genlab.gaze.protocol import SyntheticCache, load_task_data
 from genlab.gaze.train import train_gaze
@@ -69,33 +66,42 @@ def _execute(execute: Execute, spec: RunSpec) -> dict:
 
 
 def run_specs(specs: Sequence[RunSpec], execute: Execute, *, workers: int = 1,
-              progress_bar: bool | None = None, description: str = "runs") -> dict[str, dict]:
+              progress_bar: bool | None = None, description: str = "runs",
+              executor: str = "local", address: str | None = None) -> dict[str, dict]:
     """Summaries of every spec by name: finished ones read back, the others (re)run.
 
-    ``execute(spec, resume)`` trains one spec and returns its summary; with ``workers``
-    > 1 it runs in that many fresh processes (it must then be picklable).
+    ``execute(spec, resume)`` trains one spec and returns its summary. The runs go through
+    genlab.core.sweep: ``executor`` "local" runs them in this process when ``workers`` is
+    1, else in that many spawned processes; "inline" in this process; "ray" on a local Ray
+    instance or the cluster at ``address`` (``execute`` must then be picklable). A failed
+    run does not stop the others; afterwards one error lists every failed run.
     """
+    from genlab.core.sweep import RunSpec as SweepSpec
+    from genlab.core.sweep import run_sweep
+
     require_positive("workers", workers)
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ConfigError(f"run specs need unique names, got duplicates in {names}")
     for spec in specs:
         spec.check_folder()
-    results = {s.name: read_json(s.folder / SUMMARY) for s in specs if s.finished}
-    pending = [s for s in specs if not s.finished]
-    with progress(len(specs), description, progress_bar, completed=len(results)) as tick:
-        if workers == 1:
-            for spec in pending:
-                results[spec.name] = _execute(execute, spec)
-                tick(1, last=spec.name)
-        elif pending:
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-                futures = {pool.submit(_execute, execute, s): s for s in pending}
-                for done in as_completed(futures):
-                    results[futures[done].name] = done.result()
-                    tick(1, last=futures[done].name)
-    return {name: results[name] for name in names}
+    if executor == "local" and workers == 1:
+        executor = "inline"
+    sweep = [SweepSpec(s.name, _run_study_spec, s.config, s.folder,
+                       {"execute": execute, "name": s.name}) for s in specs]
+    outcomes = run_sweep(sweep, executor=executor, workers=workers, address=address,
+                         progress_bar=progress_bar, description=description)
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        raise DataError(f"{len(failed)} of {len(specs)} runs failed (the others are kept): "
+                        + "; ".join(f"{o.name}: {o.error}" for o in failed[:3]))
+    return {o.name: o.summary for o in outcomes}
+
+
+def _run_study_spec(config, out, *, resume: bool, progress_bar=False, execute: Execute,
+                    name: str) -> dict:
+    """core.sweep's call of one study run (module level, so worker processes can import it)."""
+    return execute(RunSpec(name, config, Path(out)), resume)
 
 
 @dataclass

@@ -38,6 +38,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from genlab.core.amp import PRECISIONS
+from genlab.core.data_parallel import global_batch_statistics
+from genlab.core.distributed import global_sum
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
 from genlab.core.runs import RunDir
 from genlab.core.seeding import seed_everything
@@ -95,6 +98,8 @@ class GazeTrainConfig:
     device: str = "cpu"
     threads: int = 1
     workers: int = 0
+    amp: str = "off"  # off | bf16 | fp16 (GradScaler), see genlab.core.amp
+    channels_last: bool = False
 
     def validate(self) -> None:
         require_choice("model", self.model, MODELS)
@@ -102,6 +107,7 @@ class GazeTrainConfig:
         require_choice("balance", self.balance, BALANCES)
         require_choice("stem", self.stem, STEMS)
         require_choice("input_norm", self.input_norm, INPUT_NORMS)
+        require_choice("amp", self.amp, tuple(PRECISIONS))
         require_positive("experts", self.experts)
         require_positive("temperature", self.temperature)
         for name in ("width", "steps", "eval_every", "batch_size", "eval_batch_size", "lr",
@@ -169,18 +175,25 @@ class GazeTrainer(Trainer):
         return self.loss_weights[name]
 
     def step(self, x: torch.Tensor, labels: GazeLabels) -> float:
+        # under torchrun the balance and appearance losses and the re-balancing step see the
+        # global batch (genlab.gaze.routing); in one process this is the plain step
+        with global_batch_statistics():
+            return self._step(x, labels)
+
+    def _step(self, x: torch.Tensor, labels: GazeLabels) -> float:
         box = {}
 
         def closure():
             self.optimizer.zero_grad(set_to_none=True)
-            out = self.model.outputs(x, labels)
-            parts = {"gaze_l1": l1_gaze_loss(out.gaze, labels), **out.losses}
-            loss = sum(self.weight(k) * v for k, v in parts.items())
-            loss.backward()
+            with self.autocast():
+                out = self.model.outputs(x, labels)
+                parts = {"gaze_l1": l1_gaze_loss(out.gaze.float(), labels), **out.losses}
+                loss = sum(self.weight(k) * v.float() for k, v in parts.items())
+            self.backward(loss)
             box.update(out=out, parts=parts)
             return loss
 
-        loss = self.optimizer.step(closure)
+        loss = self.precision.step(self.optimizer, closure)
         self.schedule.step()
         self.model.after_step(box["out"])
         for name, value in box["parts"].items():
@@ -189,8 +202,10 @@ class GazeTrainer(Trainer):
         return float(loss.detach())
 
     def pop_parts(self) -> dict:
-        """Mean of each loss term since the last call (for the metrics record)."""
-        out = {f"train_{k}": v / max(self.part_count, 1) for k, v in self.parts.items()}
+        """Mean of each loss term since the last call, over the global batches (metrics)."""
+        names = sorted(self.parts)
+        *sums, count = global_sum([self.parts[k] for k in names] + [self.part_count]).tolist()
+        out = {f"train_{k}": v / max(count, 1) for k, v in zip(names, sums, strict=True)}
         self.parts, self.part_count = {}, 0
         return out
 
@@ -234,7 +249,8 @@ def train_gaze(cfg: GazeTrainConfig, data, out: str | Path, *, resume: bool = Fa
     trainer = GazeTrainer(
         model, optimizer, schedule=schedule, device=device, seed=cfg.seed,
         loss_weights={"balance": cfg.balance_weight, "appearance": cfg.appearance_weight},
-        progress_bar=progress_bar, name=f"train {cfg.model}",
+        progress_bar=progress_bar, name=f"train {cfg.model}", amp=cfg.amp,
+        channels_last=cfg.channels_last,
     )
     chunks = -(-cfg.steps // cfg.eval_every)
 

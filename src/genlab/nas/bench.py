@@ -22,9 +22,10 @@ from pathlib import Path
 import torch
 
 from genlab.core.data import load_image_data
-from genlab.core.errors import ConfigError, require_positive
+from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import CONFIG, SUMMARY, RunDir, atomic_write_bytes, read_json, write_json
+from genlab.core.sweep import RunSpec, run_sweep
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import SearchConfig, run_search
@@ -56,42 +57,85 @@ def finished_or_run(run_fn, cfg, folder: Path, **kwargs) -> dict:
     return run_fn(cfg, folder, resume=(folder / CONFIG).exists(), **kwargs)
 
 
-def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None) -> dict:
-    """Search and retrain every (regulariser, seed); write bench.json, bench.md, bench.png."""
+@dataclass
+class BenchJob:
+    """One (regulariser, seed) of a bench: its search and its retraining."""
+
+    reg: str
+    seed: int
+    bench: BenchConfig
+    folder: str  # the bench folder (search/ and retrain/ sub-runs inside)
+
+
+def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> dict:
+    """Search (or draw the random architecture) and retrain one job; its record is the
+    summary of the run folder ``out`` (the sweep's unit: finished jobs are read back)."""
+    cfg, name = job.bench, f"{job.reg}-s{job.seed}"
+    space = get_space(cfg.search.space)
+    root = Path(job.folder)
+    run = RunDir(out, asdict(job), resume=resume)
+    if job.reg == RANDOM:
+        record = random_record(space, job.seed)
+    else:
+        scfg = replace(cfg.search, reg=job.reg, seed=job.seed)
+        folder = root / "search" / name
+        summary = finished_or_run(run_search, scfg, folder, progress_bar=progress_bar)
+        record = search_record(summary, space)
+        record["force_ratio"] = mean_force_ratio(folder)
+        record["search_folder"] = folder.name
+    record.update({"run": name, "reg": job.reg, "seed": job.seed})
+    if cfg.retrain_epochs > 0:
+        rcfg = RetrainConfig(arch=record["genotype"], space=space.name,
+                             dataset=cfg.search.dataset, data_root=cfg.search.data_root,
+                             size=cfg.search.size, channels=cfg.retrain_channels,
+                             cells=cfg.retrain_cells, epochs=cfg.retrain_epochs, seed=job.seed,
+                             device=cfg.search.device)
+        rsum = finished_or_run(retrain, rcfg, root / "retrain" / name,
+                               progress_bar=progress_bar)
+        record["test_acc"] = rsum["test_acc"]
+        record["params"] = rsum["params"]
+    record = json.loads(json.dumps(record))  # as read back from summary.json
+    run.write_summary(dict(record))
+    return record
+
+
+def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
+              executor: str = "local", workers: int = 1, address: str | None = None) -> dict:
+    """Search and retrain every (regulariser, seed); write bench.json, bench.md, bench.png.
+
+    The jobs go through genlab.core.sweep: ``executor`` "local" runs them one after the
+    other in this process with one worker, else in ``workers`` processes; "inline"; "ray"
+    (``address`` of a cluster, default a local instance). A failed job does not stop the
+    others; afterwards one error lists the failed jobs.
+    """
     if not cfg.regs or not cfg.seeds:
         raise ConfigError("bench needs at least one regulariser and one seed")
     require_positive("retrain-epochs", cfg.retrain_epochs, allow_zero=True)
+    require_positive("workers", workers)
     cfg.search.validate()
     space = get_space(cfg.search.space)
     run = RunDir(out, asdict(cfg), resume=resume)
-    records, searched = [], {}
     jobs = list(itertools.product(cfg.regs, cfg.seeds))
     if cfg.random_archs:
         jobs += [(RANDOM, seed) for seed in cfg.seeds]
+    aliases = alias_jobs(cfg, jobs)
+    specs = [RunSpec(f"{reg}-s{seed}", run_job, BenchJob(reg, seed, cfg, str(run.path)),
+                     run.path / "jobs" / f"{reg}-s{seed}") for reg, seed in jobs
+             if f"{reg}-s{seed}" not in aliases]
+    outcomes = run_sweep(specs, executor="inline" if (executor, workers) == ("local", 1)
+                         else executor, workers=workers, address=address,
+                         progress_bar=progress_bar, description=f"nas bench {space.name}")
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        raise DataError(f"{len(failed)} of {len(specs)} bench jobs failed (finished ones are "
+                        "kept; rerun with --resume): "
+                        + "; ".join(f"{o.name}: {o.error}" for o in failed[:3]))
+    done = {o.name: {k: v for k, v in o.summary.items() if k != "processes"}
+            for o in outcomes}
+    records = []
     for reg, seed in jobs:
         name = f"{reg}-s{seed}"
-        if reg == RANDOM:
-            record = random_record(space, seed)
-        else:
-            scfg = replace(cfg.search, reg=reg, seed=seed)
-            key = (same_search_key(scfg), seed)
-            folder = searched.get(key, run.path / "search" / name)  # an alias reuses its runs
-            searched[key] = folder
-            summary = finished_or_run(run_search, scfg, folder, progress_bar=progress_bar)
-            record = search_record(summary, space)
-            record["force_ratio"] = mean_force_ratio(folder)
-            record["search_folder"] = folder.name
-        record.update({"run": name, "reg": reg, "seed": seed})
-        if cfg.retrain_epochs > 0:
-            rcfg = RetrainConfig(arch=record["genotype"], space=space.name,
-                                 dataset=cfg.search.dataset, data_root=cfg.search.data_root,
-                                 size=cfg.search.size, channels=cfg.retrain_channels,
-                                 cells=cfg.retrain_cells, epochs=cfg.retrain_epochs, seed=seed,
-                                 device=cfg.search.device)
-            rsum = finished_or_run(retrain, rcfg, run.path / "retrain" / name,
-                                   progress_bar=progress_bar)
-            record["test_acc"] = rsum["test_acc"]
-            record["params"] = rsum["params"]
+        record = dict(done[aliases.get(name, name)], run=name, reg=reg, seed=seed)
         records.append(record)
         run.log({k: v for k, v in record.items() if not k.endswith(("_curve", "_steps"))})
 
@@ -111,6 +155,25 @@ def same_search_key(scfg: SearchConfig) -> str:
     reg = make_regularizer(scfg.reg, scfg.reg_strength, scfg.reg_schedule, h_min=scfg.reg_hmin)
     return repr(asdict(replace(scfg, reg="", reg_strength=None, reg_schedule=None,
                                reg_hmin=None))) + repr(asdict(reg))
+
+
+def alias_jobs(cfg: BenchConfig, jobs: list[tuple[str, int]]) -> dict[str, str]:
+    """Job name -> the earlier job whose search (and so retraining) is the same computation.
+
+    ``ber`` names one of the candidates at its selected setting: its rows reuse that
+    candidate's runs instead of repeating them.
+    """
+    owners, aliases = {}, {}
+    for reg, seed in jobs:
+        if reg == RANDOM:
+            continue
+        key = (same_search_key(replace(cfg.search, reg=reg, seed=seed)), seed)
+        name = f"{reg}-s{seed}"
+        if key in owners:
+            aliases[name] = owners[key]
+        else:
+            owners[key] = name
+    return aliases
 
 
 def mean_force_ratio(folder: Path) -> float | None:

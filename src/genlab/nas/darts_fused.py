@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genlab.core.data_parallel import batch_norm
 from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell, edge_name
 from genlab.nas.nodesum import NodeSum
 from genlab.nas.ops import DIL_CONVS, SEP_CONVS, draw_noise, shifted
@@ -125,8 +126,8 @@ class FusedCell(nn.Module):
         self.register_buffer(f"{name}_var", torch.ones(size))
 
     def _bn(self, x: torch.Tensor, name: str, scale: torch.Tensor | None) -> torch.Tensor:
-        return F.batch_norm(x, getattr(self, f"{name}_mean"), getattr(self, f"{name}_var"),
-                            scale, None, self.training, BN_MOMENTUM, BN_EPS)
+        return batch_norm(x, getattr(self, f"{name}_mean"), getattr(self, f"{name}_var"),
+                          scale, None, self.training, BN_MOMENTUM, BN_EPS)
 
     # -- forward ---------------------------------------------------------------------------------
     def forward(self, states: Sequence[torch.Tensor], weights: torch.Tensor,

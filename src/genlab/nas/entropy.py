@@ -30,6 +30,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from genlab.core.data_parallel import batch_moments
 from genlab.core.errors import ConfigError
 
 
@@ -57,7 +58,11 @@ def batch_entropy(t: torch.Tensor) -> torch.Tensor:
 
 
 def gaussian_batch_entropy(t: torch.Tensor) -> torch.Tensor:
-    """genlab's earlier estimator, mean_j 0.5 ln(2 pi e v_j + 1) (population variance)."""
-    var = _units(t).var(dim=0, unbiased=False)
+    """genlab's earlier estimator, mean_j 0.5 ln(2 pi e v_j + 1) (population variance).
+
+    Under torchrun, inside ``genlab.core.data_parallel.global_batch_statistics``, v_j is the
+    variance of the global batch (the data-parallel search's regulariser).
+    """
+    _, var = batch_moments(_units(t), [0])
     return 0.5 * torch.log(2 * math.pi * math.e * var + 1).mean()
 

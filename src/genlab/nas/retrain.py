@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genlab.core.amp import PRECISIONS
 from genlab.core.data import Batches, augment_images, load_image_data
 from genlab.core.errors import ConfigError, require_choice, require_positive
 from genlab.core.runs import RunDir
@@ -62,6 +63,8 @@ class RetrainConfig:
     device: str = "cpu"
     eval_on: str = "test"
     threads: int = 1  # torch intra-op threads, fixed so that a rerun gives the same figures
+    amp: str = "off"  # off | bf16 | fp16 (GradScaler), see genlab.core.amp
+    channels_last: bool = False
 
     def resolved(self) -> RetrainConfig:
         """A copy with every None filled from the space's recipe (size: the search proxy's)."""
@@ -75,6 +78,7 @@ class RetrainConfig:
         space = get_space(self.space)
         space.parse(self.arch)
         require_choice("eval_on", self.eval_on, ("test", "val"))
+        require_choice("amp", self.amp, tuple(PRECISIONS))
         space.check_size_options(self.channels, self.cells)
         for name in ("size", "channels", "cells", "epochs", "batch_size", "lr", "threads"):
             value = getattr(self, name)
@@ -218,7 +222,8 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
     sched = DropPathRamp(opt, model, cfg.epochs, cfg.drop_path)
     trainer = Trainer(model, opt, recipe_loss(cfg.auxiliary_weight), device=device,
                       scheduler=sched, augment=make_augment(cfg, data.size), seed=cfg.seed,
-                      progress_bar=progress_bar, name=f"train {cfg.space} {cfg.arch[:24]}...")
+                      progress_bar=progress_bar, name=f"train {cfg.space} {cfg.arch[:24]}...",
+                      amp=cfg.amp, channels_last=cfg.channels_last)
     batches = Batches(fit_split, cfg.batch_size, seed=cfg.seed)
     score = Batches(score_split, 256, shuffle=False)
 

@@ -24,8 +24,9 @@ from dataclasses import asdict, dataclass, replace
 import torch
 import torch.nn.functional as F
 
+from genlab.core.amp import channels_last_input, make_precision
 from genlab.core.data import Batches, augment_images, load_image_data
-from genlab.core.errors import ConfigError, DivergedError, require_positive
+from genlab.core.errors import ConfigError, DivergedError, require_choice, require_positive
 from genlab.core.progress import progress
 from genlab.core.runs import RunDir
 from genlab.core.seeding import (
@@ -38,11 +39,16 @@ from genlab.core.seeding import (
 from genlab.core.trainer import resolve_device
 from genlab.nas import diagnostics as diag
 from genlab.nas.architect import WeightStep, momentum_buffers, unrolled_arch_grads
+from genlab.nas.ddp import SearchParallel
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.spaces import get_space
 from genlab.nas.table import ENV_VAR, NB201Table
 
 ORDERS = (1, 2)
+
+# fp16 would need a GradScaler on both backward passes of the bilevel step (alpha, then the
+# weights) and on the unrolled gradient; bf16 has float32's range and needs none.
+SEARCH_PRECISIONS = ("off", "bf16")
 
 
 @dataclass
@@ -76,6 +82,8 @@ class SearchConfig:
     hessian_points: int = 6  # Hessian eigenvalue this many times over the run (0: never)
     nb201_table: str | None = None
     threads: int = 1  # torch intra-op threads: fixed, because the search is chaotic in them
+    amp: str = "off"  # off | bf16 (autocast in the bilevel step); fp16 is refused (no scaler)
+    channels_last: bool = False  # NHWC layout of the supernet and its inputs
     force_every: int = 0  # also log the alpha forces every this many steps (forces.jsonl)
 
     def resolved(self) -> SearchConfig:
@@ -95,6 +103,11 @@ class SearchConfig:
         space.check_size_options(self.channels, self.cells)
         require_positive("hessian-points", self.hessian_points, allow_zero=True)
         require_positive("force-every", self.force_every, allow_zero=True)
+        if self.amp == "fp16":
+            raise ConfigError("--amp fp16 is not available for the search: its two backward "
+                              "passes (alpha, then the weights) have no loss scaling; use "
+                              "--amp bf16 (float32's range, no scaler needed)")
+        require_choice("amp", self.amp, SEARCH_PRECISIONS)
         for name in ("w_lr", "arch_lr"):
             require_positive(name.replace("_", "-"), getattr(self, name))
         if self.order not in ORDERS:
@@ -234,6 +247,9 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
     net = space.build_supernet(num_classes=data.num_classes, in_channels=data.in_channels,
                                channels=cfg.channels, cells=cfg.cells,
                                **space.proxy.options).to(device)
+    precision = make_precision(cfg.amp, device)
+    if cfg.channels_last:
+        net.to(memory_format=torch.channels_last)
     w_opt = torch.optim.SGD(net.weight_parameters(), lr=cfg.w_lr, momentum=cfg.w_momentum,
                             weight_decay=cfg.w_weight_decay, nesterov=False)
     train, val = _Stream(data.train, cfg.batch_size, cfg.seed * 2 + 1), \
@@ -245,6 +261,9 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
         reg.setup(net, _val_batch(cfg, val, 0, device)[0], space)
     a_opt = torch.optim.Adam(list(net.arch_parameters()) + reg.parameters(), lr=cfg.arch_lr,
                              betas=(0.5, 0.999), weight_decay=cfg.arch_weight_decay)
+    # data-parallel under torchrun (genlab.nas.ddp); the regulariser's learnt targets are
+    # stepped with alpha, so their gradients are all-reduced with alpha's
+    par = SearchParallel(net, cfg.order, extra_arch=reg.parameters())
     diag_x = data.val.images[: cfg.diag_batch].to(device)
     diag_y = data.val.labels[: cfg.diag_batch].to(device)
     epochs = math.ceil(cfg.steps / spe)
@@ -277,8 +296,12 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
             logging = not (done % spe and done != cfg.steps)
             forced = bool(cfg.force_every) and step % cfg.force_every == 0
             forces = {} if (logging or forced) and cfg.order == 1 else None
-            tl, vl = bilevel_step(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, step, cfg.steps,
-                                  cfg.grad_clip, cfg.order, forces)
+            xt, yt, xv, yv = par.shard(xt, yt, xv, yv)
+            xt, xv = (channels_last_input(x, cfg.channels_last) for x in (xt, xv))
+            with par.step(), precision.autocast():
+                tl, vl = bilevel_step(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, step,
+                                      cfg.steps, cfg.grad_clip, cfg.order, forces)
+            tl, vl = par.global_losses(tl, vl)
             if not (math.isfinite(tl) and math.isfinite(vl)):
                 raise DivergedError(f"non-finite loss at step {step} (train {tl}, val {vl}); "
                                     f"the last good checkpoint is kept in {run.path}")
@@ -293,9 +316,10 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
                       "train_loss": sums[0] / sums[2], "val_loss": sums[1] / sums[2]}
             sums = [0.0, 0.0, 0]
             record.update(forces or {})
-            record.update(_epoch_diagnostics(space, net, diag_x, diag_y, table))
-            if hessian_every and (epoch % hessian_every == 0 or done == cfg.steps):
-                record["hessian_eig"] = diag.hessian_eigenvalue(net, diag_x, diag_y)
+            with par.local():  # every rank alone, on the same diagnostic batch
+                record.update(_epoch_diagnostics(space, net, diag_x, diag_y, table))
+                if hessian_every and (epoch % hessian_every == 0 or done == cfg.steps):
+                    record["hessian_eig"] = diag.hessian_eigenvalue(net, diag_x, diag_y)
             record["seconds"] = time.perf_counter() - t0
             run.log(record)
             run.save({"net": net.state_dict(), "a_opt": a_opt.state_dict(),
@@ -303,6 +327,7 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
                       "elapsed": record["seconds"], "reg": reg.state_dict()})
             tick(0, entropy=record["mean_entropy"], pfree=record["param_free_ops"])
 
+    par.close()
     if stop_at is not None and stop_at < cfg.steps:
         return {"stopped_at": stop_at, "forces": str(run.file(FORCES))}
 

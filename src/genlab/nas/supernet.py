@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genlab.core.data_parallel import batch_norm
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
 from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell, edge_name
 from genlab.nas.genotype import NB201_EDGES, NB201_NODES, NB201_OPS, Genotype, derive_genotype
@@ -101,7 +102,7 @@ class SearchCell(nn.Module):
         use_batch = self.training or not self.track_running_stats
         mean = getattr(self, f"{key}_mean") if self.track_running_stats else None
         var = getattr(self, f"{key}_var") if self.track_running_stats else None
-        return F.batch_norm(y, mean, var, scale, None, use_batch, self.bn_momentum, self.bn_eps)
+        return batch_norm(y, mean, var, scale, None, use_batch, self.bn_momentum, self.bn_eps)
 
     def _pool_sums(self, h: torch.Tensor) -> torch.Tensor:
         """3x3 window sums at stride 1 (zero padding), as a depthwise conv: faster than pooling."""

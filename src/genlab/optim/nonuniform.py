@@ -168,6 +168,8 @@ class COV(torch.optim.SGD):
     ``per_sample`` choose how the per-sample gradients are formed (module doc).
     """
 
+    requires_closure = True  # the penalty's gradient comes from the per-sample closure
+
     def __init__(self, params, lr: float, lam: float, n_total: int | None = None,
                  momentum: float = 0.0, weight_decay: float = 0.0, dampening: float = 0.0,
                  nesterov: bool = False, max_grad_norm: float | None = None, *,

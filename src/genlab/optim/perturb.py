@@ -97,7 +97,12 @@ class PerturbedOptimizer(torch.optim.Optimizer):
 
     Subclasses compute the perturbation; this class owns the base optimiser, the
     weight backup, the restore, the clipping and checkpointing of both states.
+
+    ``requires_closure``: a whole step needs the closure (two passes), so a loop that
+    steps without one (the fp16 GradScaler's ``scaler.step``) refuses it explicitly.
     """
+
+    requires_closure = True
 
     def __init__(self, params, base_optimizer: Callable | None, own_defaults: dict,
                  base_kwargs: dict, *, model: nn.Module | None = None,
