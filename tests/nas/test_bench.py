@@ -78,8 +78,8 @@ def test_an_alias_reuses_the_search_it_names_and_forces_are_tabled(tmp_path, mon
                                           diag_batch=16),
                       retrain_epochs=0)
     result = run_bench(cfg, tmp_path / "b")
-    assert sorted(p.name for p in (tmp_path / "b" / "search").iterdir()) == ["beta-s0",
-                                                                              "ber-kl-s0"]
+    assert sorted(p.name for p in (tmp_path / "b" / "search").iterdir()) == ["ber-kl-s0",
+                                                                              "beta-s0"]
     rec = {r["reg"]: r for r in result["records"]}
     assert rec["ber"]["search_folder"] == "ber-kl-s0"
     assert rec["ber"]["genotype"] == rec["ber-kl"]["genotype"]

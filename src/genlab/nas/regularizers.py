@@ -170,11 +170,13 @@ class Regularizer:
 
 REGULARIZERS = ("none", "beta", "ber-kl", "ber-batch", *CANDIDATES)
 
-# The BER variant and settings kept by benchmarks/nas_ber_ablation.py: the best mean
+# The BER variant and settings kept by benchmarks/nas_ber_ablation.py (no batch-entropy
+# candidate was eligible in the later selection, docs/ber.md): the best mean
 # digits-validation accuracy of the retrained cell among candidates whose search
 # committed (docs/ber.md, "Choosing BER"); ``--reg ber`` means exactly this.
 BER_DEFAULT = {"name": "ber-kl", "strength": 0.3, "schedule": "down"}
-# Each candidate's selected setting (docs/ber.md, "Selection"); constant schedule.
+# Each candidate's calibrated setting, the one its selection searched (docs/ber.md,
+# "Selection (measured)": neither was eligible, so neither became `ber`); constant schedule.
 CANDIDATE_DEFAULTS = {
     "ber-lbe": {"strength": 36.2, "schedule": "constant", "h_min": 0.0},
     "ber-op": {"strength": 2.66, "schedule": "constant"},
