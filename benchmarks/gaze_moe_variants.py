@@ -9,7 +9,7 @@ true appearance cluster (normalised mutual information between top-1 expert and
 cluster; cluster purity; mean max weight). The oracle (one expert per true cluster) is
 the upper reference of what routing can gain.
 
-    python benchmarks/gaze_moe_variants.py --out runs/bench    # ~45 CPU-minutes
+    python benchmarks/gaze_moe_variants.py --out runs/bench    # ~15 CPU-minutes
     python benchmarks/gaze_moe_variants.py --out runs/bench --variants 0,1,9   # a subset
 
 ``--variants`` picks rows by their index in VARIANTS (run folders keep the index, so a

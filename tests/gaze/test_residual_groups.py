@@ -109,3 +109,11 @@ def test_regrouped_run_resumed_equals_uninterrupted(tmp_path, tiny_task, monkeyp
                          resumed_model.state_dict().values(), strict=True):
         assert torch.equal(a, b), k
     assert resumed["val_mean_deg"] == full["val_mean_deg"]
+
+
+def test_checkpoints_without_residual_groups_still_load():
+    old = MoEGaze(width=4, appearance_dim=8, gaze_feat_dim=8).state_dict()
+    del old["group_ids"], old["group_of_id"]
+    model = MoEGaze(width=4, appearance_dim=8, gaze_feat_dim=8)
+    model.load_state_dict(old)  # strict
+    assert len(model.group_ids) == 0

@@ -319,8 +319,9 @@ class MoEGaze(GazeModel):
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for name in ("group_ids", "group_of_id"):  # sized by the data: adopt the saved size
-            if prefix + name in state_dict:
-                setattr(self, name, torch.empty_like(state_dict[prefix + name]))
+            key = prefix + name  # checkpoints written before residual groups have none
+            state_dict.setdefault(key, torch.zeros(0, dtype=torch.long))
+            setattr(self, name, torch.empty_like(state_dict[key]))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def after_step(self, out: GazeOutput) -> None:
