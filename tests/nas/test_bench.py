@@ -112,3 +112,14 @@ def test_a_failed_bench_job_is_reported_after_the_others(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_mod, "run_search", real)
     result = run_bench(cfg, tmp_path / "b", resume=True)  # the failed job runs again
     assert [r["run"] for r in result["records"]] == ["none-s0", "none-s1"]
+
+
+def test_random_rows_are_judged_by_the_table(tmp_path, nb201_table):
+    from genlab.nas.bench import RANDOM, BenchJob, run_job
+    from genlab.nas.table import NB201Table
+
+    cfg = BenchConfig(regs=["none"], seeds=[3], retrain_epochs=0,
+                      search=SearchConfig(nb201_table=str(nb201_table)))
+    rec = run_job(BenchJob(RANDOM, 3, cfg, str(tmp_path)), tmp_path / "job")
+    truth = NB201Table.load(nb201_table).lookup(rec["genotype"])
+    assert {k: rec[k] for k in truth} == truth

@@ -28,7 +28,7 @@ from genlab.core.runs import CONFIG, SUMMARY, RunDir, atomic_write_bytes, read_j
 from genlab.core.sweep import RunSpec, run_sweep
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.retrain import RetrainConfig, retrain
-from genlab.nas.search import SearchConfig, run_search
+from genlab.nas.search import SearchConfig, run_search, space_table
 from genlab.nas.spaces import get_space
 
 METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",
@@ -76,6 +76,9 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
     run = RunDir(out, asdict(job), resume=resume)
     if job.reg == RANDOM:
         record = random_record(space, job.seed)
+        table = space_table(space, cfg.search.nb201_table)
+        if table is not None:  # the sanity row judged like the searched cells
+            record.update(table.lookup(space.parse(record["genotype"])))
     else:
         scfg = replace(cfg.search, reg=job.reg, seed=job.seed)
         folder = root / "search" / name
