@@ -1,5 +1,6 @@
 """Helpers shared by the gaze tests."""
 
+import pytest
 import torch
 
 
@@ -124,3 +125,25 @@ def write_gazehub_root(root, kind, persons=4, per_person=2, seed=0):
     for name, lines in files.items():
         (root / "Label" / name).write_text("\n".join(lines) + "\n")
     return truth
+
+
+def killed_then_resumed(monkeypatch, cfg, task, folder, kill_at: int = 5):
+    """Train ``cfg`` into ``folder``, interrupted at the ``kill_at``-th optimiser step, then
+    resume it; returns (model, summary) of the resumed run. Asserts the interrupted run left
+    no summary."""
+    from genlab.gaze import train as train_mod
+
+    real_step, calls = train_mod.GazeTrainer.step, {"n": 0}
+
+    def dying_step(self, x, y):
+        calls["n"] += 1
+        if calls["n"] == kill_at:
+            raise KeyboardInterrupt
+        return real_step(self, x, y)
+
+    monkeypatch.setattr(train_mod.GazeTrainer, "step", dying_step)
+    with pytest.raises(KeyboardInterrupt):
+        train_mod.train_gaze(cfg, task, folder, progress_bar=False)
+    monkeypatch.setattr(train_mod.GazeTrainer, "step", real_step)
+    assert not (folder / "summary.json").exists()
+    return train_mod.train_gaze(cfg, task, folder, resume=True, progress_bar=False)

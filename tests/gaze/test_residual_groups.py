@@ -6,11 +6,11 @@ import torch
 from sklearn.metrics import adjusted_rand_score
 
 from genlab.core.errors import DataError
-from genlab.gaze import train as train_mod
 from genlab.gaze.models import MoEGaze
 from genlab.gaze.protocol import SyntheticCache, load_task_data
 from genlab.gaze.residual_groups import group_subjects, lookup_groups, subject_residual_features
 from genlab.gaze.train import GazeTrainConfig, train_gaze
+from tests.gaze.conftest import killed_then_resumed
 from tests.gaze.test_train import TINY
 
 
@@ -90,20 +90,8 @@ def test_regrouped_run_resumed_equals_uninterrupted(tmp_path, tiny_task, monkeyp
     recs = [json.loads(x) for x in (tmp_path / "full" / "metrics.jsonl").read_text()
             .splitlines()]
     assert ["group_sizes" in r for r in recs] == [True, False, False]  # step 3 of 9
-    real_step, calls = train_mod.GazeTrainer.step, {"n": 0}
-
-    def dying_step(self, x, y):  # killed in the second chunk, after the regrouping
-        calls["n"] += 1
-        if calls["n"] == 5:
-            raise KeyboardInterrupt
-        return real_step(self, x, y)
-
-    monkeypatch.setattr(train_mod.GazeTrainer, "step", dying_step)
-    with pytest.raises(KeyboardInterrupt):
-        train_gaze(cfg, tiny_task, tmp_path / "part", progress_bar=False)
-    monkeypatch.setattr(train_mod.GazeTrainer, "step", real_step)
-    resumed_model, resumed = train_gaze(cfg, tiny_task, tmp_path / "part", resume=True,
-                                        progress_bar=False)
+    # killed at step 5, in the second chunk, after the regrouping
+    resumed_model, resumed = killed_then_resumed(monkeypatch, cfg, tiny_task, tmp_path / "part")
     assert len(resumed_model.group_ids) > 0
     for (k, a), b in zip(full_model.state_dict().items(),
                          resumed_model.state_dict().values(), strict=True):

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.gaze import train as train_mod
 from genlab.gaze.gazeset import GazeLabels, GazeSet
 from genlab.gaze.metrics import constant_summary, error_stats, router_stats
 from genlab.gaze.protocol import (
@@ -18,7 +17,7 @@ from genlab.gaze.protocol import (
 )
 from genlab.gaze.splits import hold_out_subjects, step_batches, take_share
 from genlab.gaze.train import GazeTrainConfig, train_gaze, warmup_cosine
-from tests.gaze.conftest import torchvision_resnet18_state
+from tests.gaze.conftest import killed_then_resumed, torchvision_resnet18_state
 
 TINY = {
     "width": 4,
@@ -177,22 +176,8 @@ def test_interrupted_run_resumed_equals_uninterrupted(tmp_path, tiny_task, monke
               (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
     assert refits == [None, True, None]  # step 5 of 9 falls in the second chunk
 
-    real_step, calls = train_mod.GazeTrainer.step, {"n": 0}
-
-    def dying_step(self, x, y):  # killed in the middle of the second chunk (steps 4-6)
-        calls["n"] += 1
-        if calls["n"] == 5:
-            raise KeyboardInterrupt
-        return real_step(self, x, y)
-
-    monkeypatch.setattr(train_mod.GazeTrainer, "step", dying_step)
-    with pytest.raises(KeyboardInterrupt):
-        train_gaze(cfg, tiny_task, tmp_path / "part", progress_bar=False)
-    monkeypatch.setattr(train_mod.GazeTrainer, "step", real_step)
-    assert not (tmp_path / "part" / "summary.json").exists()
-    resumed_model, resumed = train_gaze(
-        cfg, tiny_task, tmp_path / "part", resume=True, progress_bar=False
-    )
+    # killed at step 5, in the middle of the second chunk (steps 4-6)
+    resumed_model, resumed = killed_then_resumed(monkeypatch, cfg, tiny_task, tmp_path / "part")
     for (k, a), b in zip(
         full_model.state_dict().items(), resumed_model.state_dict().values(), strict=True
     ):
