@@ -1,5 +1,5 @@
-"""BER candidates (ber-lbe, ber-op): gradients on alpha against finite differences (float64),
-their features against hand values, their search wiring (targets, resume, forces)."""
+"""BER candidates (ber-lbe, ber-op, ber-ib): gradients on alpha against finite differences
+(float64), their features against hand values, their search wiring (targets, resume, forces)."""
 
 import json
 
@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
-from genlab.nas.ber import LayerwiseBatchEntropy, OpCompression, edge_sources
+from genlab.nas.ber import LayerwiseBatchEntropy, OpCompression, OpLabelInformation, edge_sources
 from genlab.nas.diagnostics import alpha_forces
-from genlab.nas.entropy import batch_entropy
+from genlab.nas.entropy import batch_entropy, label_information
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
@@ -113,24 +113,73 @@ def test_ber_op_losses_by_hand_and_gradient_matches_finite_differences():
     assert torch.allclose(d[:, ops.index("none")], torch.stack(expected_none))
     assert torch.all(d[:, ops.index("skip_connect")].abs() < 1e-12)
     assert torch.all(d >= 0)
-    # R = mean_e sum_k p_ek D_ek with D held fixed (stop-gradient): FD on alpha with that D
+    _assert_per_op_gradient(reg, net, probe, d)  # R with D held fixed (stop-gradient)
+
+
+def _assert_per_op_gradient(reg, net, probe, costs, labels=None):
+    """grad_alpha of R = mean_e sum_k p_ek c_ek (c held fixed) against FD and p (c - p.c)/|E|."""
     alpha = net.alphas()["cell"]
-    loss = reg(net.alphas(), 0, 10, probe)
+    loss = reg(net.alphas(), 0, 10, probe, None, labels)
     grad, = torch.autograd.grad(loss, [alpha])
     base = alpha.detach().clone()
     eps = 1e-6
 
     def value(a):
-        return float((F.softmax(a, -1) * d).sum(-1).mean())
+        return float((F.softmax(a, -1) * costs).sum(-1).mean())
 
-    for r, k in [(0, 0), (2, 1), (5, 3), (3, 4)]:
+    for r, k in [(0, 0), (2, 1), (5, 3), (3, 4), (1, 2)]:
         bump = torch.zeros_like(base)
         bump[r, k] = eps
         fd = (value(base + bump) - value(base - bump)) / (2 * eps)
         assert grad[r, k].item() == pytest.approx(fd, rel=1e-6, abs=1e-12)
-    p = F.softmax(base, -1)  # and the closed form p (D - p.D) / |E|
-    closed = p * (d - (p * d).sum(-1, keepdim=True)) / base.shape[0]
+    p = F.softmax(base, -1)
+    closed = p * (costs - (p * costs).sum(-1, keepdim=True)) / base.shape[0]
     assert torch.allclose(grad, closed, atol=1e-12)
+
+
+def test_ber_ib_costs_by_hand_and_gradient_matches_finite_differences():
+    space, net, x, y = _tiny_net()
+    reg = make_regularizer("ber-ib", strength=1.0)
+    reg.setup(net, x, space)
+    probe = reg.make_probe()
+    net(x, probe=probe)
+    ops = space.alpha_specs()["cell"].ops[0]
+    c = reg._candidate.losses(net.alphas(), probe, y)["cell"]
+    sources = edge_sources(space.alpha_specs()["cell"].rows)
+    # by hand, edge by edge and cell by cell: cost = I_B(input; Y) - I_B(op output; Y)
+    for r, s in enumerate(sources):
+        for k in range(len(ops)):
+            per_cell = []
+            for tr in probe.traces:
+                out = probe.ops.get(("cell", tr.index, r, k))
+                i_in = label_information((tr.inputs + tr.nodes)[s], y)
+                i_out = 0.0 if out is None else label_information(out, y)
+                per_cell.append(i_in - i_out)
+            assert float(c[r, k]) == pytest.approx(float(sum(per_cell) / len(per_cell)),
+                                                   rel=1e-9, abs=1e-12)
+    assert torch.all(c[:, ops.index("skip_connect")].abs() < 1e-12)  # skip passes it through
+    assert not torch.allclose(c[:, ops.index("nor_conv_3x3")], c[:, ops.index("skip_connect")])
+    _assert_per_op_gradient(reg, net, probe, c, y)
+
+
+def test_ber_ib_refuses_missing_labels():
+    space, net, x, _ = _tiny_net()
+    op = OpLabelInformation()
+    op.setup(net, x, space)
+    probe = op.make_probe()
+    net(x, probe=probe)
+    with pytest.raises(ConfigError, match="labels"):
+        op.penalty(net.alphas(), probe)
+
+
+def test_search_with_ber_ib_first_and_second_order(tmp_path):
+    for order in (1, 2):
+        out = run_search(SearchConfig(**{**TINY, "steps": 3}, reg="ber-ib", reg_strength=2.0,
+                                      seed=0, order=order, force_every=1), tmp_path / f"o{order}")
+        assert out["reg_resolved"]["name"] == "ber-ib" and out["steps"] == 3
+        if order == 1:
+            forces = (tmp_path / "o1" / "forces.jsonl").read_text().splitlines()
+            assert [json.loads(ln)["force_reg"] > 0 for ln in forces] == [True] * 3
 
 
 def test_ber_op_refuses_rows_that_are_not_edges_and_a_probe_without_ops():
@@ -188,7 +237,7 @@ def test_second_order_refuses_ber_lbe(tmp_path):
 
 
 def test_candidates_default_to_a_constant_schedule_and_refuse_unknown_names():
-    for name in ("ber-lbe", "ber-op"):
+    for name in ("ber-lbe", "ber-op", "ber-ib"):
         reg = make_regularizer(name, strength=0.7)
         assert reg.schedule == "constant" and reg.needs_probe
         assert reg.lam(0, 100) == reg.lam(99, 100) == 0.7

@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from genlab.core.errors import ConfigError
-from genlab.nas.entropy import batch_entropy, edge_entropy, gaussian_batch_entropy
+from genlab.nas.entropy import (
+    batch_entropy,
+    conditional_batch_entropy,
+    edge_entropy,
+    gaussian_batch_entropy,
+    label_information,
+)
 from genlab.nas.regularizers import make_regularizer
 
 # three samples of two units: unit 0 = (1, 3, 5), unit 1 = (2, 6, 4)
@@ -86,3 +92,43 @@ def test_ber_batch_keeps_the_earlier_estimator():
     probe = reg.make_probe()
     probe.pairs.append((HAND, narrow))
     assert float(reg.penalty({"cell": torch.zeros(6, 5)}, probe)) == pytest.approx(expected)
+
+
+def test_conditional_batch_entropy_and_label_information_hand_values():
+    t = torch.tensor([[1.0], [3.0], [2.0], [6.0]], dtype=torch.float64)
+    y = torch.tensor([0, 0, 1, 1])
+    # class means 2 and 4; squared deviations 1 + 1 + 4 + 4 = 10 over 4 - 2 dof: s^2 = 5
+    cond = 0.5 * math.log(math.pi * math.e * 5 + 1)
+    assert float(conditional_batch_entropy(t, y)) == pytest.approx(cond, rel=1e-12)
+    total = 0.5 * math.log(math.pi * math.e * 14 / 3 + 1)  # unbiased variance 14 / 3
+    assert float(label_information(t, y)) == pytest.approx(total - cond, rel=1e-12)
+
+
+def test_conditional_batch_entropy_matches_a_loop_over_units_and_classes():
+    g = torch.Generator().manual_seed(3)
+    t = torch.randn(20, 2, 3, dtype=torch.float64, generator=g)
+    y = torch.tensor([5, 1, 1, 7] * 5)  # labels need not be 0..c-1
+    flat = t.reshape(20, -1)
+    terms = []
+    for j in range(flat.shape[1]):
+        ss = 0.0
+        for c in (1, 5, 7):
+            vals = [float(flat[i, j]) for i in range(20) if int(y[i]) == c]
+            m = sum(vals) / len(vals)
+            ss += sum((v - m) ** 2 for v in vals)
+        terms.append(0.5 * math.log(math.pi * math.e * ss / (20 - 3) + 1))
+    assert float(conditional_batch_entropy(t, y)) == pytest.approx(sum(terms) / len(terms),
+                                                                   rel=1e-12)
+    # labels that carry the classes exactly: a unit equal to the label has all its spread
+    # between classes, so it carries more label information than pure noise
+    signal = y.to(torch.float64)[:, None] + 0.01 * torch.randn(20, 1, dtype=torch.float64,
+                                                               generator=g)
+    assert float(label_information(signal, y)) > 2.0
+    assert abs(float(label_information(t, y))) < 0.3
+
+
+def test_conditional_batch_entropy_refuses_bad_labels():
+    with pytest.raises(ConfigError, match="one label per sample"):
+        conditional_batch_entropy(torch.randn(4, 3), torch.tensor([0, 1]))
+    with pytest.raises(ConfigError, match="more samples than classes"):
+        conditional_batch_entropy(torch.randn(3, 3), torch.tensor([0, 1, 2]))

@@ -23,6 +23,15 @@ Both act on alpha only (the architecture step) and read the search cells through
   leaves to the data. Edge inputs are read from the cell's trace: state s of an edge 't<-s'
   is ``(inputs + nodes)[s]``; in the DARTS spaces the inputs are those before the cells'
   preprocessing (an approximation of the edge input, stated here).
+- ``ber-ib``: the same per-op form with the label information each op loses,
+  R = sum over alpha tensors of mean_e sum_k p_ek sg[I_B(x_e; Y) - I_B(o_ek; Y)],
+  I_B(T; Y) = H_B(T) - H_B(T | Y) (genlab.nas.entropy.label_information; Y the validation
+  labels). Batch entropy alone is blind between a convolution (whose BatchNorm resets H_B) and a
+  skip connection (which passes H_B through): ber-op's cost is ~0 for both. The label
+  information is a ratio of total to within-class spread, so BatchNorm does not hide it: ops
+  whose output separates the classes better than their input (trained convolutions) get a
+  negative cost, skip exactly 0, ``none`` (I_B = 0) and pooling a positive one. It restrains
+  the compression of the information about the target, the IB's prediction term, op by op.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
-from genlab.nas.entropy import batch_entropy
+from genlab.nas.entropy import batch_entropy, label_information
 from genlab.nas.probe import CellTraces
 
 EDGE_RE = re.compile(r"^(\d+)<-(\d+)$")
@@ -74,7 +83,8 @@ class LayerwiseBatchEntropy:
     def parameters(self) -> list[torch.Tensor]:
         return [] if self.targets is None else [self.targets]
 
-    def penalty(self, alphas, probe, val_loss: torch.Tensor | None) -> torch.Tensor:
+    def penalty(self, alphas, probe, val_loss: torch.Tensor | None,
+                labels: torch.Tensor | None = None) -> torch.Tensor:
         if self.targets is None:
             raise ConfigError("ber-lbe's targets are not set: call setup(net, x, space) first")
         if val_loss is None:
@@ -104,17 +114,23 @@ def edge_sources(rows: tuple[str, ...]) -> list[int]:
     for row in rows:
         m = EDGE_RE.match(row)
         if m is None:
-            raise ConfigError(f"ber-op needs alpha rows that are edges 't<-s'; got row {row!r} "
-                              "(this space has no edge inputs to compare op outputs with)")
+            raise ConfigError(f"ber-op and ber-ib need alpha rows that are edges 't<-s'; got row "
+                              f"{row!r} (this space has no edge inputs to compare op outputs "
+                              "with)")
         out.append(int(m.group(2)))
     return out
 
 
-class OpCompression:
-    """ber-op: mean_e sum_k p_ek sg[relu(H_B(edge input) - H_B(op output))]."""
+class PerOpPenalty:
+    """R = sum over alpha tensors of mean_e sum_k p_ek sg[c_ek], c_ek a cost of op k's unscaled
+    output on edge e against the edge input (mean over the cells sharing the alpha tensor).
+
+    The gradient on alpha_e is p_e * (c_e - p_e . c_e) / |E|: it moves probability from the ops
+    that cost more than the edge's average to those that cost less. Subclasses give the cost."""
 
     needs_probe = True
     uses_val_loss = False
+    name = "per-op"
 
     def __init__(self):
         self.sources: dict[str, list[int]] = {}
@@ -129,36 +145,38 @@ class OpCompression:
     def parameters(self) -> list[torch.Tensor]:
         return []
 
-    def losses(self, alphas, probe: CellTraces) -> dict[str, torch.Tensor]:
-        """D per alpha tensor, shape (rows, K), averaged over the cells sharing it (no graph)."""
+    def cost(self, edge_input: torch.Tensor, out: torch.Tensor | None,
+             labels: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def losses(self, alphas, probe: CellTraces,
+               labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """c per alpha tensor, shape (rows, K), averaged over the cells sharing it (no graph)."""
         if not probe.traces or not probe.ops:
-            raise ConfigError("ber-op needs every op's output: pass the probe from make_probe() "
-                              "(wants_ops) to the supernet's forward")
+            raise ConfigError(f"{self.name} needs every op's output: pass the probe from "
+                              "make_probe() (wants_ops) to the supernet's forward")
         sums: dict[str, torch.Tensor] = {}
         counts: dict[str, int] = {}
         with torch.no_grad():
             for tr in probe.traces:
                 alpha = alphas[tr.alpha]
                 if tr.alpha not in self.sources:
-                    raise ConfigError(f"ber-op has no edge sources for alpha {tr.alpha!r}: call "
-                                      "setup(net, x, space) first")
-                sources = self.sources[tr.alpha]
+                    raise ConfigError(f"{self.name} has no edge sources for alpha {tr.alpha!r}: "
+                                      "call setup(net, x, space) first")
                 states = tr.inputs + tr.nodes
-                d = torch.zeros(alpha.shape, dtype=alpha.dtype, device=alpha.device)
-                for r, s in enumerate(sources):
-                    h_in = batch_entropy(states[s])
+                c = torch.zeros(alpha.shape, dtype=alpha.dtype, device=alpha.device)
+                for r, s in enumerate(self.sources[tr.alpha]):
                     for k in range(alpha.shape[1]):
-                        out = probe.ops.get((tr.alpha, tr.index, r, k))
-                        h_out = h_in.new_zeros(()) if out is None else batch_entropy(out)
-                        d[r, k] = F.relu(h_in - h_out)
-                sums[tr.alpha] = sums.get(tr.alpha, 0) + d
+                        c[r, k] = self.cost(states[s], probe.ops.get((tr.alpha, tr.index, r, k)),
+                                            labels)
+                sums[tr.alpha] = sums.get(tr.alpha, 0) + c
                 counts[tr.alpha] = counts.get(tr.alpha, 0) + 1
         return {name: sums[name] / counts[name] for name in sums}
 
-    def penalty(self, alphas, probe, val_loss=None) -> torch.Tensor:
+    def penalty(self, alphas, probe, val_loss=None, labels=None) -> torch.Tensor:
         total = None
-        for name, d in self.losses(alphas, probe).items():
-            term = (F.softmax(alphas[name], dim=-1) * d).sum(-1).mean()
+        for name, c in self.losses(alphas, probe, labels).items():
+            term = (F.softmax(alphas[name], dim=-1) * c).sum(-1).mean()
             total = term if total is None else total + term
         return total
 
@@ -169,8 +187,33 @@ class OpCompression:
         pass
 
 
+class OpCompression(PerOpPenalty):
+    """ber-op: c_ek = relu(H_B(edge input) - H_B(op output)), the batch entropy the op loses."""
+
+    name = "ber-op"
+
+    def cost(self, edge_input, out, labels=None) -> torch.Tensor:
+        h_in = batch_entropy(edge_input)
+        h_out = h_in.new_zeros(()) if out is None else batch_entropy(out)
+        return F.relu(h_in - h_out)
+
+
+class OpLabelInformation(PerOpPenalty):
+    """ber-ib: c_ek = I_B(edge input; Y) - I_B(op output; Y), the label information it loses."""
+
+    name = "ber-ib"
+
+    def cost(self, edge_input, out, labels=None) -> torch.Tensor:
+        if labels is None:
+            raise ConfigError("ber-ib measures label information: pass the validation labels")
+        i_in = label_information(edge_input, labels)
+        i_out = i_in.new_zeros(()) if out is None else label_information(out, labels)
+        return i_in - i_out
+
+
 # name -> builder of the candidate penalty from its settings
 CANDIDATES = {
     "ber-lbe": lambda h_min=0.0: LayerwiseBatchEntropy(h_min),
     "ber-op": lambda h_min=0.0: OpCompression(),
+    "ber-ib": lambda h_min=0.0: OpLabelInformation(),
 }

@@ -12,6 +12,13 @@
 
   with ``torch.std``'s default, the unbiased standard deviation (divisor n - 1). A batch of one
   sample has no spread to measure; their code raises, and so does this one.
+- ``conditional_batch_entropy(t, labels)``: the same estimator with sigma_j^2 replaced by the
+  pooled within-class variance of unit j (sum over classes of the squared deviations from the
+  class mean, divided by n - c for the c classes present), and ``label_information(t, labels)``
+  = H_B(T) - H_B(T | Y): a batch estimate of the information the units carry about the labels
+  (ours, for the ber-ib candidate): 0 for a constant tensor, and nearly unchanged when T is
+  rescaled while its variances stay well above 1/(pi e), because it then tends to the mean of
+  0.5 ln(sigma_j^2 / s_j^2): it sees through BatchNorm, which resets H_B itself to ~1.13.
 - ``gaussian_batch_entropy(t)``: the estimator genlab used before (ours; kept so that the
   regularisers and diagnostics built on it keep their numbers):
 
@@ -55,6 +62,28 @@ def batch_entropy(t: torch.Tensor) -> torch.Tensor:
                           f"shape {tuple(t.shape)}")
     var = flat.var(dim=0, unbiased=True)
     return 0.5 * torch.log(math.pi * math.e * var + 1).mean()
+
+
+def conditional_batch_entropy(t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """H_B(T | Y): mean_j 0.5 ln(pi e s_j^2 + 1), s_j^2 the pooled within-class variance."""
+    flat = _units(t)
+    if labels.shape != (flat.shape[0],):
+        raise ConfigError(f"conditional batch entropy needs one label per sample: tensor of "
+                          f"shape {tuple(t.shape)}, labels of shape {tuple(labels.shape)}")
+    classes, index = torch.unique(labels, return_inverse=True)
+    dof = flat.shape[0] - classes.numel()
+    if dof < 1:
+        raise ConfigError(f"conditional batch entropy needs more samples than classes: "
+                          f"{flat.shape[0]} samples, {classes.numel()} classes")
+    onehot = F.one_hot(index, classes.numel()).to(flat.dtype)
+    means = (onehot.T @ flat) / onehot.sum(0)[:, None]
+    var_within = ((flat - means[index]) ** 2).sum(0) / dof
+    return 0.5 * torch.log(math.pi * math.e * var_within + 1).mean()
+
+
+def label_information(t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """H_B(T) - H_B(T | Y): batch estimate of the information T carries about the labels."""
+    return batch_entropy(t) - conditional_batch_entropy(t, labels)
 
 
 def gaussian_batch_entropy(t: torch.Tensor) -> torch.Tensor:

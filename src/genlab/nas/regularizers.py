@@ -27,10 +27,11 @@ beta-DARTS applies its penalty per cell type in the DARTS space:
             the cells' inputs and outputs: it declares ``needs_probe`` and gives the probe
             (genlab.nas.probe.CellPairs) that the search passes to the supernet.
 
-- ``ber-lbe``, ``ber-op`` the batch-entropy candidates of genlab.nas.ber (ours): Peer's
-            layerwise batch-entropy loss on the cell nodes with learnable targets, and a
-            per-op compression penalty. Constant schedule by default; ``h_min`` is ber-lbe's
-            floor on the targets.
+- ``ber-lbe``, ``ber-op``, ``ber-ib`` the batch-entropy candidates of genlab.nas.ber
+            (ours): Peer's layerwise batch-entropy loss on the cell nodes with learnable
+            targets, a per-op compression penalty, and a per-op penalty on the label
+            information an op loses (it needs the validation labels). Constant schedule by
+            default; ``h_min`` is ber-lbe's floor on the targets.
 
 Candidates with state (ber-lbe's targets) are set up once before the search
 (``setup(net, x, space)``), give their extra parameters to the alpha optimiser
@@ -140,11 +141,13 @@ class Regularizer:
         return self.strength * schedule_factor(self.schedule, step, total_steps)
 
     def penalty(self, alphas: Alphas | torch.Tensor, probe: Probe | None = None,
-                val_loss: torch.Tensor | None = None) -> torch.Tensor:
+                val_loss: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None) -> torch.Tensor:
         """R(alpha) (unweighted), summed over the alpha tensors; ``probe`` for the feature
-        penalties, ``val_loss`` (CE_val with its graph) for ber-lbe."""
+        penalties, ``val_loss`` (CE_val with its graph) for ber-lbe, ``labels`` (those of
+        the validation batch) for ber-ib."""
         if self._candidate is not None:
-            return self._candidate.penalty(named(alphas), probe, val_loss)
+            return self._candidate.penalty(named(alphas), probe, val_loss, labels)
         if self.name == "none":
             return zero_like(alphas)
         if self.name == "beta":
@@ -160,39 +163,40 @@ class Regularizer:
         return torch.stack(drops).mean()
 
     def __call__(self, alphas: Alphas | torch.Tensor, step: int, total_steps: int,
-                 probe: Probe | None = None, val_loss: torch.Tensor | None = None
-                 ) -> torch.Tensor:
+                 probe: Probe | None = None, val_loss: torch.Tensor | None = None,
+                 labels: torch.Tensor | None = None) -> torch.Tensor:
         lam = self.lam(step, total_steps)
         if lam == 0.0:
             return zero_like(alphas)
-        return lam * self.penalty(alphas, probe, val_loss)
+        return lam * self.penalty(alphas, probe, val_loss, labels)
 
 
 REGULARIZERS = ("none", "beta", "ber-kl", "ber-batch", *CANDIDATES)
 
-# The BER variant and settings kept by benchmarks/nas_ber_ablation.py (no batch-entropy
-# candidate was eligible in the later selection, docs/ber.md): the best mean
-# digits-validation accuracy of the retrained cell among candidates whose search
-# committed (docs/ber.md, "Choosing BER"); ``--reg ber`` means exactly this.
-BER_DEFAULT = {"name": "ber-kl", "strength": 0.3, "schedule": "down"}
-# Each candidate's calibrated setting, the one its selection searched (docs/ber.md,
-# "Selection (measured)": neither was eligible, so neither became `ber`); constant schedule.
-CANDIDATE_DEFAULTS = {
+# Settings a regulariser's name stands for when the command line leaves them unset:
+# ber-kl at the earlier ablation's choice (docs/ber.md, "Choosing BER"), each batch-entropy
+# candidate at its calibrated mid-point (docs/ber.md, "Calibration"), constant schedule.
+PRESETS = {
+    "ber-kl": {"strength": 0.3, "schedule": "down"},
     "ber-lbe": {"strength": 36.2, "schedule": "constant", "h_min": 0.0},
     "ber-op": {"strength": 2.66, "schedule": "constant"},
+    "ber-ib": {"strength": 17.3, "schedule": "constant"},
 }
+# What ``--reg ber`` means: the winner of the selection protocol (docs/ber.md, "Selection
+# protocol"); as long as no candidate is eligible, the earlier ablation's ber-kl.
+BER_DEFAULT = {"name": "ber-kl", **PRESETS["ber-kl"]}
 BETA_DEFAULT_STRENGTH = 50.0
 
 
 def make_regularizer(name: str, strength: float | None = None, schedule: str | None = None,
                      steps_per_epoch: int = 1, h_min: float | None = None) -> Regularizer:
-    """Build a regulariser from CLI values; ``ber`` resolves to BER_DEFAULT and a candidate's
-    unset options to its selected setting (CANDIDATE_DEFAULTS)."""
+    """Build a regulariser from CLI values; ``ber`` resolves to BER_DEFAULT and the unset
+    options of a named variant to its preset (PRESETS)."""
     require_choice("regulariser", name, REGULARIZERS + ("ber",))
-    preset = BER_DEFAULT if name == "ber" else CANDIDATE_DEFAULTS.get(name, {})
+    preset = BER_DEFAULT if name == "ber" else PRESETS.get(name, {})
     name = preset.get("name", name)
     strength = preset.get("strength") if strength is None else strength
-    schedule = schedule or preset.get("schedule")
+    schedule = schedule or preset.get("schedule") or ("constant" if name in CANDIDATES else None)
     h_min = preset.get("h_min", 0.0) if h_min is None else h_min
     if strength is None:
         strength = BETA_DEFAULT_STRENGTH if name == "beta" else (0.0 if name == "none" else 1.0)

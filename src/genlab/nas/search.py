@@ -166,7 +166,7 @@ def first_order_arch_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: 
     ce_grads = None
     if forces is not None:
         ce_grads = torch.autograd.grad(val_loss, alphas, retain_graph=True, allow_unused=True)
-    reg_term = reg(net.alphas(), step, total, probe, val_loss)
+    reg_term = reg(net.alphas(), step, total, probe, val_loss, yv)
     (val_loss + reg_term).backward(inputs=alphas + reg.parameters())
     if forces is not None:
         forces.update(diag.alpha_forces(ce_grads, [a.grad for a in alphas]))
@@ -190,7 +190,7 @@ def second_order_arch_step(net, a_opt, w_opt, train_batch, val_batch, reg, step:
         probe = reg.make_probe()
         logits = call(x) if probe is None else call(x, probe=probe)
         seen["val_loss"] = F.cross_entropy(logits, y)
-        return seen["val_loss"] + reg(alphas, step, total, probe, seen["val_loss"])
+        return seen["val_loss"] + reg(alphas, step, total, probe, seen["val_loss"], y)
 
     grads = unrolled_arch_grads(net, train_batch, val_batch, objective, WeightStep.of(w_opt),
                                 momentum_buffers(net, w_opt))
@@ -235,12 +235,23 @@ def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=Non
         return _run_search(cfg, out, resume=resume, progress_bar=progress_bar, stop_at=stop_at)
 
 
+def run_config(cfg: SearchConfig) -> dict:
+    """config.json of a search: its options and the regulariser they resolve to, so that a run
+    of ``--reg ber`` is not resumed or reused after ``ber`` has come to name another setting."""
+    return {**asdict(cfg), "reg_resolved": resolved_regularizer(cfg)}
+
+
+def resolved_regularizer(cfg: SearchConfig) -> dict:
+    return asdict(make_regularizer(cfg.reg, cfg.reg_strength, cfg.reg_schedule,
+                                   h_min=cfg.reg_hmin))
+
+
 def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
                 stop_at: int | None = None) -> dict:
     space = get_space(cfg.space)
     table = space_table(space, cfg.nb201_table)
     device = resolve_device(cfg.device)
-    run = RunDir(out, asdict(cfg), resume=resume)
+    run = RunDir(out, run_config(cfg), resume=resume)
 
     seed_everything(cfg.seed)
     data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
@@ -382,8 +393,7 @@ def _summary(cfg: SearchConfig, space, net, history: list[dict], table, seconds:
         "hessian_eig": hess[-1] if hess else None,
         "search_seconds": seconds,
         "reg": cfg.reg,
-        "reg_resolved": asdict(make_regularizer(cfg.reg, cfg.reg_strength, cfg.reg_schedule,
-                                                h_min=cfg.reg_hmin)),
+        "reg_resolved": resolved_regularizer(cfg),
         "seed": cfg.seed,
         "steps": cfg.steps,
         "order": cfg.order,
