@@ -26,9 +26,9 @@ from pathlib import Path
 import torch
 
 from genlab.core.report import markdown_table
-from genlab.nas.bench import finished_or_run
-from genlab.nas.retrain import RetrainConfig, retrain
-from genlab.nas.search import SearchConfig, run_search
+from genlab.nas.bench import finished_or_retrain, finished_or_search
+from genlab.nas.retrain import RetrainConfig
+from genlab.nas.search import SearchConfig
 
 CANDIDATES = [  # (variant, schedule, lambda_0)
     ("ber-kl", "down", 0.3), ("ber-kl", "down", 1.0), ("ber-kl", "down", 3.0),
@@ -45,9 +45,9 @@ def run_job(out: Path, variant, schedule, lam, seed, steps, retrain_epochs) -> d
     name = job_name(variant, schedule, lam, seed)
     scfg = replace(SearchConfig(), reg=variant, reg_schedule=schedule, reg_strength=lam,
                    seed=seed, steps=steps, hessian_points=0, nb201_table=None)
-    s = finished_or_run(run_search, scfg, out / "search" / name)
+    s = finished_or_search(scfg, out / "search" / name)
     rcfg = RetrainConfig(arch=s["genotype"], epochs=retrain_epochs, seed=seed, eval_on="val")
-    r = finished_or_run(retrain, rcfg, out / "retrain" / name)
+    r = finished_or_retrain(rcfg, out / "retrain" / name)
     return {"variant": variant, "schedule": schedule, "lambda_0": lam, "seed": seed,
             "genotype": s["genotype"], "mean_entropy": s["mean_entropy"],
             "param_free_ops": s["param_free_ops"], "val_acc": r["val_acc"]}

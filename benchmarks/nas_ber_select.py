@@ -31,9 +31,9 @@ from pathlib import Path
 from nas_proxy_fidelity import PROXIES
 
 from genlab.core.runs import atomic_write_bytes, read_json, write_json
-from genlab.nas.bench import cell_agreement, finished_or_run
-from genlab.nas.retrain import RetrainConfig, retrain
-from genlab.nas.search import SearchConfig, run_search
+from genlab.nas.bench import cell_agreement, finished_or_retrain, finished_or_search
+from genlab.nas.retrain import RetrainConfig
+from genlab.nas.search import SearchConfig
 
 SEEDS, RETRAIN_SEEDS = (3, 4, 5), (0, 1)
 MAX_ENTROPY, MAX_PFREE, HESSIAN_GROWTH = 1.3, 2.0, 1.3
@@ -55,14 +55,14 @@ def setting_name(reg: str, strength: float) -> str:
 def search_one(out: Path, reg: str, strength: float, seed: int, hmin: float | None) -> dict:
     cfg = SearchConfig(reg=reg, reg_strength=strength, reg_schedule="constant", seed=seed,
                        reg_hmin=hmin)
-    return finished_or_run(run_search, cfg, out / "search" / f"{setting_name(reg, strength)}"
-                           f"-s{seed}", progress_bar=False)
+    return finished_or_search(cfg, out / "search" / f"{setting_name(reg, strength)}-s{seed}",
+                              progress_bar=False)
 
 
 def retrain_one(out: Path, proxy: str, arch: str, name: str, seed: int) -> float:
     cfg = RetrainConfig(arch=arch, seed=seed, eval_on="val", **PROXIES[proxy])
-    return finished_or_run(retrain, cfg, out / "retrain" / proxy / f"{name}-r{seed}",
-                           progress_bar=False)["val_acc"]
+    return finished_or_retrain(cfg, out / "retrain" / proxy / f"{name}-r{seed}",
+                               progress_bar=False)["val_acc"]
 
 
 def hessian_check(summaries: list[dict]) -> tuple[bool, float | None]:
@@ -87,20 +87,19 @@ def finished(out: Path, reg: str, strength: float, seed: int) -> bool:
 
 
 def evaluate(out: Path, proxy: str, reg: str, strength: float, hmin: float | None,
-             finished_only: bool = False) -> dict:
+             finished_only: bool = False, score_eligible_only: bool = False) -> dict:
     """One row of the selection table. ``finished_only``: use the finished searches only; a
     setting with fewer than 3 is ineligible when its finished seeds alone already exceed the
-    parameter-free budget (a 3-seed mean <= 2 needs a sum <= 6), else undecided (None)."""
+    parameter-free budget (a 3-seed mean <= 2 needs a sum <= 6), else undecided (None).
+    ``score_eligible_only``: retrain (score) only the settings that are not ineligible (the
+    score decides among eligible settings only); the others get no score."""
     name = setting_name(reg, strength)
     seeds = [sd for sd in SEEDS if not finished_only or finished(out, reg, strength, sd)]
-    summaries, per_search = [], []
+    summaries = []
     for seed in seeds:
         s = search_one(out, reg, strength, seed, hmin)
         s["history_hessian"] = hessian_history(out / "search" / f"{name}-s{seed}")
         summaries.append(s)
-        accs = [retrain_one(out, proxy, s["genotype"], f"{name}-s{seed}", r)
-                for r in RETRAIN_SEEDS]
-        per_search.append(statistics.fmean(accs))
     entropy = statistics.fmean(s["mean_entropy"] for s in summaries)
     pfree = statistics.fmean(s["param_free_ops"] for s in summaries)
     hess_ok, growth = hessian_check(summaries)
@@ -108,11 +107,16 @@ def evaluate(out: Path, proxy: str, reg: str, strength: float, hmin: float | Non
     if len(seeds) < len(SEEDS):
         over = sum(s["param_free_ops"] for s in summaries) > MAX_PFREE * len(SEEDS)
         eligible = False if over else None
+    per_search = []
+    if not (score_eligible_only and eligible is False):
+        per_search = [statistics.fmean(retrain_one(out, proxy, s["genotype"], f"{name}-s{sd}", r)
+                                       for r in RETRAIN_SEEDS)
+                      for sd, s in zip(seeds, summaries, strict=True)]
     return {"setting": name, "reg": reg, "strength": strength, "h_min": hmin,
             "seeds": seeds, "p_free_per_seed": [s["param_free_ops"] for s in summaries],
             "entropy": entropy, "p_free": pfree, "hessian_growth": growth,
             "eligible": eligible,
-            "score": statistics.fmean(per_search),
+            "score": statistics.fmean(per_search) if per_search else None,
             "se": (statistics.stdev(per_search) / math.sqrt(len(per_search))
                    if len(per_search) > 1 else float("nan")),
             "agreement": cell_agreement([s["genotype"] for s in summaries]),
@@ -138,8 +142,9 @@ def markdown(rows: list[dict], winner: dict | None, proxy: str) -> str:
     for r in rows:
         g = "-" if r["hessian_growth"] is None else f"{r['hessian_growth']:.2f}"
         elig = "undecided" if r["eligible"] is None else r["eligible"]
+        score = "not scored" if r["score"] is None else f"{r['score']:.2f}"
         lines.append(f"| {r['setting']} | {r['seeds']} | {r['entropy']:.3f} | {r['p_free']:.2f} "
-                     f"({r['p_free_per_seed']}) | {g} | {elig} | {r['score']:.2f} | "
+                     f"({r['p_free_per_seed']}) | {g} | {elig} | {score} | "
                      f"{r['se']:.2f} | {(r['agreement'] or 0):.2f} |")
     lines += ["", f"Winner: {winner['setting'] if winner else 'none eligible'}", ""]
     return "\n".join(lines)
@@ -153,6 +158,8 @@ def main() -> None:
                                                   "without it only the searches run")
     ap.add_argument("--hmin", type=float, default=None)
     ap.add_argument("--shard", default=None, help="i/n: run every n-th job only, no aggregate")
+    ap.add_argument("--score-eligible-only", action="store_true",
+                    help="retrain only settings that are not already ineligible")
     ap.add_argument("--finished-only", action="store_true",
                     help="start no search: use (and retrain) the finished searches only")
     args = ap.parse_args()
@@ -163,7 +170,7 @@ def main() -> None:
         mine = [j for j in jobs[i::n] if not args.finished_only or finished(args.out, *j)]
         for reg, st, seed in mine:
             search_one(args.out, reg, st, seed, args.hmin)
-        if args.proxy:
+        if args.proxy and not args.score_eligible_only:  # else the aggregate scores
             for reg, st, seed in mine:
                 name = f"{setting_name(reg, st)}-s{seed}"
                 arch = read_json(args.out / "search" / name / "summary.json")["genotype"]
@@ -172,8 +179,8 @@ def main() -> None:
         return
     if not args.proxy:
         raise SystemExit("--proxy is needed to score the settings")
-    rows = [evaluate(args.out, args.proxy, reg, st, args.hmin, args.finished_only)
-            for reg, st in grid]
+    rows = [evaluate(args.out, args.proxy, reg, st, args.hmin, args.finished_only,
+                     args.score_eligible_only) for reg, st in grid]
     winner = choose(rows)
     write_json(args.out / "selection.json", {"proxy": args.proxy, "rows": rows,
                                               "winner": winner and winner["setting"]})

@@ -33,9 +33,9 @@ from scipy.stats import kendalltau
 
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import atomic_write_bytes, read_json, write_json
-from genlab.nas.bench import finished_or_run
+from genlab.nas.bench import finished_or_retrain
 from genlab.nas.genotype import Genotype
-from genlab.nas.retrain import RetrainConfig, retrain
+from genlab.nas.retrain import RetrainConfig
 from genlab.nas.table import NB201Table
 
 DRAW_SEED, NUM_CELLS, RETRAIN_SEEDS = 0, 30, (0, 1)
@@ -95,7 +95,7 @@ def run_job(out: Path, proxy: str, idx: int, arch: str, seed: int, threads: int)
     cpu_file = folder / "cpu_seconds.json"
     fresh, resumed = not (folder / "summary.json").exists(), (folder / "config.json").exists()
     start = time.process_time()
-    summary = finished_or_run(retrain, cfg, folder, progress_bar=False)
+    summary = finished_or_retrain(cfg, folder, progress_bar=False)
     if fresh and not resumed:  # a resumed training's CPU time would be partial
         write_json(cpu_file, {"cpu_seconds": time.process_time() - start})
     cpu = read_json(cpu_file)["cpu_seconds"] if cpu_file.exists() else None

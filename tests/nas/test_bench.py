@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from genlab.nas.bench import BenchConfig, aggregate, cell_agreement, run_bench
+from genlab.core.errors import DataError
+from genlab.nas.bench import DEFAULT_REGS, BenchConfig, aggregate, cell_agreement, run_bench
 from genlab.nas.search import SearchConfig
 from genlab.nas.spaces import get_space
 
@@ -33,7 +34,7 @@ def test_tiny_bench_end_to_end_and_resume(tmp_path, nb201_table):
     cfg = BenchConfig(regs=["none", "ber"], seeds=[0, 1],
                       search=SearchConfig(channels=4, cells=1, steps=11, hessian_points=1,
                                           diag_batch=32, nb201_table=str(nb201_table)),
-                      retrain_epochs=1, retrain_channels=4)
+                      retrain_epochs=1, retrain_channels=4, random_archs=False)
     result = run_bench(cfg, tmp_path / "b")
     bench = json.loads((tmp_path / "b" / "bench.json").read_text())
     assert len(bench["records"]) == 4 and set(bench["per_reg"]) == {"none", "ber"}
@@ -71,12 +72,11 @@ def test_an_alias_reuses_the_search_it_names_and_forces_are_tabled(tmp_path, mon
     import genlab.nas.regularizers as regs
 
     # `ber` names exactly ber-kl's defaults here: one search serves both rows
-    monkeypatch.setattr(regs, "BER_DEFAULT", {"name": "ber-kl", "strength": 1.0,
-                                              "schedule": "up"})
+    monkeypatch.setattr(regs, "BER_DEFAULT", {"name": "ber-kl", **regs.PRESETS["ber-kl"]})
     cfg = BenchConfig(regs=["ber-kl", "ber", "beta"], seeds=[0],
                       search=SearchConfig(channels=2, cells=1, steps=11, hessian_points=0,
                                           diag_batch=16),
-                      retrain_epochs=0)
+                      retrain_epochs=0, random_archs=False)
     result = run_bench(cfg, tmp_path / "b")
     assert sorted(p.name for p in (tmp_path / "b" / "search").iterdir()) == ["ber-kl-s0",
                                                                               "beta-s0"]
@@ -104,7 +104,7 @@ def test_a_failed_bench_job_is_reported_after_the_others(tmp_path, monkeypatch):
     cfg = BenchConfig(regs=["none"], seeds=[0, 1],
                       search=SearchConfig(channels=2, cells=1, steps=2, batch_size=16,
                                           hessian_points=0, diag_batch=8),
-                      retrain_epochs=0)
+                      retrain_epochs=0, random_archs=False)
     with pytest.raises(DataError, match=r"1 of 2 bench jobs failed.*none-s0: RuntimeError"):
         run_bench(cfg, tmp_path / "b", executor="inline")
     assert (tmp_path / "b" / "jobs" / "none-s1" / "summary.json").exists()
@@ -123,3 +123,33 @@ def test_random_rows_are_judged_by_the_table(tmp_path, nb201_table):
     rec = run_job(BenchJob(RANDOM, 3, cfg, str(tmp_path)), tmp_path / "job")
     truth = NB201Table.load(nb201_table).lookup(rec["genotype"])
     assert {k: rec[k] for k in truth} == truth
+
+
+def test_the_cli_and_the_config_default_to_the_same_rows():
+    from genlab.cli.nas import BENCH_REGS
+
+    assert tuple(BENCH_REGS.split(",")) == DEFAULT_REGS == tuple(BenchConfig().regs)
+    assert BenchConfig().random_archs  # the sanity rows are on by default
+
+
+def test_a_finished_run_with_other_options_is_not_reused(tmp_path, monkeypatch):
+    import shutil
+
+    import genlab.nas.regularizers as regs
+
+    cfg = BenchConfig(regs=["ber"], seeds=[0], random_archs=False, retrain_epochs=0,
+                      search=SearchConfig(channels=2, cells=1, steps=2, batch_size=16,
+                                          hessian_points=0, diag_batch=8))
+    run_bench(cfg, tmp_path / "b")
+    stored = json.loads((tmp_path / "b" / "search" / "ber-s0" / "config.json").read_text())
+    assert stored["reg_resolved"]["name"] == regs.BER_DEFAULT["name"]
+    # a new bench folder holding the finished sub-runs reuses them as they are ...
+    shutil.copytree(tmp_path / "b" / "search", tmp_path / "b2" / "search")
+    assert run_bench(cfg, tmp_path / "b2")["records"][0]["genotype"] == \
+        json.loads((tmp_path / "b" / "bench.json").read_text())["records"][0]["genotype"]
+    # ... but once `ber` names another setting, the finished `ber` search is not reported
+    monkeypatch.setattr(regs, "BER_DEFAULT", {"name": "ber-kl", "strength": 9.0,
+                                              "schedule": "up"})
+    shutil.copytree(tmp_path / "b" / "search", tmp_path / "b3" / "search")
+    with pytest.raises(DataError, match=r"ber-s0.*other options \(reg_resolved"):
+        run_bench(cfg, tmp_path / "b3")

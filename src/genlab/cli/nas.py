@@ -141,17 +141,21 @@ def lookup(
     typer.echo(f"{acc['cifar10']:.2f} / {acc['cifar100']:.2f} / {acc['imagenet16']:.2f}")
 
 
+# genlab.nas.bench.DEFAULT_REGS, spelt out so that the CLI starts without importing torch
+BENCH_REGS = "none,beta,ber,ber-kl,ber-op,ber-lbe,ber-ib"
+
+
 @app.command()
 def bench(
     out: Path = typer.Option(..., help="Bench folder (sub-runs inside; --resume continues)."),
     space: str = typer.Option("nb201", help=SPACE_HELP),
-    regs: str = typer.Option("none,beta,ber", help="Comma-separated regularisers."),
+    regs: str = typer.Option(BENCH_REGS, help="Comma-separated regularisers."),
     seeds: str = typer.Option("0,1,2", help="Comma-separated seeds."),
     steps: int = typer.Option(None, help=f"Search steps ({PROXY})."),
     order: int = typer.Option(1, help="1 or 2 (second-order search)."),
     retrain_epochs: int = typer.Option(30, help="0 skips retraining."),
-    random_archs: bool = typer.Option(False, help="Sanity rows: a random architecture of the "
-                                                  "space per seed, retrained."),
+    random_archs: bool = typer.Option(True, help="Sanity rows: a random architecture of the "
+                                                 "space per seed, retrained."),
     device: str = typer.Option("cpu"),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
     executor: str = typer.Option("local", help="local (this machine: in this process with "

@@ -51,8 +51,8 @@ from genlab.core.files import (
 )
 
 __all__ = ["CHECKPOINT", "CONFIG", "METRICS", "PREVIOUS", "SUMMARY", "RunDir",
-           "atomic_write_bytes", "load_checkpoint", "read_json", "save_checkpoint",
-           "write_json"]
+           "atomic_write_bytes", "config_differences", "load_checkpoint", "read_json",
+           "save_checkpoint", "write_json"]
 
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
@@ -71,6 +71,15 @@ def _tensorboard_requested(flag: bool | None) -> bool:
 def warn(message: str) -> None:
     """One warning line on stderr."""
     print(f"genlab: warning: {message}", file=sys.stderr)
+
+
+def config_differences(old: dict, new: dict) -> list[str]:
+    """Options whose values differ between two run configs (those free to differ on resume,
+    and the version, are not compared)."""
+    new = dict(jsonable(new))
+    return sorted(k for k in set(old) | set(new)
+                  if k not in _RESUME_FREE_KEYS and k != "genlab_version"
+                  and old.get(k) != new.get(k))
 
 
 class RunDir:
@@ -162,12 +171,7 @@ class RunDir:
         self._tensorboard = TensorBoardMirror(self.path, purge_step=purge)
 
     def _check_same_config(self, old: dict) -> None:
-        diffs = [
-            k
-            for k in set(old) | set(self.config)
-            if k not in _RESUME_FREE_KEYS and k != "genlab_version"
-            and old.get(k) != self.config.get(k)
-        ]
+        diffs = config_differences(old, self.config)
         if diffs:
             detail = ", ".join(
                 f"{k}: {old.get(k)!r} -> {self.config.get(k)!r}" for k in sorted(diffs)

@@ -24,37 +24,70 @@ import torch
 from genlab.core.data import load_image_data
 from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.report import figure, markdown_table
-from genlab.core.runs import CONFIG, SUMMARY, RunDir, atomic_write_bytes, read_json, write_json
+from genlab.core.runs import (
+    CONFIG,
+    SUMMARY,
+    RunDir,
+    atomic_write_bytes,
+    config_differences,
+    read_json,
+    write_json,
+)
 from genlab.core.sweep import RunSpec, run_sweep
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.retrain import RetrainConfig, retrain
-from genlab.nas.search import SearchConfig, run_search, space_table
+from genlab.nas.search import SearchConfig, run_config, run_search, space_table
 from genlab.nas.spaces import get_space
 
 METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",
            "test_acc", "hessian_eig", "force_ratio", "search_seconds")
 TABLE_COLUMNS = {"cifar10": "C10", "cifar100": "C100", "imagenet16": "IN16"}
 RANDOM = "random"
+# The default rows: DARTS, beta-DARTS, BER as chosen (docs/ber.md), the earlier ber-kl by its
+# own name (the same runs while `ber` names it) and every batch-entropy candidate at its preset.
+DEFAULT_REGS = ("none", "beta", "ber", "ber-kl", "ber-op", "ber-lbe", "ber-ib")
 
 
 @dataclass
 class BenchConfig:
     """Regularisers x seeds, the shared search template and the retraining budget."""
 
-    regs: list[str] = field(default_factory=lambda: ["none", "beta", "ber"])
+    regs: list[str] = field(default_factory=lambda: list(DEFAULT_REGS))
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     search: SearchConfig = field(default_factory=SearchConfig)
     retrain_epochs: int = 30
     retrain_channels: int | None = None  # None: the space's retraining recipe
     retrain_cells: int | None = None
-    random_archs: bool = False  # sanity rows: a random architecture per seed, retrained
+    random_archs: bool = True  # sanity rows: a random architecture per seed, retrained
 
 
-def finished_or_run(run_fn, cfg, folder: Path, **kwargs) -> dict:
-    """The summary of a finished run folder, else ``run_fn(cfg, folder, resume=...)``."""
+def finished_or_run(run_fn, cfg, folder: Path, config: dict, **kwargs) -> dict:
+    """The summary of a finished run folder, else ``run_fn(cfg, folder, resume=...)``.
+
+    ``config`` is the config.json the run writes: a finished folder is reused only when its
+    stored config agrees (a key the stored config lacks is read from the run's summary, where
+    earlier versions recorded it), so a bench never reports a run made with other options."""
     if (folder / SUMMARY).exists():
-        return read_json(folder / SUMMARY)
+        summary = read_json(folder / SUMMARY)
+        old = read_json(folder / CONFIG)
+        old.update({k: summary[k] for k in config if k not in old and k in summary})
+        diffs = config_differences(old, config)
+        if diffs:
+            raise ConfigError(f"{folder} holds a finished run with other options ("
+                              + ", ".join(f"{k}: {old.get(k)!r}" for k in diffs)
+                              + "): move it away or use another --out")
+        return summary
     return run_fn(cfg, folder, resume=(folder / CONFIG).exists(), **kwargs)
+
+
+def finished_or_search(cfg: SearchConfig, folder: Path, **kwargs) -> dict:
+    """finished_or_run for a search (the config it checks is the one run_search writes)."""
+    return finished_or_run(run_search, cfg, folder, run_config(cfg.resolved()), **kwargs)
+
+
+def finished_or_retrain(cfg: RetrainConfig, folder: Path, **kwargs) -> dict:
+    """finished_or_run for a retraining."""
+    return finished_or_run(retrain, cfg, folder, asdict(cfg.resolved()), **kwargs)
 
 
 @dataclass
@@ -82,7 +115,7 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
     else:
         scfg = replace(cfg.search, reg=job.reg, seed=job.seed)
         folder = root / "search" / name
-        summary = finished_or_run(run_search, scfg, folder, progress_bar=progress_bar)
+        summary = finished_or_search(scfg, folder, progress_bar=progress_bar)
         record = search_record(summary, space)
         record["force_ratio"] = mean_force_ratio(folder)
         record["search_folder"] = folder.name
@@ -93,8 +126,7 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
                              size=cfg.search.size, channels=cfg.retrain_channels,
                              cells=cfg.retrain_cells, epochs=cfg.retrain_epochs, seed=job.seed,
                              device=cfg.search.device)
-        rsum = finished_or_run(retrain, rcfg, root / "retrain" / name,
-                               progress_bar=progress_bar)
+        rsum = finished_or_retrain(rcfg, root / "retrain" / name, progress_bar=progress_bar)
         record["test_acc"] = rsum["test_acc"]
         record["params"] = rsum["params"]
     record = json.loads(json.dumps(record))  # as read back from summary.json
