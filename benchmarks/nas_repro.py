@@ -44,7 +44,7 @@ from genlab.core.data import load_image_data
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import CONFIG, SUMMARY, RunDir, atomic_write_bytes, read_json, write_json
 from genlab.core.seeding import capture_rng_state, seed_everything
-from genlab.nas.search import SearchConfig, run_search
+from genlab.nas.search import SearchConfig, run_config, run_search
 from genlab.nas.spaces import get_space
 from genlab.nas.supernet import NB201SuperNet
 from genlab.nas.table import NB201Table
@@ -62,7 +62,7 @@ VARIANTS = {  # name -> (threads, perturbation stream or None, oneDNN convolutio
 def write_perturbed_start(cfg: SearchConfig, folder: Path, stream: int, eps: float) -> None:
     """A step-0 checkpoint of the search's own initial network, each parameter x (1 + eps z)."""
     cfg = cfg.resolved()
-    run = RunDir(folder, asdict(cfg))
+    run = RunDir(folder, run_config(cfg))  # the config the search itself writes
     seed_everything(cfg.seed)  # the same draws, in the same order, as run_search
     data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
     space = get_space(cfg.space)
