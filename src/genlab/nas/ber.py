@@ -145,8 +145,12 @@ class PerOpPenalty:
     def parameters(self) -> list[torch.Tensor]:
         return []
 
-    def cost(self, edge_input: torch.Tensor, out: torch.Tensor | None,
-             labels: torch.Tensor | None) -> torch.Tensor:
+    def statistic(self, t: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
+        """The feature statistic the cost compares (0 for a zero output)."""
+        raise NotImplementedError
+
+    def cost(self, at_input: torch.Tensor, at_output: torch.Tensor) -> torch.Tensor:
+        """c_ek from the statistic at the edge input and at the op's output."""
         raise NotImplementedError
 
     def losses(self, alphas, probe: CellTraces,
@@ -166,9 +170,12 @@ class PerOpPenalty:
                 states = tr.inputs + tr.nodes
                 c = torch.zeros(alpha.shape, dtype=alpha.dtype, device=alpha.device)
                 for r, s in enumerate(self.sources[tr.alpha]):
+                    at_input = self.statistic(states[s], labels)
                     for k in range(alpha.shape[1]):
-                        c[r, k] = self.cost(states[s], probe.ops.get((tr.alpha, tr.index, r, k)),
-                                            labels)
+                        out = probe.ops.get((tr.alpha, tr.index, r, k))
+                        at_output = (at_input.new_zeros(()) if out is None
+                                     else self.statistic(out, labels))
+                        c[r, k] = self.cost(at_input, at_output)
                 sums[tr.alpha] = sums.get(tr.alpha, 0) + c
                 counts[tr.alpha] = counts.get(tr.alpha, 0) + 1
         return {name: sums[name] / counts[name] for name in sums}
@@ -192,10 +199,11 @@ class OpCompression(PerOpPenalty):
 
     name = "ber-op"
 
-    def cost(self, edge_input, out, labels=None) -> torch.Tensor:
-        h_in = batch_entropy(edge_input)
-        h_out = h_in.new_zeros(()) if out is None else batch_entropy(out)
-        return F.relu(h_in - h_out)
+    def statistic(self, t, labels=None) -> torch.Tensor:
+        return batch_entropy(t)
+
+    def cost(self, at_input, at_output) -> torch.Tensor:
+        return F.relu(at_input - at_output)
 
 
 class OpLabelInformation(PerOpPenalty):
@@ -203,12 +211,13 @@ class OpLabelInformation(PerOpPenalty):
 
     name = "ber-ib"
 
-    def cost(self, edge_input, out, labels=None) -> torch.Tensor:
+    def statistic(self, t, labels=None) -> torch.Tensor:
         if labels is None:
             raise ConfigError("ber-ib measures label information: pass the validation labels")
-        i_in = label_information(edge_input, labels)
-        i_out = i_in.new_zeros(()) if out is None else label_information(out, labels)
-        return i_in - i_out
+        return label_information(t, labels)
+
+    def cost(self, at_input, at_output) -> torch.Tensor:
+        return at_input - at_output
 
 
 # name -> builder of the candidate penalty from its settings
