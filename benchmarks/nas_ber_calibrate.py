@@ -6,7 +6,7 @@ every step, rho_t = ||grad_alpha (lambda_p R)|| / ||grad_alpha CE_val|| (forces.
 genlab.nas.diagnostics.alpha_forces). With rho the mean of rho_t over those 100 steps, the
 candidate's grid is lambda in {0.3, 1, 3} x lambda_p / rho. The runs are used for nothing else.
 
-    python benchmarks/nas_ber_calibrate.py --out runs/ber_calibration [--regs ber-lbe,ber-op]
+    python benchmarks/nas_ber_calibrate.py --out runs/ber_calibration [--regs ber-lbe,ber-op,ber-ib]
 
 Writes OUT/calibration.json and OUT/calibration.md; each search is its own run folder
 (OUT/REG), resumed when killed.
@@ -63,7 +63,7 @@ def markdown(rows: list[dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--regs", default="ber-lbe,ber-op")
+    ap.add_argument("--regs", default="ber-lbe,ber-op,ber-ib")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [calibrate(reg, args.out) for reg in args.regs.split(",")]
