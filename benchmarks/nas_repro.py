@@ -108,6 +108,7 @@ def thread_speed(base: SearchConfig, blocks: int = 8, steps_per_block: int = 15)
     from genlab.nas.regularizers import make_regularizer
     from genlab.nas.search import bilevel_step
 
+    base = base.resolved()  # the proxy's size, width and depth
     seed_everything(0)
     data = load_image_data(base.dataset, base.data_root, size=base.size, seed=0)
     net = NB201SuperNet(C=base.channels, N=base.cells, num_classes=data.num_classes,
