@@ -96,16 +96,22 @@ def test_ber_lbe_refuses_missing_setup_and_missing_loss():
         LayerwiseBatchEntropy(h_min=-1.0)
 
 
-def test_ber_op_losses_by_hand_and_gradient_matches_finite_differences():
-    space, net, x, _ = _tiny_net()
-    reg = make_regularizer("ber-op", strength=1.0)
+def _per_op_forward(name):
+    """A per-op candidate set up on the tiny net, after one forward with its probe: (net, y,
+    regulariser, probe, op names, edge sources)."""
+    space, net, x, y = _tiny_net()
+    reg = make_regularizer(name, strength=1.0)
     reg.setup(net, x, space)
     probe = reg.make_probe()
     net(x, probe=probe)
-    ops = space.alpha_specs()["cell"].ops[0]
+    spec = space.alpha_specs()["cell"]
+    return net, y, reg, probe, spec.ops[0], edge_sources(spec.rows)
+
+
+def test_ber_op_losses_by_hand_and_gradient_matches_finite_differences():
+    net, _, reg, probe, ops, sources = _per_op_forward("ber-op")
     d = reg._candidate.losses(net.alphas(), probe)["cell"]
     # by hand, cell by cell: none loses all of the input's batch entropy, skip none of it
-    sources = edge_sources(space.alpha_specs()["cell"].rows)
     expected_none = []
     for s in sources:
         per_cell = [batch_entropy((tr.inputs + tr.nodes)[s]) for tr in probe.traces]
@@ -138,14 +144,8 @@ def _assert_per_op_gradient(reg, net, probe, costs, labels=None):
 
 
 def test_ber_ib_costs_by_hand_and_gradient_matches_finite_differences():
-    space, net, x, y = _tiny_net()
-    reg = make_regularizer("ber-ib", strength=1.0)
-    reg.setup(net, x, space)
-    probe = reg.make_probe()
-    net(x, probe=probe)
-    ops = space.alpha_specs()["cell"].ops[0]
+    net, y, reg, probe, ops, sources = _per_op_forward("ber-ib")
     c = reg._candidate.losses(net.alphas(), probe, y)["cell"]
-    sources = edge_sources(space.alpha_specs()["cell"].rows)
     # by hand, edge by edge and cell by cell: cost = I_B(input; Y) - I_B(op output; Y)
     for r, s in enumerate(sources):
         for k in range(len(ops)):
