@@ -196,7 +196,7 @@ def make_regularizer(name: str, strength: float | None = None, schedule: str | N
     preset = BER_DEFAULT if name == "ber" else PRESETS.get(name, {})
     name = preset.get("name", name)
     strength = preset.get("strength") if strength is None else strength
-    schedule = schedule or preset.get("schedule") or ("constant" if name in CANDIDATES else None)
+    schedule = schedule or preset.get("schedule")
     h_min = preset.get("h_min", 0.0) if h_min is None else h_min
     if strength is None:
         strength = BETA_DEFAULT_STRENGTH if name == "beta" else (0.0 if name == "none" else 1.0)
