@@ -9,6 +9,8 @@ import json
 
 import pytest
 import torch
+from nas_reference import DARTS_V2 as V2
+from nas_reference import SEARCH_CONTRACT as CONTRACT
 
 import genlab.nas.darts_networks as darts_networks
 import genlab.nas.retrain as retrain_mod
@@ -16,16 +18,6 @@ import genlab.nas.search as search_mod
 from genlab.cli import main
 from genlab.nas import build_darts_network
 from genlab.nas.spaces import get_space, space_names
-
-# What every search's summary holds at least (an accuracy table adds its own key).
-CONTRACT = {"space", "genotype", "param_free_ops", "skip_ops", "mean_entropy", "hessian_eig",
-            "search_seconds", "reg", "seed", "order", "alpha", "arch_weights"}
-V2 = ("Genotype(normal=[('sep_conv_3x3', 0), ('sep_conv_3x3', 1), ('sep_conv_3x3', 0), "
-      "('sep_conv_3x3', 1), ('sep_conv_3x3', 1), ('skip_connect', 0), ('skip_connect', 0), "
-      "('dil_conv_3x3', 2)], normal_concat=[2, 3, 4, 5], reduce=[('max_pool_3x3', 0), "
-      "('max_pool_3x3', 1), ('skip_connect', 2), ('max_pool_3x3', 1), ('max_pool_3x3', 0), "
-      "('skip_connect', 2), ('skip_connect', 2), ('max_pool_3x3', 1)], "
-      "reduce_concat=[2, 3, 4, 5])")
 
 
 def _run(argv):

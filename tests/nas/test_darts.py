@@ -5,6 +5,7 @@ import random
 import pytest
 import torch
 import torch.nn.functional as F
+from nas_reference import DARTS_V1, DARTS_V2
 
 import genlab.nas.ops as ops_mod
 from genlab.core.errors import SpecError
@@ -14,18 +15,6 @@ from genlab.nas.darts_networks import drop_path
 from genlab.nas.networks import count_parameters
 from genlab.nas.probe import CellTraces
 
-DARTS_V1 = ("Genotype(normal=[('sep_conv_3x3', 1), ('sep_conv_3x3', 0), ('skip_connect', 0), "
-            "('sep_conv_3x3', 1), ('skip_connect', 0), ('sep_conv_3x3', 1), ('sep_conv_3x3', 0), "
-            "('skip_connect', 2)], normal_concat=[2, 3, 4, 5], reduce=[('max_pool_3x3', 0), "
-            "('max_pool_3x3', 1), ('skip_connect', 2), ('max_pool_3x3', 0), ('max_pool_3x3', 0), "
-            "('skip_connect', 2), ('skip_connect', 2), ('avg_pool_3x3', 0)], "
-            "reduce_concat=[2, 3, 4, 5])")
-DARTS_V2 = ("Genotype(normal=[('sep_conv_3x3', 0), ('sep_conv_3x3', 1), ('sep_conv_3x3', 0), "
-            "('sep_conv_3x3', 1), ('sep_conv_3x3', 1), ('skip_connect', 0), ('skip_connect', 0), "
-            "('dil_conv_3x3', 2)], normal_concat=[2, 3, 4, 5], reduce=[('max_pool_3x3', 0), "
-            "('max_pool_3x3', 1), ('skip_connect', 2), ('max_pool_3x3', 1), ('max_pool_3x3', 0), "
-            "('skip_connect', 2), ('skip_connect', 2), ('max_pool_3x3', 1)], "
-            "reduce_concat=[2, 3, 4, 5])")
 # Published DARTS- genotypes (CIFAR-10, RobustDARTS S1-S4), as printed upstream (range concat)
 PUBLISHED = {
     "s1": "Genotype(normal=[('skip_connect', 1), ('dil_conv_3x3', 0), ('sep_conv_3x3', 1), "

@@ -9,21 +9,15 @@ import time
 
 import pytest
 import torch
+from nas_reference import DARTS_V2 as V2
+from nas_reference import SEARCH_CONTRACT as CONTRACT
 
 import genlab.nas.search as search_mod
 from genlab.core.errors import ConfigError, DivergedError
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space, space_names
 
-V2 = ("Genotype(normal=[('sep_conv_3x3', 0), ('sep_conv_3x3', 1), ('sep_conv_3x3', 0), "
-      "('sep_conv_3x3', 1), ('sep_conv_3x3', 1), ('skip_connect', 0), ('skip_connect', 0), "
-      "('dil_conv_3x3', 2)], normal_concat=[2, 3, 4, 5], reduce=[('max_pool_3x3', 0), "
-      "('max_pool_3x3', 1), ('skip_connect', 2), ('max_pool_3x3', 1), ('max_pool_3x3', 0), "
-      "('skip_connect', 2), ('skip_connect', 2), ('max_pool_3x3', 1)], "
-      "reduce_concat=[2, 3, 4, 5])")
 TINY = dict(channels=4, cells=1, steps=33, batch_size=64, hessian_points=2, diag_batch=32)
-CONTRACT = {"genotype", "param_free_ops", "mean_entropy", "hessian_eig", "search_seconds", "reg",
-            "seed", "skip_ops", "space", "order", "alpha", "arch_weights"}
 
 
 def _cli(*args, env_extra=None, **kw):
