@@ -12,10 +12,12 @@ export OMP_NUM_THREADS ?= 2
 venv: $(STAMP)
 
 # The test environment includes the optional extras (Ray sweeps, TensorBoard events) so
-# that their tests run here and in CI; without them those tests skip.
-$(STAMP): pyproject.toml
+# that their tests run here and in CI; without them those tests skip. constraints.txt pins
+# the exact versions the project is tested with (pyproject.toml keeps ranges).
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,ray,tensorboard]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt \
+		-e '.[dev,ray,tensorboard]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -6,3 +6,14 @@
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["__version__", "load", "LoadedRun"]
+
+
+def __getattr__(name: str):
+    # genlab.load (and LoadedRun) without importing torch at `import genlab`.
+    if name in ("load", "LoadedRun"):
+        from genlab import loading
+
+        return getattr(loading, name)
+    raise AttributeError(f"module 'genlab' has no attribute {name!r}")

@@ -134,3 +134,59 @@ def test_ray_sweep_on_a_local_instance(tmp_path, retrain_reference):
     outcomes = run_sweep(_retrain_specs(tmp_path), executor="ray", workers=2, threads=1,
                          progress_bar=False)
     _check_retrain_outcomes(outcomes, retrain_reference)
+
+
+def test_dependencies_run_first_and_a_failed_dependency_fails_its_dependents(tmp_path):
+    root = tmp_path / "deps"
+    specs = [RunSpec("b", toy_run, {"x": 2}, root / "b", after=("a",)),
+             RunSpec("a", toy_run, {"x": 1}, root / "a"),
+             RunSpec("c", toy_run, {"x": 3, "fail": True}, root / "c"),
+             RunSpec("d", toy_run, {"x": 4}, root / "d", after=("c", "b"))]
+    assert [[s.name for s in w] for w in sweep_module.waves(specs)] == [["a", "c"], ["b"], ["d"]]
+    by = {o.name: o for o in run_sweep(specs, executor="inline", progress_bar=False)}
+    assert by["a"].status == by["b"].status == "finished"
+    assert by["c"].status == "failed"
+    assert by["d"].status == "failed" and by["d"].error == "needs c, which failed"
+    assert not (root / "d").exists()
+    with pytest.raises(ConfigError, match="needs 'zz'"):
+        run_sweep([RunSpec("e", toy_run, {"x": 1}, root / "e", after=("zz",))])
+    loop = [RunSpec("p", toy_run, {"x": 1}, root / "p", after=("q",)),
+            RunSpec("q", toy_run, {"x": 1}, root / "q", after=("p",))]
+    with pytest.raises(ConfigError, match="circle"):
+        run_sweep(loop, executor="inline")
+
+
+def test_a_folder_with_other_options_is_refused_before_anything_runs(tmp_path):
+    root = tmp_path / "expect"
+    first = RunSpec("a", toy_run, {"x": 1}, root / "a", expect={"x": 1})
+    run_sweep([first], executor="inline", progress_bar=False)
+    same = run_sweep([first], executor="inline", progress_bar=False)
+    assert same[0].status == "skipped"
+    other = RunSpec("a", toy_run, {"x": 2}, root / "a", expect={"x": 2})
+    fresh = RunSpec("b", toy_run, {"x": 5}, root / "b", expect={"x": 5})
+    with pytest.raises(ConfigError, match=r"holds a finished run of a with other options "
+                                          r"\(x: 1 -> 2\)"):
+        run_sweep([fresh, other], executor="inline")
+    assert not (root / "b").exists()  # refused before anything ran
+    # a key the stored config lacks is taken from the defaults
+    newer = RunSpec("a", toy_run, {"x": 1}, root / "a", expect={"x": 1, "y": 0},
+                    defaults={"y": 0})
+    assert run_sweep([newer], executor="inline")[0].status == "skipped"
+
+
+class Soft(Exception):
+    kind = "soft"
+
+
+def soft_run(config: dict, out, *, resume: bool, progress_bar=None) -> dict:
+    RunDir(out, config, resume=resume).close()
+    raise Soft("went soft")
+
+
+def test_result_errors_end_a_run_with_a_summary(tmp_path):
+    spec = RunSpec("s", soft_run, {"x": 1}, tmp_path / "s", result_errors=(Soft,))
+    outcome = run_sweep([spec], executor="inline", progress_bar=False)[0]
+    assert outcome.status == "finished"
+    assert outcome.summary == {"failed": "soft", "error": "went soft"}
+    assert json.loads((tmp_path / "s" / "summary.json").read_text()) == outcome.summary
+    assert run_sweep([spec], executor="inline")[0].status == "skipped"

@@ -79,3 +79,42 @@ def load_latest(folder: Path, names: tuple[str, ...] = (CHECKPOINT, PREVIOUS)
     if present:
         raise CheckpointError("no usable checkpoint: " + "; ".join(problems))
     return None, None, problems
+
+
+# -- checkpoints that rebuild their model ----------------------------------------------------
+
+MODEL_RECORD = "model_record"
+
+
+def model_record(kind: str, builder: str, args: dict, *, state_key: str = "model") -> dict:
+    """What rebuilds a run's model from its checkpoint alone (nanoGPT's ``model_args``).
+
+    ``kind`` names the run ("nas train", "optim train", ...); ``builder`` is the
+    ``"package.module:function"`` that ``builder(**args)`` returns the untrained model;
+    ``state_key`` is the checkpoint entry holding its state dict. ``args`` must be plain
+    values (numbers, strings, lists, dicts) so the record survives ``weights_only`` loading.
+    """
+    return {"kind": kind, "builder": builder, "args": dict(args), "state_key": state_key}
+
+
+def build_from_record(record: dict, state: dict | None = None, *, source: str = "checkpoint"):
+    """The model a record describes; with ``state``, its weights loaded from ``state``."""
+    from genlab.core.registry import import_path
+
+    try:
+        builder = import_path(record["builder"])
+        model = builder(**record["args"])
+    except (KeyError, TypeError) as exc:
+        raise CheckpointError(f"{source}: its model record cannot rebuild the model "
+                              f"({type(exc).__name__}: {exc})") from exc
+    if state is not None:
+        key = record.get("state_key", "model")
+        if key not in state:
+            raise CheckpointError(f"{source}: no {key!r} entry for the model's weights")
+        try:
+            model.load_state_dict(state[key])
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise CheckpointError(f"{source}: the weights do not fit the rebuilt model "
+                                  f"({first})") from exc
+    return model

@@ -7,11 +7,18 @@ run's summary dict: the shape of every genlab run function (``retrain``,
 ``run_search``, ``train_digits``...). Each run writes its own run folder, so:
 
 - a run whose folder holds summary.json is finished: skipped on a rerun (its summary
-  is read back);
+  is read back), after checking that the folder was made with the spec's options
+  (``expect``: the config.json the run writes; one mismatch refuses the sweep before
+  anything runs);
 - a run whose folder holds config.json but no summary is resumed (``resume=True``);
 - a run that raises is reported with its error line (the traceback goes to
   ``error.txt`` in its folder) and the others go on; a worker process that dies (killed,
-  out of memory) is retried alone, and reported if it dies again.
+  out of memory) is retried alone, and reported if it dies again;
+- a run may need others first (``after``: their names); it starts once they finished, and
+  fails with a line naming the one that failed otherwise;
+- an exception class listed in a spec's ``result_errors`` (a diverged training, say) is a
+  result, not a failure: its summary ``{"failed": kind, "error": message}`` is written to
+  the folder and the run counts as finished.
 
 Executors (registry ``EXECUTORS``): ``process`` (default; ``workers`` spawned
 processes, each with ``threads`` torch threads), ``inline`` (this process, one run
@@ -23,7 +30,6 @@ the whole sweep; ``status`` (a path) receives sweep.json after every run.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import importlib
 import multiprocessing as mp
 import os
 import time
@@ -33,22 +39,42 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from genlab.core.errors import ConfigError, GenlabError, require_choice
+from genlab.core.errors import ConfigError, GenlabError
 from genlab.core.files import read_json, write_json
 from genlab.core.progress import progress
+from genlab.core.registry import Registry, import_path
 
 FINISHED, SKIPPED, FAILED = "finished", "skipped", "failed"
+CONFIG, SUMMARY = "config.json", "summary.json"
 
 
 @dataclass
 class RunSpec:
-    """One independent run of a sweep."""
+    """One run of a sweep: ``target(config, out, resume=..., progress_bar=False, **kwargs)``.
+
+    ``after``: names of runs that must finish first. ``expect``: the config.json this run
+    writes; a folder that holds a run with other options is refused (keys that the stored
+    config lacks are read from its summary, then from ``defaults``). ``result_errors``:
+    exception classes that end the run with a summary instead of a failure.
+    """
 
     name: str
     target: str | Callable
     config: Any
     out: str | Path
     kwargs: dict = field(default_factory=dict)
+    after: tuple[str, ...] = ()
+    expect: dict | None = None
+    defaults: dict | None = None
+    result_errors: tuple[type[BaseException], ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return (Path(self.out) / SUMMARY).is_file()
+
+    @property
+    def started(self) -> bool:
+        return (Path(self.out) / CONFIG).is_file()
 
 
 @dataclass
@@ -65,18 +91,38 @@ class RunOutcome:
 
 def resolve_target(target: str | Callable) -> Callable:
     """The function behind ``"package.module:function"`` (or ``target`` itself if callable)."""
-    if callable(target):
-        return target
-    module_name, _, attr = str(target).partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"sweep target {target!r}: expected 'package.module:function'")
     try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"sweep target {target!r} cannot be imported ({exc})") from exc
+        fn = import_path(target, what="function")
+    except ConfigError as exc:
+        raise ConfigError(f"sweep target {exc}") from exc
     if not callable(fn):
         raise ConfigError(f"sweep target {target!r} is not callable")
     return fn
+
+
+def check_folder(spec: RunSpec) -> None:
+    """ConfigError if ``spec.out`` holds a run made with other options than ``spec.expect``."""
+    if spec.expect is None or not spec.started:
+        return
+    from genlab.core.runs import config_differences
+
+    out = Path(spec.out)
+    try:
+        old = read_json(out / CONFIG)
+        summary = read_json(out / SUMMARY) if spec.finished else {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{out}: unreadable run folder ({exc}); remove it or choose "
+                          "another output folder") from exc
+    want = dict(spec.expect)
+    filled = {**(spec.defaults or {}), **{k: summary[k] for k in want if k in summary}, **old}
+    diffs = config_differences(filled, want)
+    diffs = [k for k in diffs if k in want]
+    if diffs:
+        state = "a finished" if spec.finished else "a started"
+        raise ConfigError(
+            f"{out} holds {state} run of {spec.name} with other options ("
+            + ", ".join(f"{k}: {filled.get(k)!r} -> {want[k]!r}" for k in diffs[:4])
+            + "); choose another output folder or remove it")
 
 
 def error_line(exc: BaseException) -> str:
@@ -91,12 +137,16 @@ def execute(spec: RunSpec) -> RunOutcome:
     """Run one spec in this process (skip if finished, resume if started); never raises."""
     out = Path(spec.out)
     t0 = time.perf_counter()
-    if (out / "summary.json").exists():
-        return RunOutcome(spec.name, str(out), SKIPPED, summary=read_json(out / "summary.json"))
+    if spec.finished:
+        return RunOutcome(spec.name, str(out), SKIPPED, summary=read_json(out / SUMMARY))
     try:
         fn = resolve_target(spec.target)
-        summary = fn(spec.config, out, resume=(out / "config.json").exists(),
-                     progress_bar=False, **spec.kwargs)
+        summary = fn(spec.config, out, resume=spec.started, progress_bar=False, **spec.kwargs)
+    except spec.result_errors as exc:
+        summary = {"failed": getattr(exc, "kind", type(exc).__name__), "error": str(exc)}
+        write_json(out / SUMMARY, summary)
+        return RunOutcome(spec.name, str(out), FINISHED, summary=summary,
+                          seconds=time.perf_counter() - t0)
     except Exception as exc:  # noqa: BLE001 - a failed run is reported, the sweep goes on
         _keep_traceback(out)
         return RunOutcome(spec.name, str(out), FAILED, error=error_line(exc),
@@ -251,12 +301,11 @@ def _ray_execute(spec: RunSpec, threads: int) -> RunOutcome:
     return execute(spec)
 
 
-EXECUTORS: dict[str, Callable[[int, int, str | None], Any]] = {
-    "process": ProcessExecutor,
-    "local": ProcessExecutor,  # the name the commands' --executor uses: this machine's pool
-    "inline": InlineExecutor,
-    "ray": RayExecutor,
-}
+EXECUTORS: Registry[Callable[[int, int, str | None], Any]] = Registry("executor")
+EXECUTORS.register("process", ProcessExecutor)
+EXECUTORS.register("local", ProcessExecutor)  # the commands' --executor name: this machine
+EXECUTORS.register("inline", InlineExecutor)
+EXECUTORS.register("ray", RayExecutor)
 
 
 # -- the sweep -----------------------------------------------------------------------------
@@ -273,6 +322,28 @@ def _check_specs(specs: Sequence[RunSpec]) -> None:
         folders.add(folder)
         if not callable(spec.target):
             resolve_target(spec.target)
+    for spec in specs:
+        missing = [dep for dep in spec.after if dep not in names]
+        if missing:
+            raise ConfigError(f"sweep: run {spec.name!r} needs {missing[0]!r}, which is not "
+                              "in the sweep")
+        check_folder(spec)
+
+
+def waves(specs: Sequence[RunSpec], finished: set[str] | None = None) -> list[list[RunSpec]]:
+    """The specs in dependency order: each wave needs only runs of earlier waves (or runs
+    named in ``finished``)."""
+    placed: set[str] = set(finished or ())
+    pending, result = list(specs), []
+    while pending:
+        wave = [s for s in pending if all(dep in placed for dep in s.after)]
+        if not wave:
+            raise ConfigError("sweep: the runs' dependencies form a circle ("
+                              + ", ".join(s.name for s in pending) + ")")
+        result.append(wave)
+        placed.update(s.name for s in wave)
+        pending = [s for s in pending if s.name not in placed]
+    return result
 
 
 def run_sweep(specs: Sequence[RunSpec], *, executor: str = "process", workers: int | None = None,
@@ -284,7 +355,7 @@ def run_sweep(specs: Sequence[RunSpec], *, executor: str = "process", workers: i
     ``workers`` defaults to the number of CPUs (at most the number of runs); ``threads``
     (torch threads per run) to CPUs / workers.
     """
-    require_choice("executor", executor, tuple(EXECUTORS))
+    EXECUTORS.canonical(executor)
     specs = list(specs)
     _check_specs(specs)
     cpus = os.cpu_count() or 1
@@ -295,11 +366,11 @@ def run_sweep(specs: Sequence[RunSpec], *, executor: str = "process", workers: i
     outcomes: dict[str, RunOutcome] = {}
     todo = []
     for spec in specs:
-        if (Path(spec.out) / "summary.json").exists():
+        if spec.finished:
             outcomes[spec.name] = execute(spec)  # finished before: reads the summary back
         else:
             todo.append(spec)
-    runner = EXECUTORS[executor](workers, threads, address)
+    runner = EXECUTORS.get(executor)(workers, threads, address)
 
     with progress(len(specs), description, progress_bar, completed=len(outcomes)) as tick:
         def done(outcome: RunOutcome) -> None:
@@ -313,8 +384,17 @@ def run_sweep(specs: Sequence[RunSpec], *, executor: str = "process", workers: i
             else:
                 tick(1)
 
-        if todo:
-            runner.run(todo, done)
+        for wave in waves(todo, set(outcomes)):
+            ready = []
+            for spec in wave:
+                failed = [d for d in spec.after if outcomes[d].status == FAILED]
+                if failed:
+                    done(RunOutcome(spec.name, str(spec.out), FAILED,
+                                    error=f"needs {failed[0]}, which failed"))
+                else:
+                    ready.append(spec)
+            if ready:
+                runner.run(ready, done)
     result = [outcomes[s.name] for s in specs]
     if status is not None:
         write_sweep_status(status, result)

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from genlab.core.amp import make_precision
+from genlab.core.checkpoints import MODEL_RECORD
 from genlab.core.data_parallel import GradientSync, convert_batchnorm
 from genlab.core.devices import resolve_device
 from genlab.core.distributed import (
@@ -122,8 +123,9 @@ class Trainer:
                  device: str | torch.device = "cpu", scheduler=None, augment=None,
                  seed: int = 0, progress_bar: bool | None = None, name: str = "train",
                  amp: str | None = None, channels_last: bool = False,
-                 global_batchnorm: bool = True):
+                 global_batchnorm: bool = True, model_record: dict | None = None):
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+        self.model_record = model_record  # what rebuilds the model (core.checkpoints)
         self.device = torch.device(device)
         self.scheduler, self.augment, self.seed = scheduler, augment, seed
         self.progress_bar, self.name = progress_bar, name
@@ -133,7 +135,9 @@ class Trainer:
 
     # -- checkpoints ---------------------------------------------------------------
     def state(self, epoch: int) -> dict:
+        extra = {MODEL_RECORD: self.model_record} if self.model_record is not None else {}
         return {
+            **extra,
             "epoch": epoch,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),

@@ -1,0 +1,120 @@
+"""One registry shape for every family of interchangeable things.
+
+A :class:`Registry` maps names to entries (a class, a builder, a dataclass of facts, a
+penalty object). Entries are registered where they are defined, either directly
+(``SPACES.register("nb201", space)``) or as a decorator (``@OPTIMIZERS.register("sam")``);
+``get`` raises a ConfigError that lists the choices; aliases resolve to their target's
+entry and are listed apart, so help texts can say that ``ber`` is another name.
+
+``import_path`` resolves ``"package.module:attribute"``: the way a checkpoint or a sweep
+names a function without core importing the package that defines it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+from genlab.core.errors import ConfigError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Names -> entries of one kind (``kind`` names it in error messages)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, T] = {}
+        self._aliases: dict[str, str] = {}
+
+    def register(self, name: str, entry: T | None = None, *, aliases: tuple[str, ...] = (),
+                 replace: bool = False) -> Any:
+        """Add ``entry`` under ``name`` (and ``aliases``); without ``entry``, a decorator.
+
+        Registering a taken name raises ConfigError unless ``replace`` is set.
+        """
+        if entry is None:
+            def decorator(obj: T) -> T:
+                self.register(name, obj, aliases=aliases, replace=replace)
+                return obj
+            return decorator
+        for key in (name, *aliases):
+            if not replace and (key in self._entries or key in self._aliases):
+                raise ConfigError(f"{self.kind} {key!r} is registered twice")
+        self._entries[name] = entry
+        for alias in aliases:
+            self._aliases[alias] = name
+        return entry
+
+    def alias(self, alias: str, name: str) -> None:
+        """Let ``alias`` name the entry ``name`` (which must exist); replaces an earlier alias."""
+        self.canonical(name)
+        if alias in self._entries:
+            raise ConfigError(f"{self.kind} {alias!r} is an entry, not an alias")
+        self._aliases[alias] = name
+
+    def canonical(self, name: str) -> str:
+        """The entry name behind ``name`` (itself, or what the alias points to)."""
+        if name in self._entries:
+            return name
+        if name in self._aliases:
+            return self._aliases[name]
+        raise ConfigError(f"unknown {self.kind} {name!r}; expected one of: "
+                          + ", ".join(self.choices()))
+
+    def get(self, name: str) -> T:
+        """The entry registered as ``name`` (or an alias of it); ConfigError listing choices."""
+        return self._entries[self.canonical(name)]
+
+    def names(self) -> tuple[str, ...]:
+        """Entry names in registration order (aliases excluded)."""
+        return tuple(self._entries)
+
+    def aliases(self) -> dict[str, str]:
+        """alias -> entry name."""
+        return dict(self._aliases)
+
+    def choices(self) -> tuple[str, ...]:
+        """Every accepted name: entries, then aliases."""
+        return (*self._entries, *self._aliases)
+
+    def items(self) -> Iterator[tuple[str, T]]:
+        return iter(self._entries.items())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries or name in self._aliases
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {list(self._entries)})"
+
+
+def import_path(path: str | Callable, *, what: str = "attribute") -> Any:
+    """The object behind ``"package.module:attribute"`` (a callable is returned as it is)."""
+    if callable(path):
+        return path
+    module_name, _, attr = str(path).partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"{path!r}: expected 'package.module:{what}'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{path!r} cannot be imported ({exc})") from exc
+    return obj
+
+
+def path_of(obj: Callable) -> str:
+    """``"package.module:qualname"`` of a module-level function or class (import_path's inverse)."""
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not module or not name or "<" in name:
+        raise ConfigError(f"{obj!r} is not a module-level function or class")
+    return f"{module}:{name}"
