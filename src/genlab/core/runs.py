@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
 
 from genlab import __version__
@@ -58,8 +59,9 @@ CONFIG = "config.json"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 
-# Options that may differ between a run and its resumption.
-_RESUME_FREE_KEYS = {"resume", "out", "progress", "device", "nb201_table", "tensorboard"}
+# Options that may differ between a run and its resumption (a command adds its own through
+# RunDir's ``resume_free``).
+_RESUME_FREE_KEYS = {"resume", "out", "progress", "device", "tensorboard"}
 
 
 def _tensorboard_requested(flag: bool | None) -> bool:
@@ -73,13 +75,13 @@ def warn(message: str) -> None:
     print(f"genlab: warning: {message}", file=sys.stderr)
 
 
-def config_differences(old: dict, new: dict) -> list[str]:
+def config_differences(old: dict, new: dict, free: Iterable[str] = ()) -> list[str]:
     """Options whose values differ between two run configs (those free to differ on resume,
-    and the version, are not compared)."""
+    ``free`` among them, and the version, are not compared)."""
     new = dict(jsonable(new))
+    skip = _RESUME_FREE_KEYS | set(free) | {"genlab_version"}
     return sorted(k for k in set(old) | set(new)
-                  if k not in _RESUME_FREE_KEYS and k != "genlab_version"
-                  and old.get(k) != new.get(k))
+                  if k not in skip and old.get(k) != new.get(k))
 
 
 class RunDir:
@@ -89,13 +91,15 @@ class RunDir:
     already holds a run is never overwritten: pass ``resume=True`` to continue it
     (its config must match, apart from options such as the device) or choose
     another folder. A folder being written by another live process is refused
-    (RunInUseError). ``tensorboard=True`` (or GENLAB_TENSORBOARD=1) mirrors every
-    metrics record as TensorBoard scalars.
+    (RunInUseError). ``resume_free`` names further options that may change on resume (a
+    path to a lookup table, say). ``tensorboard=True`` (or GENLAB_TENSORBOARD=1) mirrors
+    every metrics record as TensorBoard scalars.
     """
 
     def __init__(self, path: str | Path, config: dict, *, resume: bool = False,
-                 tensorboard: bool | None = None):
+                 tensorboard: bool | None = None, resume_free: Iterable[str] = ()):
         self.path = Path(path)
+        self.resume_free = tuple(resume_free)
         self.config = dict(jsonable(config))
         self.config.setdefault("genlab_version", __version__)
         self.resumed_state: dict | None = None
@@ -171,7 +175,7 @@ class RunDir:
         self._tensorboard = TensorBoardMirror(self.path, purge_step=purge)
 
     def _check_same_config(self, old: dict) -> None:
-        diffs = config_differences(old, self.config)
+        diffs = config_differences(old, self.config, self.resume_free)
         if diffs:
             detail = ", ".join(
                 f"{k}: {old.get(k)!r} -> {self.config.get(k)!r}" for k in sorted(diffs)

@@ -49,6 +49,8 @@ ORDERS = (1, 2)
 # fp16 would need a GradScaler on both backward passes of the bilevel step (alpha, then the
 # weights) and on the unrolled gradient; bf16 has float32's range and needs none.
 SEARCH_PRECISIONS = ("off", "bf16")
+# Options a search may change on resume beside core's own: the table only judges the result.
+RESUME_FREE = ("nb201_table",)
 
 
 @dataclass
@@ -251,7 +253,7 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
     space = get_space(cfg.space)
     table = space_table(space, cfg.nb201_table)
     device = resolve_device(cfg.device)
-    run = RunDir(out, run_config(cfg), resume=resume)
+    run = RunDir(out, run_config(cfg), resume=resume, resume_free=RESUME_FREE)
 
     seed_everything(cfg.seed)
     data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
