@@ -40,7 +40,8 @@ bench: $(STAMP)
 	for script in benchmarks/*.py; do $(PY) $$script --out $(OUT)/bench || exit 1; done
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks experiments
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

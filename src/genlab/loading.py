@@ -1,4 +1,4 @@
-"""``genlab.load`` (this module is genlab.loading): the trained model of any run folder or checkpoint, with its config.
+"""``genlab.load`` (module genlab.loading): the trained model of any run, with its config.
 
 Every genlab run that trains a model (``nas train``, ``nas search``, ``optim train``,
 ``gaze train``) stores a model record in its checkpoint (genlab.core.checkpoints): the
@@ -49,7 +49,7 @@ def checkpoint_path(path: str | Path) -> Path:
 
 def read_run_files(folder: Path) -> tuple[dict, dict]:
     """(config.json, summary.json) of a run folder; {} where a file is absent."""
-    out = []
+    out: list[dict] = []
     for name in ("config.json", "summary.json"):
         file = folder / name
         if not file.is_file():

@@ -15,7 +15,7 @@ def test_register_get_alias_and_choices():
         return 2
 
     reg.alias("uno", "one")
-    assert reg.get("one") == 1 and reg.get("uno") == 1
+    assert reg.get("one") == 1 and reg.get("uno") == 1 and reg["uno"] == 1
     assert reg.get("deux") is two and reg.canonical("deux") == "two"
     assert reg.names() == ("one", "two")
     assert reg.choices() == ("one", "two", "deux", "uno")
@@ -24,6 +24,8 @@ def test_register_get_alias_and_choices():
     with pytest.raises(ConfigError, match=r"unknown widget 'three'; expected one of: "
                                           r"one, two, deux, uno"):
         reg.get("three")
+    with pytest.raises(ConfigError, match="unknown widget"):
+        reg["three"]
 
 
 def test_registering_a_taken_name_or_alias_is_refused():

@@ -66,7 +66,8 @@ def load_latest(folder: Path, names: tuple[str, ...] = (CHECKPOINT, PREVIOUS)
     State and name are None when no file exists; CheckpointError when files exist but
     none is good. ``problems`` lists the rejected newer files (for a warning).
     """
-    problems, present = [], False
+    problems: list[str] = []
+    present = False
     for name in names:
         path = Path(folder) / name
         if not path.exists():

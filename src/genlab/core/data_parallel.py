@@ -271,6 +271,7 @@ class GlobalBatchNorm(_BatchNorm):
         tracking = self.training and self._tracking() and self.running_mean is not None
         y, mean, var, count = _normalise_global(x, self.weight, self.bias, self.eps, share)
         if tracking:
+            assert self.num_batches_tracked is not None  # tracking implies running stats
             self.num_batches_tracked.add_(1)
             factor = (1.0 / float(self.num_batches_tracked) if self.momentum is None
                       else self.momentum)

@@ -38,8 +38,8 @@ def resolve_device(name: str | torch.device) -> torch.device:
 
 def module_device(module: nn.Module, default: str | torch.device = "cpu") -> torch.device:
     """The device of ``module``'s first parameter or buffer (``default`` when it has none)."""
-    for t in module.parameters():
-        return t.device
-    for t in module.buffers():
-        return t.device
+    for p in module.parameters():
+        return p.device
+    for b in module.buffers():
+        return b.device
     return torch.device(default)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 from genlab.core.errors import OutputError, RunInUseError
 
+fcntl: Any
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not on POSIX

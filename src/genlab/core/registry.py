@@ -68,6 +68,10 @@ class Registry(Generic[T]):
         """The entry registered as ``name`` (or an alias of it); ConfigError listing choices."""
         return self._entries[self.canonical(name)]
 
+    def __getitem__(self, name: str) -> T:
+        """``registry[name]``: the same as :meth:`get` (a ConfigError, not a KeyError)."""
+        return self.get(name)
+
     def names(self) -> tuple[str, ...]:
         """Entry names in registration order (aliases excluded)."""
         return tuple(self._entries)

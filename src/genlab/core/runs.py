@@ -29,6 +29,7 @@ import sys
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from genlab import __version__
 from genlab.core import errors as _errors
@@ -107,8 +108,9 @@ class RunDir:
         info = init_distributed()
         self.is_main, self.processes = info.is_main, info.world_size
         self._records: list[dict] = []
-        self._tensorboard = None
-        outcome, failure = None, None
+        self._tensorboard: Any = None
+        outcome: tuple | None = None
+        failure: Exception | None = None
         if self.is_main:
             try:
                 outcome = ("ok", *self._open_as_writer(resume))

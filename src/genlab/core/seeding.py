@@ -36,7 +36,8 @@ def _cuda_in_use() -> bool:
 
 def capture_rng_state() -> dict:
     """Return the global RNG states in a weights_only-loadable form."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    keys = np.asarray(keys)
     py_version, py_state, py_gauss = random.getstate()
     state = {
         "torch": torch.get_rng_state(),

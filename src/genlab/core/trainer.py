@@ -199,7 +199,7 @@ class Trainer:
         # model.no_sync(), as on a DDP model: the SAM family's first pass keeps it local
         had_no_sync = "no_sync" in vars(self.model)
         if not had_no_sync:
-            self.model.no_sync = self.sync.no_sync
+            setattr(self.model, "no_sync", self.sync.no_sync)  # noqa: B010 - a module attribute
         try:
             yield
         finally:
