@@ -143,13 +143,23 @@ def test_dependencies_run_first_and_a_failed_dependency_fails_its_dependents(tmp
              RunSpec("c", toy_run, {"x": 3, "fail": True}, root / "c"),
              RunSpec("d", toy_run, {"x": 4}, root / "d", after=("c", "b"))]
     assert [[s.name for s in w] for w in sweep_module.waves(specs)] == [["a", "c"], ["b"], ["d"]]
-    by = {o.name: o for o in run_sweep(specs, executor="inline", progress_bar=False)}
+    seen = []
+    by = {o.name: o for o in run_sweep(specs, executor="inline", progress_bar=False,
+                                       on_outcome=lambda o: seen.append(o.name))}
+    assert seen == ["a", "c", "b", "d"]
     assert by["a"].status == by["b"].status == "finished"
     assert by["c"].status == "failed"
     assert by["d"].status == "failed" and by["d"].error == "needs c, which failed"
     assert not (root / "d").exists()
     with pytest.raises(ConfigError, match="needs 'zz'"):
         run_sweep([RunSpec("e", toy_run, {"x": 1}, root / "e", after=("zz",))])
+    # listed after what they need: list order is kept, a wave ends before a dependent
+    listed = [RunSpec("a", toy_run, {"x": 1}, root / "la"),
+              RunSpec("b", toy_run, {"x": 1}, root / "lb", after=("a",)),
+              RunSpec("c", toy_run, {"x": 1}, root / "lc"),
+              RunSpec("d", toy_run, {"x": 1}, root / "ld", after=("c",))]
+    assert [[s.name for s in w] for w in sweep_module.waves(listed)] == [["a"], ["b", "c"],
+                                                                         ["d"]]
     loop = [RunSpec("p", toy_run, {"x": 1}, root / "p", after=("q",)),
             RunSpec("q", toy_run, {"x": 1}, root / "q", after=("p",))]
     with pytest.raises(ConfigError, match="circle"):

@@ -332,8 +332,21 @@ def _check_specs(specs: Sequence[RunSpec]) -> None:
 
 def waves(specs: Sequence[RunSpec], finished: set[str] | None = None) -> list[list[RunSpec]]:
     """The specs in dependency order: each wave needs only runs of earlier waves (or runs
-    named in ``finished``)."""
+    named in ``finished``).
+
+    Specs listed after everything they need keep their list order: a new wave begins at
+    the first spec that needs one of the current wave (so an inline sweep runs them exactly
+    in list order). Otherwise each wave is every spec whose needs are met.
+    """
     placed: set[str] = set(finished or ())
+    if all(dep in placed or dep in {p.name for p in specs[:i]}
+           for i, s in enumerate(specs) for dep in s.after):
+        ordered: list[list[RunSpec]] = [[]]
+        for spec in specs:
+            if any(dep in {w.name for w in ordered[-1]} for dep in spec.after):
+                ordered.append([])
+            ordered[-1].append(spec)
+        return [w for w in ordered if w]
     pending, result = list(specs), []
     while pending:
         wave = [s for s in pending if all(dep in placed for dep in s.after)]
@@ -349,11 +362,13 @@ def waves(specs: Sequence[RunSpec], finished: set[str] | None = None) -> list[li
 def run_sweep(specs: Sequence[RunSpec], *, executor: str = "process", workers: int | None = None,
               threads: int | None = None, address: str | None = None,
               status: str | Path | None = None, progress_bar: bool | None = None,
-              description: str = "sweep") -> list[RunOutcome]:
+              description: str = "sweep",
+              on_outcome: Callable[[RunOutcome], None] | None = None) -> list[RunOutcome]:
     """Run every spec (finished ones skipped, started ones resumed); outcomes in spec order.
 
     ``workers`` defaults to the number of CPUs (at most the number of runs); ``threads``
-    (torch threads per run) to CPUs / workers.
+    (torch threads per run) to CPUs / workers. ``on_outcome`` is called in this process
+    with each run's outcome as soon as it is known (finished ones read back included).
     """
     EXECUTORS.canonical(executor)
     specs = list(specs)
@@ -368,6 +383,8 @@ def run_sweep(specs: Sequence[RunSpec], *, executor: str = "process", workers: i
     for spec in specs:
         if spec.finished:
             outcomes[spec.name] = execute(spec)  # finished before: reads the summary back
+            if on_outcome is not None:
+                on_outcome(outcomes[spec.name])
         else:
             todo.append(spec)
     runner = EXECUTORS.get(executor)(workers, threads, address)
@@ -375,6 +392,8 @@ def run_sweep(specs: Sequence[RunSpec], *, executor: str = "process", workers: i
     with progress(len(specs), description, progress_bar, completed=len(outcomes)) as tick:
         def done(outcome: RunOutcome) -> None:
             outcomes[outcome.name] = outcome
+            if on_outcome is not None:
+                on_outcome(outcome)
             if status is not None:
                 write_sweep_status(status, [outcomes[s.name] for s in specs
                                             if s.name in outcomes])
