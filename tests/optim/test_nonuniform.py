@@ -6,13 +6,9 @@ from torch import nn
 from torch.func import functional_call
 
 from genlab.core.errors import ConfigError
-from genlab.optim.nonuniform import (
-    COV,
-    SAMGCM,
-    covariance_direction,
-    noise_factor,
-    per_sample_closure,
-)
+from genlab.optim.optimizers.cov import COV, noise_factor
+from genlab.optim.optimizers.per_sample_source import per_sample_closure
+from genlab.optim.optimizers.samgcm import SAMGCM, covariance_direction
 
 
 def _mlp():
@@ -61,7 +57,7 @@ def test_cov_gradient_matches_per_sample_hessians(n_total):
     lam, lr = 0.7, 0.1
     penalty = (torch.einsum("bij,bj->i", H, G) / b) - H.sum(0) @ G.sum(0) / b**2
     expected_grad = G.mean(0) + a * lam * penalty
-    opt = COV(model.parameters(), lr=lr, lam=lam, n_total=n_total)
+    opt = COV(model.parameters(), lr=lr, lam=lam, n_total=n_total, per_sample="autograd")
     loss = opt.step(per_sample_closure(model, _sq_loss, x, y))
     w1 = torch.cat([p.detach().flatten() for p in model.parameters()])
     torch.testing.assert_close(w1, w0 - lr * expected_grad, rtol=0, atol=1e-12)
@@ -81,7 +77,7 @@ def model_at(model, w):
 def test_cov_rejects_mean_loss_closure_and_bad_n():
     model = _mlp()
     x, y = _data()
-    opt = COV(model.parameters(), lr=0.1, lam=1.0)
+    opt = COV(model.parameters(), lr=0.1, lam=1.0, per_sample="autograd")
     with pytest.raises(ConfigError, match="per-sample"):
         opt.step(lambda: _sq_loss(model(x), y).mean())
     with pytest.raises(ConfigError):
@@ -121,7 +117,7 @@ def test_samgcm_step_matches_explicit_dense_computation():
     r = X @ (up * vp) - y
     grad_u = (r[:, None] * X * vp).mean(0)
     grad_v = (r[:, None] * X * up).mean(0)
-    opt = SAMGCM([u, v], rho=rho, xi=xi, lr=lr, solver="dense")
+    opt = SAMGCM([u, v], rho=rho, xi=xi, lr=lr, solver="dense", per_sample="autograd")
     opt.step(lambda: _diag_losses(X, y, u, v))
     torch.testing.assert_close(u.detach(), u0 - lr * grad_u, rtol=0, atol=1e-12)
     torch.testing.assert_close(v.detach(), v0 - lr * grad_v, rtol=0, atol=1e-12)
@@ -145,7 +141,7 @@ def test_woodbury_equals_dense_d300_b10():
 def test_samgcm_zero_gradient_no_nan_and_bad_xi():
     X, y, u, v = _diag_net_problem()
     u0 = u.detach().clone()
-    opt = SAMGCM([u, v], rho=0.1, xi=1e-6, lr=0.1)
+    opt = SAMGCM([u, v], rho=0.1, xi=1e-6, lr=0.1, per_sample="autograd")
     opt.step(lambda: 0.0 * _diag_losses(X, y, u, v))
     assert torch.isfinite(u).all() and torch.equal(u.detach(), u0)
     assert opt.last_perturbation_norm == 0.0

@@ -20,7 +20,7 @@ import numpy as np
 from genlab.core.errors import ConfigError
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
-from genlab.optim.correlation import kendall_tau, kendall_tau_interval
+from genlab.optim.measures.correlation import kendall_tau, kendall_tau_interval
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.stats import mean_std
 from genlab.optim.studies.train import TrainConfig

@@ -11,7 +11,7 @@ The ResNet is the CIFAR ResNet of He et al. 2016 with basic blocks (3x3 stem, fo
 of ``depth`` blocks at width, 2x, 4x, 8x channels, strides 1, 2, 2, 2): width 64 and
 depth 2 is ResNet-18 (11.2M parameters for 10 classes). Every parameter lives in a layer
 (Linear, Conv2d, BatchNorm, LayerNorm, PositionEmbedding), as the per-layer per-sample
-gradients (genlab.optim.ghost) need, and every model's classifier is its ``head`` (what
+gradients (genlab.optim.measures.ghost) need, and every model's classifier is its ``head`` (what
 fine-tuning replaces, see ``HEAD``).
 """
 
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_choice, require_positive
-from genlab.optim.ghost_rules import additive_factors, register_rule
+from genlab.optim.measures.ghost_rules import additive_factors, register_rule
 
 
 class MLP(nn.Module):
