@@ -163,7 +163,7 @@ def test_search_budget_equal_and_choice_on_validation():
         assert len(set(sizes.values())) == 1, sizes
     protocol = Protocol.for_arch("cnn")
     specs = search_specs(protocol, ["sgd", "cov"], Path("store"))
-    assert len(specs) == 18 and len({s.folder for s in specs}) == 18
+    assert len(specs) == 18 and len({s.out for s in specs}) == 18
     assert all(s.config.split == "holdout" and s.config.seed == 0 for s in specs)
     records = {s.name: {"val_acc": 0.5, "val_loss": 1.0, "test_acc": 0.0} for s in specs}
     best_cov = [s for s in specs if s.config.optimizer == "cov"][4]
@@ -194,20 +194,19 @@ def test_stats_intervals():
 def test_store_names_and_execute_order(tmp_path):
     from dataclasses import replace
 
-    from genlab.optim.studies.grid import RunSpec, config_hash, execute, stored
+    from genlab.optim.studies.grid import config_hash, execute, stored, training
 
     base = TrainConfig()
     assert config_hash(base) == config_hash(TrainConfig())
     assert config_hash(replace(base, lr=0.1)) != config_hash(base)
     spec = stored(tmp_path, "x", replace(base, width=4, depth=1, epochs=1, measure=False))
-    assert spec.folder == tmp_path / spec.name and spec.name.startswith("x-")
-    with pytest.raises(ConfigError, match="not listed before"):
-        execute([RunSpec("a", base, tmp_path / "a", after=("b",)),
-                 RunSpec("b", base, tmp_path / "b")])
-    with pytest.raises(ConfigError, match="distinct"):
+    assert spec.out == tmp_path / spec.name and spec.name.startswith("x-")
+    with pytest.raises(ConfigError, match="needs 'b', which is not in the sweep"):
+        execute([training("a", base, tmp_path / "a", after=("b",))])
+    with pytest.raises(ConfigError, match="two runs are named"):
         execute([spec, spec])
     first = execute([spec])[spec.name]
-    (spec.folder / "metrics.jsonl").unlink()  # a finished spec is read back, not retrained
+    (spec.out / "metrics.jsonl").unlink()  # a finished spec is read back, not retrained
     again = execute([spec])[spec.name]
     assert again["test_acc"] == first["test_acc"]
 

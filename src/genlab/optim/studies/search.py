@@ -23,7 +23,8 @@ from pathlib import Path
 
 from genlab.core.errors import ConfigError, require_choice
 from genlab.core.runs import write_json
-from genlab.optim.studies.grid import RunSpec, StudyLog, execute, stored
+from genlab.core.sweep import RunSpec
+from genlab.optim.studies.grid import StudyLog, execute, stored
 from genlab.optim.studies.train import TrainConfig
 
 #: the optimisers of the comparisons (the paper's standard-training list)

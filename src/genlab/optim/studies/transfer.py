@@ -78,7 +78,7 @@ def transfer_specs(cfg: TransferConfig, choices: dict, store: Path) -> list[tupl
         target = replace(protocol.base(), task=cfg.target, per_class=cfg.per_class, seed=s)
         for opt in cfg.optimizers:
             ft = replace(with_choice(target, choices[opt]),
-                         init_from=str(pre.folder / "checkpoint.pt"))
+                         init_from=str(pre.out / "checkpoint.pt"))
             specs.append((opt, stored(store, f"{cfg.arch}-finetune-{opt}", ft,
                                       after=(pre.name,))))
         specs.append(("scratch", stored(store, f"{cfg.arch}-scratch-sgd",
