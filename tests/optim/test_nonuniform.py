@@ -162,3 +162,25 @@ def test_small_xi_sets_perturbation_length_rho_over_sqrt_xi():
     # with d < b the centred rows span everything: no g_perp, and ||e|| stays ~ rho / sqrt(eig C)
     e_full = 5e-4 * covariance_direction(G[:, :5], 1e-6, "dense")
     assert float(e_full.norm()) < 0.01 * 0.5
+
+
+def test_with_model_the_default_is_the_layer_path_and_its_result():
+    # model= (per_sample "auto") takes the per-layer path: the same steps as asking for it,
+    # and the autograd reference's to rounding; without model= "auto" refuses (no silent
+    # ~60x autograd path)
+    from genlab.optim import make_optimizer
+
+    x, y = torch.randn(6, 3, dtype=torch.float64), torch.randn(6, 1, dtype=torch.float64)
+    for name, kw in (("cov", dict(lam=0.5)), ("samgcm", dict(rho=0.05, xi=1e-4))):
+        ends = {}
+        for per_sample in ("auto", "layers", "autograd"):
+            net = _mlp()
+            opt = make_optimizer(name, net.parameters(), lr=0.1, model=net,
+                                 per_sample=per_sample, **kw)
+            for _ in range(2):
+                opt.step(lambda net=net: ((net(x) - y) ** 2).squeeze(1))
+            ends[per_sample] = torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+        assert torch.equal(ends["auto"], ends["layers"]), name
+        torch.testing.assert_close(ends["auto"], ends["autograd"], rtol=1e-10, atol=1e-12)
+        with pytest.raises(ConfigError, match="pass model="):
+            make_optimizer(name, _mlp().parameters(), lr=0.1, **kw)

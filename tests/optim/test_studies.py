@@ -158,7 +158,7 @@ def test_search_budget_equal_and_choice_on_validation():
 
     from genlab.optim.studies.search import GRIDS, Protocol, choose, search_specs, with_choice
 
-    for grid in GRIDS.values():
+    for _, grid in GRIDS.items():
         sizes = {o: len(grid.trials(o)) for o in ("sgd", "sam", "cov", "csam")}
         assert len(set(sizes.values())) == 1, sizes
     protocol = Protocol.for_arch("cnn")

@@ -82,7 +82,7 @@ class TrainConfig:
         require_choice("optimizer", self.optimizer, OPTIMIZERS)
         require_choice("noise_kind", self.noise_kind, NOISE_KINDS)
         require_choice("schedule", self.schedule, SCHEDULES)
-        require_choice("task", self.task, tuple(TASKS))
+        TASKS.canonical(self.task)
         require_choice("split", self.split, SPLITS)
         if self.per_class < 0:
             raise ConfigError(f"per_class must be >= 0, got {self.per_class}")

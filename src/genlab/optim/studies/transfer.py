@@ -18,9 +18,9 @@ from pathlib import Path
 from genlab.core.errors import ConfigError
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
+from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.search import (
-    RADIUS_FIELD,
     STANDARD_OPTIMIZERS,
     Protocol,
     run_search,
@@ -60,7 +60,7 @@ class TransferConfig:
         if "sgd" not in self.optimizers:
             raise ConfigError("transfer: the optimisers must include sgd (the baseline)")
         for o in self.optimizers:
-            if o not in RADIUS_FIELD:
+            if o not in OPTIMIZER_REGISTRY:
                 raise ConfigError(f"optimizer: unknown {o!r}")
         self.protocol().validate()
 
