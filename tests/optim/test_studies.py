@@ -231,3 +231,25 @@ def test_fine_tuning_starts_from_the_backbone(tmp_path):
         assert torch.equal(v, f if k.startswith("head.") else w), k
     with pytest.raises(CheckpointError, match="do not fit"):
         prepare(replace(ft, arch="mlp"))
+
+
+def test_a_diverged_training_is_a_result_read_back_on_rerun(tmp_path, monkeypatch):
+    import json
+
+    import genlab.optim.studies.grid as grid
+    from genlab.core.errors import DivergedError
+
+    calls = []
+
+    def diverging(cfg, out, **kw):
+        calls.append(out)
+        (out / "config.json").parent.mkdir(parents=True, exist_ok=True)
+        raise DivergedError("loss is nan at epoch 1")
+
+    monkeypatch.setattr(grid, "train_digits", diverging)
+    spec = grid.stored(tmp_path, "x", TrainConfig(width=4, depth=1, epochs=1, measure=False))
+    record = grid.execute([spec])[spec.name]
+    assert record["diverged"] is True and record["error"] == "loss is nan at epoch 1"
+    summary = json.loads((spec.out / "summary.json").read_text())
+    assert summary == {"diverged": True, "error": "loss is nan at epoch 1"}
+    assert grid.execute([spec])[spec.name]["diverged"] is True and len(calls) == 1
