@@ -9,9 +9,14 @@ validation and clean test loss/accuracy, the generalization gaps
 ``gap_loss = test_loss - train_loss`` and ``gap_acc = train_acc - test_acc``, and every
 measure of :func:`genlab.optim.measures.all_measures` on the training set (training labels).
 
-Optimisers whose closure returns per-sample losses (COV, SAMGCM) get a per-sample closure;
-every other optimiser the Trainer's mean-loss closure. Per-sample optimisers get ``model=``
-and so use the per-layer per-sample gradients (genlab.optim.measures.ghost).
+Optimisers whose closure returns per-sample losses (their registry entry's ``per_sample``:
+COV, SAMGCM) get a per-sample closure; every other optimiser the Trainer's mean-loss
+closure. Each optimiser gets the options its entry ``accepts`` (``model=`` included, so the
+per-sample ones use the per-layer per-sample gradients of genlab.optim.measures.ghost).
+
+Every checkpoint carries a model record (kind ``"optim train"``, builder
+:func:`~genlab.optim.studies.models.build_model`), so ``genlab.load(folder)`` rebuilds the
+trained model; :func:`load_trained` (``genlab optim measure``) goes through it.
 """
 
 from __future__ import annotations
