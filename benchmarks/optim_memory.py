@@ -53,8 +53,8 @@ def peak_mb() -> float:
 
 def run_part(part: str, image_size: int, curvature_chunk: int, iterations: int) -> dict:
     """One measure in this process; figures as a dict."""
-    from genlab.optim.hessian import curvature_nonuniformity
-    from genlab.optim.per_sample import gradient_noise_stats
+    from genlab.optim.measures.hessian import curvature_nonuniformity
+    from genlab.optim.measures.per_sample import gradient_noise_stats
     from genlab.optim.studies.models import build_model
 
     torch.set_num_threads(1)

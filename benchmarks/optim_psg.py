@@ -37,7 +37,7 @@ from torch.func import functional_call, grad, vmap
 from genlab.core.report import markdown_table
 from genlab.core.runs import write_json
 from genlab.optim.measures import hessian_top_eigenvalue, noise_trace, per_sample_grads
-from genlab.optim.per_sample import unflatten
+from genlab.optim.measures.per_sample import unflatten
 
 LOSS = nn.CrossEntropyLoss()
 
@@ -107,7 +107,7 @@ def against_plain_vmap(rounds: int) -> dict:
 def breakdown(rounds: int) -> dict:
     """Where the per-layer path's time goes on the CNN at batch 256 (eval mode), against one
     batched forward + backward of the same model and the per-sample loop."""
-    from genlab.optim.ghost import LayerRecorder, per_sample_factors, per_sample_losses
+    from genlab.optim.measures.ghost import LayerRecorder, per_sample_factors, per_sample_losses
 
     torch.manual_seed(0)
     model = small_cnn().eval()

@@ -17,7 +17,7 @@ backward through all of them), each group interleaved with its own SGD reference
 "speed-up" column is reference time / layer-path time. SAMGCM runs with the Woodbury
 solver and, where d <= 2500, also with the dense d x d solver. On the CNN (BatchNorm in
 training mode) the two paths define per-sample gradients differently (see
-genlab/optim/ghost.py); elsewhere they agree to rounding (tests/optim/test_ghost.py).
+genlab/optim/measures/ghost.py); elsewhere they agree to rounding (tests/optim/test_ghost.py).
 
 A second part measures SAMGCM on the paper's sparse-regression setup (n=100,
 d=150, diagonal net beta = u * v, batch 10, rho 5e-4, xi 1e-6): the Euclidean
@@ -45,7 +45,8 @@ from torch import nn
 from genlab.core.report import markdown_table
 from genlab.core.runs import write_json
 from genlab.optim import PER_SAMPLE_CLOSURE, make_optimizer
-from genlab.optim.nonuniform import covariance_direction, per_sample_grads
+from genlab.optim.optimizers.per_sample_source import per_sample_grads
+from genlab.optim.optimizers.samgcm import covariance_direction
 
 DENSE_MAX_DIM = 2500
 SETTINGS = [  # (label, registry name, extra keyword arguments)
@@ -210,7 +211,8 @@ def sparse_regression_perturbation(steps: int, seed: int = 0) -> dict:
     y = X @ theta + 0.2 * torch.randn(n, generator=gen)
     u = (0.2 * torch.randn(d, generator=gen)).requires_grad_(True)
     v = (0.2 * torch.randn(d, generator=gen)).requires_grad_(True)
-    opt = make_optimizer("samgcm", [u, v], lr=0.05, rho=5e-4, xi=1e-6, solver="woodbury")
+    opt = make_optimizer("samgcm", [u, v], lr=0.05, rho=5e-4, xi=1e-6, solver="woodbury",
+                         per_sample="autograd")
     norms = []
     for step in range(steps):
         idx = torch.randperm(n, generator=gen)[:10]

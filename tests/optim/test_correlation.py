@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy.stats import kendalltau
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.optim.correlation import granulated_tau, kendall_tau, tau_table
+from genlab.optim.measures.correlation import granulated_tau, kendall_tau, tau_table
 
 
 @settings(max_examples=60, deadline=None)
@@ -59,7 +59,7 @@ def test_bad_input():
 
 
 def test_tau_interval_brackets_tau_and_narrows_with_data():
-    from genlab.optim.correlation import _tau_b, kendall_tau_interval
+    from genlab.optim.measures.correlation import _tau_b, kendall_tau_interval
 
     rng = np.random.default_rng(1)
     x = rng.normal(size=60)

@@ -9,9 +9,9 @@ from torch import nn
 from genlab.core.errors import ConfigError
 from genlab.optim import make_optimizer
 from genlab.optim import measures as M
-from genlab.optim.ghost import LayerRecorder, per_sample_factors, per_sample_losses
-from genlab.optim.ghost_rules import RULES, generic_factors, rule_for
-from genlab.optim.nonuniform import covariance_direction, woodbury_weights
+from genlab.optim.measures.ghost import LayerRecorder, per_sample_factors, per_sample_losses
+from genlab.optim.measures.ghost_rules import RULES, generic_factors, rule_for
+from genlab.optim.optimizers.samgcm import covariance_direction, woodbury_weights
 from genlab.optim.studies.models import build_model
 
 LOSS = nn.CrossEntropyLoss()
@@ -309,7 +309,10 @@ def test_optimizers_need_a_model_for_the_layer_path():
         make_optimizer("samgcm", model.parameters(), lr=0.1, model=model, per_sample="fast")
     auto = make_optimizer("cov", model.parameters(), lr=0.1, lam=1.0, model=model)
     assert auto.source.recorder is not None
-    plain = make_optimizer("cov", model.parameters(), lr=0.1, lam=1.0)
+    for name, kw in (("cov", dict(lam=1.0)), ("samgcm", {})):  # never a silent slow path
+        with pytest.raises(ConfigError, match="pass model=.*per_sample='autograd'"):
+            make_optimizer(name, model.parameters(), lr=0.1, **kw)
+    plain = make_optimizer("cov", model.parameters(), lr=0.1, lam=1.0, per_sample="autograd")
     assert plain.source.recorder is None
 
 
@@ -317,7 +320,7 @@ def _hessian(model, x, y):
     """Explicit Hessian of the mean loss over the flat parameter vector."""
     from torch.func import functional_call
 
-    from genlab.optim.per_sample import unflatten
+    from genlab.optim.measures.per_sample import unflatten
 
     like = {k: p.detach() for k, p in model.named_parameters()}
     w0 = torch.cat([p.reshape(-1) for p in like.values()])

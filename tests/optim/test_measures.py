@@ -9,7 +9,7 @@ from torch.func import functional_call
 
 from genlab.core.errors import ConfigError, DataError
 from genlab.optim import measures as M
-from genlab.optim.per_sample import unflatten
+from genlab.optim.measures.per_sample import unflatten
 
 
 def tiny_model(seed=0, bn=False):

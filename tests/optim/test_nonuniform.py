@@ -6,13 +6,9 @@ from torch import nn
 from torch.func import functional_call
 
 from genlab.core.errors import ConfigError
-from genlab.optim.nonuniform import (
-    COV,
-    SAMGCM,
-    covariance_direction,
-    noise_factor,
-    per_sample_closure,
-)
+from genlab.optim.optimizers.cov import COV, noise_factor
+from genlab.optim.optimizers.per_sample_source import per_sample_closure
+from genlab.optim.optimizers.samgcm import SAMGCM, covariance_direction
 
 
 def _mlp():
@@ -61,7 +57,7 @@ def test_cov_gradient_matches_per_sample_hessians(n_total):
     lam, lr = 0.7, 0.1
     penalty = (torch.einsum("bij,bj->i", H, G) / b) - H.sum(0) @ G.sum(0) / b**2
     expected_grad = G.mean(0) + a * lam * penalty
-    opt = COV(model.parameters(), lr=lr, lam=lam, n_total=n_total)
+    opt = COV(model.parameters(), lr=lr, lam=lam, n_total=n_total, per_sample="autograd")
     loss = opt.step(per_sample_closure(model, _sq_loss, x, y))
     w1 = torch.cat([p.detach().flatten() for p in model.parameters()])
     torch.testing.assert_close(w1, w0 - lr * expected_grad, rtol=0, atol=1e-12)
@@ -81,7 +77,7 @@ def model_at(model, w):
 def test_cov_rejects_mean_loss_closure_and_bad_n():
     model = _mlp()
     x, y = _data()
-    opt = COV(model.parameters(), lr=0.1, lam=1.0)
+    opt = COV(model.parameters(), lr=0.1, lam=1.0, per_sample="autograd")
     with pytest.raises(ConfigError, match="per-sample"):
         opt.step(lambda: _sq_loss(model(x), y).mean())
     with pytest.raises(ConfigError):
@@ -121,7 +117,7 @@ def test_samgcm_step_matches_explicit_dense_computation():
     r = X @ (up * vp) - y
     grad_u = (r[:, None] * X * vp).mean(0)
     grad_v = (r[:, None] * X * up).mean(0)
-    opt = SAMGCM([u, v], rho=rho, xi=xi, lr=lr, solver="dense")
+    opt = SAMGCM([u, v], rho=rho, xi=xi, lr=lr, solver="dense", per_sample="autograd")
     opt.step(lambda: _diag_losses(X, y, u, v))
     torch.testing.assert_close(u.detach(), u0 - lr * grad_u, rtol=0, atol=1e-12)
     torch.testing.assert_close(v.detach(), v0 - lr * grad_v, rtol=0, atol=1e-12)
@@ -145,7 +141,7 @@ def test_woodbury_equals_dense_d300_b10():
 def test_samgcm_zero_gradient_no_nan_and_bad_xi():
     X, y, u, v = _diag_net_problem()
     u0 = u.detach().clone()
-    opt = SAMGCM([u, v], rho=0.1, xi=1e-6, lr=0.1)
+    opt = SAMGCM([u, v], rho=0.1, xi=1e-6, lr=0.1, per_sample="autograd")
     opt.step(lambda: 0.0 * _diag_losses(X, y, u, v))
     assert torch.isfinite(u).all() and torch.equal(u.detach(), u0)
     assert opt.last_perturbation_norm == 0.0
@@ -166,3 +162,25 @@ def test_small_xi_sets_perturbation_length_rho_over_sqrt_xi():
     # with d < b the centred rows span everything: no g_perp, and ||e|| stays ~ rho / sqrt(eig C)
     e_full = 5e-4 * covariance_direction(G[:, :5], 1e-6, "dense")
     assert float(e_full.norm()) < 0.01 * 0.5
+
+
+def test_with_model_the_default_is_the_layer_path_and_its_result():
+    # model= (per_sample "auto") takes the per-layer path: the same steps as asking for it,
+    # and the autograd reference's to rounding; without model= "auto" refuses (no silent
+    # ~60x autograd path)
+    from genlab.optim import make_optimizer
+
+    x, y = torch.randn(6, 3, dtype=torch.float64), torch.randn(6, 1, dtype=torch.float64)
+    for name, kw in (("cov", dict(lam=0.5)), ("samgcm", dict(rho=0.05, xi=1e-4))):
+        ends = {}
+        for per_sample in ("auto", "layers", "autograd"):
+            net = _mlp()
+            opt = make_optimizer(name, net.parameters(), lr=0.1, model=net,
+                                 per_sample=per_sample, **kw)
+            for _ in range(2):
+                opt.step(lambda net=net: ((net(x) - y) ** 2).squeeze(1))
+            ends[per_sample] = torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+        assert torch.equal(ends["auto"], ends["layers"]), name
+        torch.testing.assert_close(ends["auto"], ends["autograd"], rtol=1e-10, atol=1e-12)
+        with pytest.raises(ConfigError, match="pass model="):
+            make_optimizer(name, _mlp().parameters(), lr=0.1, **kw)

@@ -149,6 +149,26 @@ def test_unknown_optimizer_name():
         make_optimizer("adamw-sam", nn.Linear(2, 1).parameters(), lr=0.1)
 
 
+def test_registry_entries_state_their_facts():
+    # the declared facts hold: needs_model <=> the name refuses to build without model=,
+    # and every name builds with model= and the options it declares
+    from genlab.optim import OPTIMIZER_REGISTRY, OPTIMIZERS, PER_SAMPLE_CLOSURE
+
+    assert OPTIMIZERS == OPTIMIZER_REGISTRY.names()
+    values = {"rho": 0.05, "rho1": 0.05, "rho2": 0.05, "lam": 0.1, "xi": 1e-6, "n_total": 100}
+    for name, entry in OPTIMIZER_REGISTRY.items():
+        net = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 1))
+        kw = {k: v for k, v in values.items() if k in entry.accepts}
+        opt = make_optimizer(name, net.parameters(), lr=0.1, model=net, **kw)
+        assert isinstance(opt, entry.cls) and (name in PER_SAMPLE_CLOSURE) == entry.per_sample
+        if entry.needs_model:
+            with pytest.raises(ConfigError, match="model="):
+                make_optimizer(name, net.parameters(), lr=0.1, **kw)
+        else:
+            make_optimizer(name, net.parameters(), lr=0.1, **kw)
+    assert OPTIMIZER_REGISTRY.get("asam").fixed == {"adaptive": True}
+
+
 def test_scheduler_changes_base_lr():
     x, y = _data()
     model = _linear(bias=False)

@@ -158,12 +158,12 @@ def test_search_budget_equal_and_choice_on_validation():
 
     from genlab.optim.studies.search import GRIDS, Protocol, choose, search_specs, with_choice
 
-    for grid in GRIDS.values():
+    for _, grid in GRIDS.items():
         sizes = {o: len(grid.trials(o)) for o in ("sgd", "sam", "cov", "csam")}
         assert len(set(sizes.values())) == 1, sizes
     protocol = Protocol.for_arch("cnn")
     specs = search_specs(protocol, ["sgd", "cov"], Path("store"))
-    assert len(specs) == 18 and len({s.folder for s in specs}) == 18
+    assert len(specs) == 18 and len({s.out for s in specs}) == 18
     assert all(s.config.split == "holdout" and s.config.seed == 0 for s in specs)
     records = {s.name: {"val_acc": 0.5, "val_loss": 1.0, "test_acc": 0.0} for s in specs}
     best_cov = [s for s in specs if s.config.optimizer == "cov"][4]
@@ -194,20 +194,19 @@ def test_stats_intervals():
 def test_store_names_and_execute_order(tmp_path):
     from dataclasses import replace
 
-    from genlab.optim.studies.grid import RunSpec, config_hash, execute, stored
+    from genlab.optim.studies.grid import config_hash, execute, stored, training
 
     base = TrainConfig()
     assert config_hash(base) == config_hash(TrainConfig())
     assert config_hash(replace(base, lr=0.1)) != config_hash(base)
     spec = stored(tmp_path, "x", replace(base, width=4, depth=1, epochs=1, measure=False))
-    assert spec.folder == tmp_path / spec.name and spec.name.startswith("x-")
-    with pytest.raises(ConfigError, match="not listed before"):
-        execute([RunSpec("a", base, tmp_path / "a", after=("b",)),
-                 RunSpec("b", base, tmp_path / "b")])
-    with pytest.raises(ConfigError, match="distinct"):
+    assert spec.out == tmp_path / spec.name and spec.name.startswith("x-")
+    with pytest.raises(ConfigError, match="needs 'b', which is not in the sweep"):
+        execute([training("a", base, tmp_path / "a", after=("b",))])
+    with pytest.raises(ConfigError, match="two runs are named"):
         execute([spec, spec])
     first = execute([spec])[spec.name]
-    (spec.folder / "metrics.jsonl").unlink()  # a finished spec is read back, not retrained
+    (spec.out / "metrics.jsonl").unlink()  # a finished spec is read back, not retrained
     again = execute([spec])[spec.name]
     assert again["test_acc"] == first["test_acc"]
 
@@ -232,3 +231,25 @@ def test_fine_tuning_starts_from_the_backbone(tmp_path):
         assert torch.equal(v, f if k.startswith("head.") else w), k
     with pytest.raises(CheckpointError, match="do not fit"):
         prepare(replace(ft, arch="mlp"))
+
+
+def test_a_diverged_training_is_a_result_read_back_on_rerun(tmp_path, monkeypatch):
+    import json
+
+    import genlab.optim.studies.grid as grid
+    from genlab.core.errors import DivergedError
+
+    calls = []
+
+    def diverging(cfg, out, **kw):
+        calls.append(out)
+        (out / "config.json").parent.mkdir(parents=True, exist_ok=True)
+        raise DivergedError("loss is nan at epoch 1")
+
+    monkeypatch.setattr(grid, "train_digits", diverging)
+    spec = grid.stored(tmp_path, "x", TrainConfig(width=4, depth=1, epochs=1, measure=False))
+    record = grid.execute([spec])[spec.name]
+    assert record["diverged"] is True and record["error"] == "loss is nan at epoch 1"
+    summary = json.loads((spec.out / "summary.json").read_text())
+    assert summary == {"diverged": True, "error": "loss is nan at epoch 1"}
+    assert grid.execute([spec])[spec.name]["diverged"] is True and len(calls) == 1

@@ -92,8 +92,9 @@ def train(out: Path = OUT, resume: bool = RESUME,
 def measure(checkpoint: Path = typer.Argument(..., help="checkpoint.pt of an `optim train` "
                                               "run (or its folder)."),
             out: Path = OUT, resume: bool = RESUME,
-            config: Path = typer.Option(None, help="config.json to rebuild the model "
-                                        "(default: next to the checkpoint)."),
+            config: Path = typer.Option(None, help="config.json of the training, for its "
+                                        "data (default: next to the checkpoint); the model "
+                                        "comes from the checkpoint's model record."),
             samples: int = typer.Option(512, help="Training samples the measures use."),
             iterations: int = typer.Option(30, help="Power iterations (lambda_max, s)."),
             probes: int = typer.Option(20, help="Hutchinson probes for tr H."),

@@ -25,7 +25,7 @@ import numpy as np
 from genlab.core.errors import ConfigError, DivergedError, require_choice
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
-from genlab.optim.correlation import tau_table
+from genlab.optim.measures.correlation import tau_table
 from genlab.optim.studies.grid import expand, run_grid
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.train import TrainConfig

@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from genlab.core.errors import ConfigError
+from genlab.core.registry import Registry
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
-from genlab.optim.correlation import kendall_tau, kendall_tau_interval
+from genlab.optim.measures.correlation import kendall_tau, kendall_tau_interval
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.stats import mean_std
 from genlab.optim.studies.train import TrainConfig
@@ -28,7 +29,9 @@ from genlab.optim.studies.train import TrainConfig
 MEASURES = ("trace_sigma", "curvature_nonuniformity", "hessian_top_eigenvalue")
 GAPS = ("gap_loss", "gap_acc")
 #: architecture -> (depths, widths, lr) of the default grids (ours)
-GRIDS = {"mlp": ([1, 2, 3, 4], [16, 32, 64, 128], 0.05), "cnn": ([1, 2, 3], [8, 16, 32], 0.05)}
+GRIDS: Registry[tuple[list[int], list[int], float]] = Registry("depth-width grid")
+GRIDS.register("mlp", ([1, 2, 3, 4], [16, 32, 64, 128], 0.05))
+GRIDS.register("cnn", ([1, 2, 3], [8, 16, 32], 0.05))
 
 
 @dataclass

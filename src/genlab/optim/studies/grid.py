@@ -1,10 +1,12 @@
-"""Studies as lists of independent run specs, executed by one function that skips finished runs.
+"""Studies as lists of trainings, run by genlab.core.sweep (finished ones skipped).
 
-A :class:`RunSpec` is one training: a name, its full TrainConfig and its folder, plus the
-names of the specs it needs first (a fine-tuning needs its pretraining). ``execute(specs)``
-trains every spec whose folder has no summary.json yet (a started one resumes from its last
-epoch checkpoint) and returns each spec's summary; a spec list can as well be handed to
-any engine that runs independent jobs in parallel, respecting ``after``.
+A training is a :class:`genlab.core.sweep.RunSpec` whose target is :func:`train_or_diverge`
+(train_digits; a diverged setting is a result, summary ``{"diverged": True, "error": ...}``)
+and whose config is its full TrainConfig; ``after`` names the trainings it needs first (a
+fine-tuning needs its pretraining). ``execute(specs)`` runs them through ``run_sweep``
+(inline, one after another, as the studies always ran): a spec whose folder holds
+summary.json is read back, a started one resumes from its last epoch checkpoint; it
+returns each spec's flat record.
 
 Trainings live in a *store*: a folder named after the config (``<label>-<hash of the
 config>``), so two studies that need the same training share it and it runs once. A
@@ -17,23 +19,29 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
-from genlab.core.errors import ConfigError, DivergedError
-from genlab.core.progress import progress
-from genlab.core.runs import SUMMARY, RunDir, read_json, write_json
+from genlab.core.errors import DivergedError, GenlabError
+from genlab.core.runs import SUMMARY, RunDir, write_json
+from genlab.core.sweep import FAILED, RunSpec, run_sweep
 from genlab.optim.studies.train import TrainConfig, train_digits
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """One training of a study."""
+def train_or_diverge(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
+                     progress_bar: bool | None = False) -> dict:
+    """train_digits, where a diverged setting is a result: summary {"diverged": True, "error"}."""
+    try:
+        return train_digits(cfg, out, resume=resume, progress_bar=progress_bar)
+    except DivergedError as exc:
+        summary = {"diverged": True, "error": str(exc)}
+        write_json(Path(out) / SUMMARY, summary)
+        return summary
 
-    name: str
-    config: TrainConfig
-    folder: Path
-    after: tuple[str, ...] = ()  # names of specs that must finish first
+
+def training(name: str, cfg: TrainConfig, folder: Path, after: tuple[str, ...] = ()) -> RunSpec:
+    """The sweep spec of one training of a study."""
+    return RunSpec(name, train_or_diverge, cfg, Path(folder), after=tuple(after))
 
 
 def job_key(values: dict) -> str:
@@ -57,7 +65,7 @@ def config_hash(cfg: TrainConfig) -> str:
 def stored(store: Path, label: str, cfg: TrainConfig, after: tuple[str, ...] = ()) -> RunSpec:
     """The spec of ``cfg`` in ``store``: folder ``<label>-<config hash>``."""
     name = f"{label}-{config_hash(cfg)}"
-    return RunSpec(name, cfg, Path(store) / name, after)
+    return training(name, cfg, Path(store) / name, after)
 
 
 def expand(base: TrainConfig, axes: dict[str, list]) -> list[tuple[dict, TrainConfig]]:
@@ -68,19 +76,6 @@ def expand(base: TrainConfig, axes: dict[str, list]) -> list[tuple[dict, TrainCo
         values = dict(zip(names, combo, strict=True))
         jobs.append((values, replace(base, **values)))
     return jobs
-
-
-def run_one(spec: RunSpec) -> dict:
-    """Train one spec unless its folder already holds a summary; its summary either way."""
-    if (spec.folder / SUMMARY).exists():
-        return read_json(spec.folder / SUMMARY)
-    try:
-        return train_digits(spec.config, spec.folder,
-                            resume=(spec.folder / "config.json").exists(), progress_bar=False)
-    except DivergedError as exc:  # a diverged setting is a result, not a crash
-        summary = {"diverged": True, "error": str(exc)}
-        write_json(spec.folder / SUMMARY, summary)
-        return summary
 
 
 class StudyLog:
@@ -105,31 +100,44 @@ def default_store(out: str | Path) -> Path:
 
 def execute(specs: list[RunSpec], log: StudyLog | None = None, *,
             progress_bar: bool | None = None, name: str = "runs") -> dict[str, dict]:
-    """Run the specs in order (skipping finished ones); {spec name: flat record}.
+    """Run the specs (run_sweep, inline; finished ones read back); {spec name: flat record}.
 
     Each record holds the spec's name and folder, its config and its summary figures;
-    ``log`` (the study's folder) gets each newly finished spec once.
+    ``log`` (the study's folder) gets each newly finished spec once. A training that fails
+    (other than by diverging) fails the study with its error line.
     """
-    names = [s.name for s in specs]
-    if len(set(names)) != len(names):
-        raise ConfigError("run specs must have distinct names")
-    position = {n: i for i, n in enumerate(names)}
-    for s in specs:
-        for dep in s.after:
-            if position.get(dep, len(specs)) >= position[s.name]:
-                raise ConfigError(f"spec {s.name} needs {dep}, which is not listed before it")
+    outcomes = []
+    for end in _in_order(specs):
+        outcomes = run_sweep(specs[:end], executor="inline", progress_bar=progress_bar,
+                             description=name)
+        failed = [o for o in outcomes if o.status == FAILED]
+        if failed:
+            raise GenlabError(f"training {failed[0].name} failed: {failed[0].error}")
     records: dict[str, dict] = {}
-    with progress(len(specs), name, progress_bar) as tick:
-        for spec in specs:
-            summary = run_one(spec)
-            record = {"name": spec.name, "folder": str(spec.folder),
-                      **{k: v for k, v in asdict(spec.config).items() if k != "measure"},
-                      **flat(summary)}
-            records[spec.name] = record
-            if log is not None:
-                log.finished(spec.name, record)
-            tick(1, last=spec.name)
+    for spec, outcome in zip(specs, outcomes, strict=True):
+        record = {"name": spec.name, "folder": str(spec.out),
+                  **{k: v for k, v in asdict(spec.config).items() if k != "measure"},
+                  **flat(outcome.summary)}
+        records[spec.name] = record
+        if log is not None:
+            log.finished(spec.name, record)
     return records
+
+
+def _in_order(specs: list[RunSpec]) -> list[int]:
+    """Ends of the prefixes of ``specs`` that, swept one after another, train in list order.
+
+    run_sweep runs a spec after every spec it needs, in waves; a prefix is cut before a
+    spec that needs one of the runs since the last cut, so each new part is one wave (its
+    dependencies are finished, hence skipped) and the trainings keep the studies' order.
+    """
+    ends, since = [], set()
+    for i, spec in enumerate(specs):
+        if since & set(spec.after):
+            ends.append(i)
+            since = set()
+        since.add(spec.name)
+    return [*ends, len(specs)]
 
 
 def run_grid(run: RunDir, jobs: list[tuple[dict, TrainConfig]], *,
@@ -138,7 +146,7 @@ def run_grid(run: RunDir, jobs: list[tuple[dict, TrainConfig]], *,
     summary figures."""
     folder = run.path / "trainings"
     folder.mkdir(exist_ok=True)
-    specs = [RunSpec(job_key(values), cfg, folder / job_key(values)) for values, cfg in jobs]
+    specs = [training(job_key(values), cfg, folder / job_key(values)) for values, cfg in jobs]
     records = execute(specs, StudyLog(run), progress_bar=progress_bar, name=name)
     return [{"key": spec.name, **values, **{k: v for k, v in records[spec.name].items()
                                             if k not in values}}

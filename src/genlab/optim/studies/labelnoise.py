@@ -18,10 +18,10 @@ from pathlib import Path
 from genlab.core.errors import ConfigError
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
+from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.noise import NOISE_KINDS
 from genlab.optim.studies.search import (
-    RADIUS_FIELD,
     STANDARD_OPTIMIZERS,
     Protocol,
     run_search,
@@ -61,7 +61,7 @@ class LabelNoiseConfig:
         if "sgd" not in self.optimizers:
             raise ConfigError("labelnoise: the optimisers must include sgd (the baseline)")
         for o in self.optimizers:
-            if o not in RADIUS_FIELD:
+            if o not in OPTIMIZER_REGISTRY:
                 raise ConfigError(f"optimizer: unknown {o!r}")
         self.protocol().validate()
 

@@ -11,20 +11,22 @@ The ResNet is the CIFAR ResNet of He et al. 2016 with basic blocks (3x3 stem, fo
 of ``depth`` blocks at width, 2x, 4x, 8x channels, strides 1, 2, 2, 2): width 64 and
 depth 2 is ResNet-18 (11.2M parameters for 10 classes). Every parameter lives in a layer
 (Linear, Conv2d, BatchNorm, LayerNorm, PositionEmbedding), as the per-layer per-sample
-gradients (genlab.optim.ghost) need, and every model's classifier is its ``head`` (what
+gradients (genlab.optim.measures.ghost) need, and every model's classifier is its ``head`` (what
 fine-tuning replaces, see ``HEAD``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genlab.core.errors import ConfigError, require_choice, require_positive
-from genlab.optim.ghost_rules import additive_factors, register_rule
+from genlab.core.errors import ConfigError, require_positive
+from genlab.core.registry import Registry
+from genlab.optim.measures.ghost_rules import additive_factors, register_rule
 
 
 class MLP(nn.Module):
@@ -161,19 +163,18 @@ class ResNet(nn.Module):
 HEAD = "head"  # the classifier's name in every model's state_dict (``head.weight``, ...)
 
 #: name -> builder(in_channels, image_size, width, depth, num_classes)
-MODELS = {
-    "mlp": lambda c, s, w, d, k: MLP(c * s * s, w, d, k),
-    "cnn": lambda c, s, w, d, k: CNN(c, w, d, k),
-    "transformer": lambda c, s, w, d, k: PatchTransformer(c, s, w, d, k),
-    "resnet": lambda c, s, w, d, k: ResNet(c, w, d, k),
-}
-ARCHS = tuple(MODELS)
+MODELS: Registry[Callable[..., nn.Module]] = Registry("arch")
+MODELS.register("mlp", lambda c, s, w, d, k: MLP(c * s * s, w, d, k))
+MODELS.register("cnn", lambda c, s, w, d, k: CNN(c, w, d, k))
+MODELS.register("transformer", lambda c, s, w, d, k: PatchTransformer(c, s, w, d, k))
+MODELS.register("resnet", lambda c, s, w, d, k: ResNet(c, w, d, k))
+ARCHS = MODELS.names()
 
 
 def build_model(arch: str, width: int, depth: int, *, in_channels: int = 1, image_size: int = 8,
                 num_classes: int = 10) -> nn.Module:
     """A classifier by name (see MODELS) with ``depth`` hidden layers/blocks per stage."""
-    require_choice("arch", arch, ARCHS)
+    builder = MODELS.get(arch)
     require_positive("width", width)
     require_positive("depth", depth)
-    return MODELS[arch](in_channels, image_size, width, depth, num_classes)
+    return builder(in_channels, image_size, width, depth, num_classes)

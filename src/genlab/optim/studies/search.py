@@ -8,7 +8,7 @@ Protocol (ours; stated in docs/nonuniformity.md):
   ``ARCH_DEFAULTS``;
 - budget: 9 trainings per optimiser. SGD: 9 learning rates; every other optimiser: 3
   learning rates x 3 values of its radius (rho for SAM and ASAM, rho1 = rho2 for the CSAM
-  family, the penalty weight lambda for COV), ``GRIDS["full"]``;
+  family, the penalty weight lambda for COV), ``GRIDS.get("full")``;
 - choice: the highest validation accuracy, ties broken by the lower validation loss.
 
 The choices are written to ``search.json`` in the study's folder and used by every study
@@ -21,16 +21,21 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from genlab.core.errors import ConfigError, require_choice
+from genlab.core.errors import ConfigError
+from genlab.core.registry import Registry
 from genlab.core.runs import write_json
-from genlab.optim.studies.grid import RunSpec, StudyLog, execute, stored
+from genlab.core.sweep import RunSpec
+from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS
+from genlab.optim.studies.grid import StudyLog, execute, stored
 from genlab.optim.studies.train import TrainConfig
 
 #: the optimisers of the comparisons (the paper's standard-training list)
 STANDARD_OPTIMIZERS = ("sgd", "sam", "asam", "cov", "csam_identity", "acsam_identity", "csam")
-#: optimiser -> TrainConfig field of its radius (None: learning rate only)
-RADIUS_FIELD = {"sgd": None, "sam": "rho", "asam": "rho", "cov": "lam", "samgcm": "rho",
-                "csam_identity": "rho", "acsam_identity": "rho", "csam": "rho"}
+
+
+def radius_field(optimizer: str) -> str | None:
+    """TrainConfig field of an optimiser's radius (its registry entry; None: lr only)."""
+    return OPTIMIZER_REGISTRY.get(optimizer).radius
 
 
 @dataclass(frozen=True)
@@ -42,27 +47,29 @@ class SearchGrid:
     radii: dict  # optimiser -> tuple of radius values
 
     def trials(self, optimizer: str) -> list[dict]:
-        field = RADIUS_FIELD[optimizer]
+        field = radius_field(optimizer)
         if field is None:
             return [{"lr": lr} for lr in self.sgd_lrs]
         return [{"lr": lr, field: r} for lr in self.lrs for r in self.radii[optimizer]]
 
 
 _RHO = (0.01, 0.05, 0.25)  # factor 5 apart around SAM's usual 0.05
-GRIDS = {
-    "full": SearchGrid(
-        sgd_lrs=(0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2),
-        lrs=(0.01, 0.03, 0.1),
-        radii={"sam": _RHO, "asam": (0.05, 0.25, 1.25), "cov": (0.1, 1.0, 10.0),
-               "samgcm": (1e-4, 5e-4, 2.5e-3), "csam_identity": _RHO,
-               "acsam_identity": _RHO, "csam": _RHO}),
-    # two trials each: for smoke tests of the commands, not for results
-    "tiny": SearchGrid(sgd_lrs=(0.02, 0.1), lrs=(0.05,),
-                       radii={o: (0.05, 0.1) for o in RADIUS_FIELD if o != "sgd"}),
-}
+GRIDS: Registry[SearchGrid] = Registry("grid")
+GRIDS.register("full", SearchGrid(
+    sgd_lrs=(0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2),
+    lrs=(0.01, 0.03, 0.1),
+    radii={"sam": _RHO, "asam": (0.05, 0.25, 1.25), "cov": (0.1, 1.0, 10.0),
+           "samgcm": (1e-4, 5e-4, 2.5e-3), "csam_identity": _RHO,
+           "acsam_identity": _RHO, "csam": _RHO}))
+# two trials each: for smoke tests of the commands, not for results
+GRIDS.register("tiny", SearchGrid(sgd_lrs=(0.02, 0.1), lrs=(0.05,),
+                                  radii={o: (0.05, 0.1) for o in OPTIMIZERS if radius_field(o)}))
 
 #: architecture -> (width, depth, epochs) of the comparisons
-ARCH_DEFAULTS = {"cnn": (32, 2, 30), "transformer": (32, 2, 40), "mlp": (128, 2, 30)}
+ARCH_DEFAULTS: Registry[tuple[int, int, int]] = Registry("arch")
+ARCH_DEFAULTS.register("cnn", (32, 2, 30))
+ARCH_DEFAULTS.register("transformer", (32, 2, 40))
+ARCH_DEFAULTS.register("mlp", (128, 2, 30))
 
 
 @dataclass
@@ -82,14 +89,13 @@ class Protocol:
 
     @classmethod
     def for_arch(cls, arch: str, **overrides) -> Protocol:
-        require_choice("arch", arch, tuple(ARCH_DEFAULTS))
-        width, depth, epochs = ARCH_DEFAULTS[arch]
+        width, depth, epochs = ARCH_DEFAULTS.get(arch)
         values = dict(arch=arch, width=width, depth=depth, epochs=epochs)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
     def validate(self) -> None:
-        require_choice("grid", self.grid, tuple(GRIDS))
+        GRIDS.canonical(self.grid)
         self.base().validate()
 
     def base(self, **changes) -> TrainConfig:
@@ -103,10 +109,10 @@ class Protocol:
 
 def search_specs(protocol: Protocol, optimizers, store: Path) -> list[RunSpec]:
     """Every search training (seed 0) of ``optimizers`` under ``protocol``."""
-    grid = GRIDS[protocol.grid]
+    grid = GRIDS.get(protocol.grid)
     specs = []
     for opt in optimizers:
-        require_choice("optimizer", opt, tuple(RADIUS_FIELD))
+        OPTIMIZER_REGISTRY.canonical(opt)
         for trial in grid.trials(opt):
             specs.append(stored(store, f"{protocol.arch}-{opt}",
                                 protocol.base(optimizer=opt, **trial)))
@@ -123,7 +129,7 @@ def choose(specs: list[RunSpec], records: dict[str, dict]) -> dict[str, dict]:
         cfg = spec.config
         key = (rec["val_acc"], -rec["val_loss"])
         if cfg.optimizer not in best or key > best[cfg.optimizer][0]:
-            field = RADIUS_FIELD[cfg.optimizer]
+            field = radius_field(cfg.optimizer)
             best[cfg.optimizer] = (key, {
                 "optimizer": cfg.optimizer, "lr": cfg.lr, "radius_field": field,
                 "radius": getattr(cfg, field) if field else None,
@@ -144,7 +150,7 @@ def with_choice(cfg: TrainConfig, choice: dict) -> TrainConfig:
 
 def describe(protocol: Protocol, optimizers) -> dict:
     """The protocol, grid and budget as written to search.json."""
-    grid = GRIDS[protocol.grid]
+    grid = GRIDS.get(protocol.grid)
     return {"protocol": asdict(protocol),
             "trials": {opt: grid.trials(opt) for opt in optimizers},
             "budget_per_optimizer": {opt: len(grid.trials(opt)) for opt in optimizers},

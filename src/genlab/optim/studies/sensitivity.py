@@ -20,12 +20,13 @@ import numpy as np
 from genlab.core.errors import ConfigError
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
+from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.search import (
     GRIDS,
-    RADIUS_FIELD,
     STANDARD_OPTIMIZERS,
     Protocol,
+    radius_field,
     search_specs,
 )
 from genlab.optim.studies.stats import mean_std
@@ -51,7 +52,7 @@ class SensitivityConfig:
         if self.seeds < 1 or not self.optimizers:
             raise ConfigError("sensitivity: seeds >= 1 and at least one optimiser")
         for o in self.optimizers:
-            if o not in RADIUS_FIELD:
+            if o not in OPTIMIZER_REGISTRY:
                 raise ConfigError(f"optimizer: unknown {o!r}")
         self.protocol().validate()
 
@@ -67,7 +68,7 @@ def grid_specs(cfg: SensitivityConfig, store: Path) -> list:
 
 
 def cell_key(cfg) -> tuple:
-    field_ = RADIUS_FIELD[cfg.optimizer]
+    field_ = radius_field(cfg.optimizer)
     return (cfg.lr, getattr(cfg, field_) if field_ else None)
 
 
@@ -100,7 +101,7 @@ def run_sensitivity(cfg: SensitivityConfig, out: str | Path, *,
     val_means = {o: {k: mean_std([r.get("val_acc") for r in rs])[0] for k, rs in c.items()}
                  for o, c in cells.items()}
     rows = [sensitivity_row(o, means[o]) for o in cfg.optimizers]
-    shared = set(GRIDS[cfg.grid].lrs)
+    shared = set(GRIDS.get(cfg.grid).lrs)
     if "sgd" in means:
         sub = {k: v for k, v in means["sgd"].items() if k[0] in shared}
         if sub:
@@ -132,7 +133,7 @@ def _plot(run: RunDir, cfg: SensitivityConfig, means: dict) -> None:
                 ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=6,
                         color="w")
         ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs], fontsize=6, rotation=60)
-        field_ = RADIUS_FIELD[name]
+        field_ = radius_field(name)
         ax.set_yticks(range(len(radii)), ["-" if r is None else f"{r:g}" for r in radii],
                       fontsize=6)
         ax.set(title=name, xlabel="lr", ylabel=field_ or "")

@@ -26,12 +26,12 @@ import numpy as np
 import torch
 from torch import nn
 
-import genlab.optim as optim_pkg
 from genlab.core.errors import ConfigError, require_choice, require_positive
 from genlab.core.progress import progress
 from genlab.core.report import figure
 from genlab.core.runs import RunDir
 from genlab.core.seeding import make_generator
+from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, make_optimizer
 
 SPARSE_OPTIMIZERS = ("sgd", "sam", "samgcm", "cov")
 SUPPORT_THRESHOLD = 1e-2
@@ -106,15 +106,14 @@ def half_mse(pred, y):
 
 
 def _optimizer(name: str, model: DiagonalNet, cfg: SparseConfig):
-    if name == "sgd":
-        return optim_pkg.make_optimizer("sgd", model.parameters(), lr=cfg.lr)
-    if name == "sam":
-        return optim_pkg.make_optimizer("sam", model.parameters(), lr=cfg.lr, rho=cfg.sam_rho)
-    if name == "samgcm":
-        return optim_pkg.make_optimizer("samgcm", model.parameters(), lr=cfg.lr,
-                                        rho=cfg.samgcm_rho, xi=cfg.samgcm_xi, solver="woodbury")
-    return optim_pkg.make_optimizer("cov", model.parameters(), lr=cfg.lr, lam=cfg.cov_lam,
-                                    n_total=cfg.n)
+    # the study's own settings per optimiser; the diagonal net's elementwise product has no
+    # layer the per-layer path knows, so the per-sample optimisers take the autograd path
+    options = {"sgd": {}, "sam": {"rho": cfg.sam_rho},
+               "samgcm": {"rho": cfg.samgcm_rho, "xi": cfg.samgcm_xi, "solver": "woodbury"},
+               "cov": {"lam": cfg.cov_lam, "n_total": cfg.n}}[name]
+    if OPTIMIZER_REGISTRY.get(name).per_sample:
+        options["per_sample"] = "autograd"
+    return make_optimizer(name, model.parameters(), lr=cfg.lr, **options)
 
 
 def fit_one(name: str, cfg: SparseConfig, seed: int, record_path: bool = False) -> dict:
@@ -122,7 +121,7 @@ def fit_one(name: str, cfg: SparseConfig, seed: int, record_path: bool = False) 
     prob = make_problem(cfg, seed)
     model = DiagonalNet(cfg.d, cfg.init_scale, make_generator(seed, 2))
     opt = _optimizer(name, model, cfg)
-    per_sample = name in ("samgcm", "cov")
+    per_sample = OPTIMIZER_REGISTRY.get(name).per_sample
     x, y = prob["x"], prob["y"]
     path = []
     t0 = time.perf_counter()

@@ -19,9 +19,9 @@ import torch
 from genlab.core.errors import ConfigError
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
+from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.search import (
-    RADIUS_FIELD,
     STANDARD_OPTIMIZERS,
     Protocol,
     run_search,
@@ -56,9 +56,9 @@ class StandardConfig:
         if self.seeds < 1:
             raise ConfigError(f"seeds must be >= 1, got {self.seeds}")
         for o in self.optimizers:
-            if o not in RADIUS_FIELD:
+            if o not in OPTIMIZER_REGISTRY:
                 raise ConfigError(f"optimizer: unknown {o!r}; expected one of "
-                                  f"{', '.join(RADIUS_FIELD)}")
+                                  f"{', '.join(OPTIMIZERS)}")
         for p in self.protocols():
             p.validate()
 

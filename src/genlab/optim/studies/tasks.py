@@ -25,14 +25,14 @@ import torch
 
 from genlab.core.data import ImageData, Split, load_digits_data, stratified_split
 from genlab.core.errors import ConfigError, require_choice
+from genlab.core.registry import Registry
 from genlab.optim.studies.noise import corrupt_labels
 
 #: task name -> the digit classes it keeps (relabelled 0..k-1 in this order)
-TASKS: dict[str, tuple[int, ...]] = {
-    "digits": tuple(range(10)),
-    "digits0-4": (0, 1, 2, 3, 4),
-    "digits5-9": (5, 6, 7, 8, 9),
-}
+TASKS: Registry[tuple[int, ...]] = Registry("task")
+TASKS.register("digits", tuple(range(10)))
+TASKS.register("digits0-4", (0, 1, 2, 3, 4))
+TASKS.register("digits5-9", (5, 6, 7, 8, 9))
 SPLITS = ("full", "holdout")
 VAL_FRACTION = 0.25
 
@@ -78,12 +78,11 @@ def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
               per_class: int = 0, label_noise: float = 0.0, noise_kind: str = "symmetric",
               noise_seed: int = 0) -> TaskData:
     """The sets of one task (see module doc); label noise touches the fit labels only."""
-    require_choice("task", task, tuple(TASKS))
     require_choice("split", split, SPLITS)
     if per_class < 0:
         raise ConfigError(f"per_class must be >= 0, got {per_class}")
     data = _digits(data_seed)
-    classes = TASKS[task]
+    classes = TASKS.get(task)
     pool = _keep_classes(data.train_full(), classes)
     test = _keep_classes(data.test, classes)
     val = None

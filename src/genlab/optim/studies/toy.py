@@ -29,10 +29,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from genlab.core.errors import ConfigError, require_positive
 from genlab.core.report import figure
 from genlab.core.runs import RunDir
+from genlab.optim.optimizers.registry import make_optimizer
 
 CURVATURE_X1 = (0.2, 3.8)  # f1'', f2'' at x = 1 (= 2 * 0.1, 2 * 1.9)
 
@@ -102,12 +104,8 @@ def trajectory(cfg: ToyConfig, *, stochastic: bool, seed: int = 0) -> np.ndarray
 
 def cov_trajectory(cfg: ToyConfig) -> np.ndarray:
     """x_0..x_T of full-batch COV (genlab.optim.COV, both samples per step; see module doc)."""
-    import torch
-
-    from genlab.optim import make_optimizer
-
     x = torch.nn.Parameter(torch.tensor(cfg.x0, dtype=torch.float64))
-    opt = make_optimizer("cov", [x], lr=cfg.lr, lam=cfg.cov_lam)
+    opt = make_optimizer("cov", [x], lr=cfg.lr, lam=cfg.cov_lam, per_sample="autograd")
 
     def per_sample_losses():
         return torch.stack([torch.minimum(x**2, c * (x - 1) ** 2) for c in (0.1, 1.9)])

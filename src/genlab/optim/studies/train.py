@@ -9,37 +9,41 @@ validation and clean test loss/accuracy, the generalization gaps
 ``gap_loss = test_loss - train_loss`` and ``gap_acc = train_acc - test_acc``, and every
 measure of :func:`genlab.optim.measures.all_measures` on the training set (training labels).
 
-Optimisers whose closure returns per-sample losses (COV, SAMGCM) get a per-sample closure;
-every other optimiser the Trainer's mean-loss closure. Per-sample optimisers get ``model=``
-and so use the per-layer per-sample gradients (genlab.optim.ghost).
+Optimisers whose closure returns per-sample losses (their registry entry's ``per_sample``:
+COV, SAMGCM) get a per-sample closure; every other optimiser the Trainer's mean-loss
+closure. Each optimiser gets the options its entry ``accepts`` (``model=`` included, so the
+per-sample ones use the per-layer per-sample gradients of genlab.optim.measures.ghost).
+
+Every checkpoint carries a model record (kind ``"optim train"``, builder
+:func:`~genlab.optim.studies.models.build_model`), so ``genlab.load(folder)`` rebuilds the
+trained model; :func:`load_trained` (``genlab optim measure``) goes through it.
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 from torch import nn
 
-import genlab.optim as optim_pkg
+from genlab.core.checkpoints import MODEL_RECORD, model_record
 from genlab.core.data import Batches, Split
 from genlab.core.errors import CheckpointError, ConfigError, require_choice, require_positive
+from genlab.core.registry import path_of
+from genlab.core.report import figure
 from genlab.core.runs import CONFIG, RunDir, load_checkpoint, read_json
 from genlab.core.seeding import seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
+from genlab.loading import load
 from genlab.optim.measures import MeasureConfig, all_measures
+from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS, make_optimizer
 from genlab.optim.studies.models import HEAD, build_model
 from genlab.optim.studies.noise import NOISE_KINDS
 from genlab.optim.studies.tasks import SPLITS, TASKS, TaskData, task_data
 
-PER_SAMPLE_OPTIMIZERS = ("cov", "samgcm")
 SCHEDULES = ("constant", "cosine")
-# Classes behind make_optimizer's names, to pass each only the options it accepts.
-_CLASS_NAMES = {"sam": "SAM", "asam": "SAM", "cov": "COV", "samgcm": "SAMGCM",
-                "csam_identity": "CSAM_Identity", "csam": "CSAM",
-                "acsam_identity": "ACSAM_Identity"}
+KIND = "optim train"  # the kind of the model record in this run's checkpoints
 
 
 @dataclass
@@ -80,10 +84,10 @@ class TrainConfig:
                      "curvature_samples", "measure_iterations", "measure_probes"):
             require_positive(name, getattr(self, name))
         require_positive("lam", self.lam, allow_zero=True)
-        require_choice("optimizer", self.optimizer, optim_pkg.OPTIMIZERS)
+        require_choice("optimizer", self.optimizer, OPTIMIZERS)
         require_choice("noise_kind", self.noise_kind, NOISE_KINDS)
         require_choice("schedule", self.schedule, SCHEDULES)
-        require_choice("task", self.task, tuple(TASKS))
+        TASKS.canonical(self.task)
         require_choice("split", self.split, SPLITS)
         if self.per_class < 0:
             raise ConfigError(f"per_class must be >= 0, got {self.per_class}")
@@ -98,16 +102,13 @@ class TrainConfig:
 
 
 def build_optimizer(cfg: TrainConfig, model: nn.Module, n_total: int) -> torch.optim.Optimizer:
-    """make_optimizer(cfg.optimizer, ...) with the options that optimiser's constructor takes."""
+    """make_optimizer(cfg.optimizer, ...) with the options its registry entry accepts."""
     base = {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay}
     extra = {"rho": cfg.rho, "rho1": cfg.rho, "rho2": cfg.rho, "lam": cfg.lam, "xi": cfg.xi,
              "n_total": n_total, "model": model}
-    cls = getattr(optim_pkg, _CLASS_NAMES.get(cfg.optimizer, ""), None)
-    if cls is not None:
-        accepted = {name for klass in cls.__mro__ if "__init__" in vars(klass)
-                    for name in inspect.signature(klass.__init__).parameters}
-        base.update({k: v for k, v in extra.items() if k in accepted})
-    return optim_pkg.make_optimizer(cfg.optimizer, model.parameters(), **base)
+    accepts = OPTIMIZER_REGISTRY.get(cfg.optimizer).accepts
+    base.update({k: v for k, v in extra.items() if k in accepts})
+    return make_optimizer(cfg.optimizer, model.parameters(), **base)
 
 
 class PerSampleTrainer(Trainer):
@@ -137,12 +138,18 @@ def load_task(cfg: TrainConfig) -> TaskData:
                      noise_seed=cfg.seed)
 
 
+def model_args(cfg: TrainConfig, data: TaskData) -> dict:
+    """build_model's arguments (plain values) for a config and its task data."""
+    return {"arch": cfg.arch, "width": cfg.width, "depth": cfg.depth,
+            "in_channels": data.in_channels, "image_size": data.size,
+            "num_classes": data.num_classes}
+
+
 def prepare(cfg: TrainConfig) -> tuple[TaskData, nn.Module]:
     """(task data, model) for a config, seeded; the model starts from ``init_from`` if set."""
     seed_everything(cfg.seed)
     data = load_task(cfg)
-    model = build_model(cfg.arch, cfg.width, cfg.depth, in_channels=data.in_channels,
-                        image_size=data.size, num_classes=data.num_classes)
+    model = build_model(**model_args(cfg, data))
     if cfg.init_from:
         _load_backbone(model, Path(cfg.init_from))
     return data, model
@@ -173,9 +180,10 @@ def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
     scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
                  if cfg.schedule == "cosine" else None)
     loss_fn = nn.CrossEntropyLoss()
+    record = model_record(KIND, path_of(build_model), model_args(cfg, data))
     kw = dict(device=device, seed=cfg.seed, progress_bar=progress_bar, scheduler=scheduler,
-              name=f"{cfg.arch}/{cfg.optimizer}")
-    if cfg.optimizer in PER_SAMPLE_OPTIMIZERS:
+              name=f"{cfg.arch}/{cfg.optimizer}", model_record=record)
+    if OPTIMIZER_REGISTRY.get(cfg.optimizer).per_sample:
         trainer = PerSampleTrainer(model, optimizer, loss_fn,
                                    per_sample_loss=nn.CrossEntropyLoss(reduction="none"), **kw)
     else:
@@ -216,8 +224,6 @@ def finish(model: nn.Module, data: TaskData, device, cfg: TrainConfig) -> dict:
 
 
 def _plot_curves(run: RunDir) -> None:
-    from genlab.core.report import figure
-
     rows = run.metrics()
     if not rows:
         return
@@ -229,15 +235,10 @@ def _plot_curves(run: RunDir) -> None:
     run.save_figure(fig, "curves.png")
 
 
-def load_trained(checkpoint: str | Path, config: str | Path | None = None
-                 ) -> tuple[nn.Module, TrainConfig]:
-    """Rebuild the model of an ``optim train`` run from its config.json and load checkpoint.pt."""
-    checkpoint = Path(checkpoint)
-    if checkpoint.is_dir():
-        checkpoint = checkpoint / "checkpoint.pt"
-    config = Path(config) if config is not None else checkpoint.parent / CONFIG
+def read_train_config(config: Path) -> TrainConfig:
+    """The TrainConfig stored in an ``optim train`` run's config.json (CheckpointError if not)."""
     if not config.is_file():
-        raise CheckpointError(f"{config}: no config.json to rebuild the model of {checkpoint}")
+        raise CheckpointError(f"{config}: no config.json to go with the checkpoint")
     raw = read_json(config)
     known = {k: v for k, v in raw.items() if k in TrainConfig.__dataclass_fields__}
     try:
@@ -245,18 +246,27 @@ def load_trained(checkpoint: str | Path, config: str | Path | None = None
         cfg.validate()
     except (TypeError, ConfigError) as exc:
         raise CheckpointError(f"{config}: not the config of an `optim train` run ({exc})") from exc
-    state = load_checkpoint(checkpoint)
-    if "model" not in state:
-        raise CheckpointError(f"{checkpoint}: no model weights (key 'model') in the checkpoint")
-    _, model = prepare(cfg)
-    try:
-        model.load_state_dict(state["model"])
-    except RuntimeError as exc:
-        first = str(exc).splitlines()[0]
+    return cfg
+
+
+def load_trained(checkpoint: str | Path, config: str | Path | None = None
+                 ) -> tuple[nn.Module, TrainConfig]:
+    """The model of an ``optim train`` run (genlab.load: rebuilt from its checkpoint's model
+    record) and its TrainConfig (config.json next to the checkpoint, or ``config``).
+
+    An explicit ``config`` must describe the checkpoint's model (CheckpointError otherwise).
+    """
+    loaded = load(checkpoint, kind=KIND)
+    config = Path(config) if config is not None else loaded.checkpoint.parent / CONFIG
+    cfg = read_train_config(config)
+    built = loaded.state[MODEL_RECORD]["args"]
+    described = {"arch": cfg.arch, "width": cfg.width, "depth": cfg.depth}
+    if any(built[k] != v for k, v in described.items()):
         raise CheckpointError(
-            f"{checkpoint}: weights do not fit the {cfg.arch} (width {cfg.width}, depth "
-            f"{cfg.depth}) described by {config}: {first}") from exc
-    return model, cfg
+            f"{loaded.checkpoint}: holds a {built['arch']} (width {built['width']}, depth "
+            f"{built['depth']}), not the {cfg.arch} (width {cfg.width}, depth {cfg.depth}) "
+            f"described by {config}")
+    return loaded.model.train(), cfg  # the mode of a freshly built model, as measured before
 
 
 def measure_checkpoint(checkpoint: str | Path, out: str | Path, *,

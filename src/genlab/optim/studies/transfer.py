@@ -18,9 +18,9 @@ from pathlib import Path
 from genlab.core.errors import ConfigError
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
+from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.search import (
-    RADIUS_FIELD,
     STANDARD_OPTIMIZERS,
     Protocol,
     run_search,
@@ -60,7 +60,7 @@ class TransferConfig:
         if "sgd" not in self.optimizers:
             raise ConfigError("transfer: the optimisers must include sgd (the baseline)")
         for o in self.optimizers:
-            if o not in RADIUS_FIELD:
+            if o not in OPTIMIZER_REGISTRY:
                 raise ConfigError(f"optimizer: unknown {o!r}")
         self.protocol().validate()
 
@@ -78,7 +78,7 @@ def transfer_specs(cfg: TransferConfig, choices: dict, store: Path) -> list[tupl
         target = replace(protocol.base(), task=cfg.target, per_class=cfg.per_class, seed=s)
         for opt in cfg.optimizers:
             ft = replace(with_choice(target, choices[opt]),
-                         init_from=str(pre.folder / "checkpoint.pt"))
+                         init_from=str(pre.out / "checkpoint.pt"))
             specs.append((opt, stored(store, f"{cfg.arch}-finetune-{opt}", ft,
                                       after=(pre.name,))))
         specs.append(("scratch", stored(store, f"{cfg.arch}-scratch-sgd",

@@ -25,7 +25,7 @@ from torch import nn
 from torch.func import functional_call
 
 from genlab.core.errors import require_positive
-from genlab.optim.per_sample import chunks, collect, fill_none, measuring, trainable
+from genlab.optim.measures.per_sample import chunks, collect, fill_none, measuring, trainable
 
 
 def _loss_at(model, loss_fn, params, buffers, x, y) -> torch.Tensor:

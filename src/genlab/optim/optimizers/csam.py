@@ -23,8 +23,8 @@ import torch
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive
-from genlab.optim.kfac import KFAC
-from genlab.optim.perturb import PerturbedOptimizer, finite_scale, global_norm
+from genlab.optim.optimizers.kfac import KFAC
+from genlab.optim.optimizers.perturb import PerturbedOptimizer, finite_scale, global_norm
 
 
 class _CSAMBase(PerturbedOptimizer):

@@ -1,9 +1,9 @@
 """Nonuniformity and sharpness measures of a trained model, one call for all of them.
 
 The formulas and their sources are in the modules that compute them:
-:mod:`genlab.optim.per_sample` (per-sample gradients, tr Sigma, mini-batch noise, gradient
-diversity, noise scale), :mod:`genlab.optim.hessian` (lambda_max, tr H, curvature
-nonuniformity s) and :mod:`genlab.optim.sharpness` (m-sharpness, average-case sharpness).
+:mod:`genlab.optim.measures.per_sample` (per-sample gradients, tr Sigma, mini-batch noise, gradient
+diversity, noise scale), :mod:`genlab.optim.measures.hessian` (lambda_max, tr H, curvature
+nonuniformity s) and :mod:`genlab.optim.measures.sharpness` (m-sharpness, average-case sharpness).
 
 Every measure takes ``(model, loss_fn, inputs, targets)`` or ``(model, loss_fn, batches)``
 with ``batches`` an iterable of (x, y) (e.g. a DataLoader); ``loss_fn`` is mean-reduced.
@@ -18,14 +18,14 @@ from dataclasses import asdict, dataclass
 from torch import nn
 
 from genlab.core.errors import require_positive
-from genlab.optim.hessian import (
+from genlab.optim.measures.hessian import (
     TraceEstimate,
     curvature_nonuniformity,
     hessian_top_eigenvalue,
     hessian_trace,
     hvp,
 )
-from genlab.optim.per_sample import (
+from genlab.optim.measures.per_sample import (
     collect,
     gradient_diversity,
     gradient_noise_stats,
@@ -35,7 +35,7 @@ from genlab.optim.per_sample import (
     noise_trace,
     per_sample_grads,
 )
-from genlab.optim.sharpness import average_sharpness, worst_case_sharpness
+from genlab.optim.measures.sharpness import average_sharpness, worst_case_sharpness
 
 __all__ = [
     "MeasureConfig", "TraceEstimate", "all_measures", "average_sharpness",

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from genlab.core.errors import require_positive
-from genlab.optim.perturb import PerturbedOptimizer, finite_scale, global_norm
+from genlab.optim.optimizers.perturb import PerturbedOptimizer, finite_scale, global_norm
 
 
 class SAM(PerturbedOptimizer):

@@ -29,7 +29,7 @@ from torch import nn
 from torch.func import grad, jvp, vmap
 
 from genlab.core.errors import require_choice, require_positive
-from genlab.optim.per_sample import (
+from genlab.optim.measures.per_sample import (
     chunks,
     collect,
     fill_none,

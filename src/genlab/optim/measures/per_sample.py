@@ -38,7 +38,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
-from genlab.optim.ghost import (
+from genlab.optim.measures.ghost import (
     LayerPathUnavailable,
     LayerRecorder,
     PerSampleGrads,

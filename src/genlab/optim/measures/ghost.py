@@ -37,7 +37,7 @@ import torch
 from torch import nn
 from torch.func import vmap
 
-from genlab.optim.ghost_rules import DenseGrads, MatmulFactors, rule_for
+from genlab.optim.measures.ghost_rules import DenseGrads, MatmulFactors, rule_for
 
 
 class LayerPathUnavailable(RuntimeError):

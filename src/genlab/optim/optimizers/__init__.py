@@ -1,0 +1,1 @@
+"""The SAM family and the nonuniformity optimisers (COV, SAMGCM), built by name (registry.py)."""
