@@ -106,38 +106,26 @@ def execute(specs: list[RunSpec], log: StudyLog | None = None, *,
     ``log`` (the study's folder) gets each newly finished spec once. A training that fails
     (other than by diverging) fails the study with its error line.
     """
-    outcomes = []
-    for end in _in_order(specs):
-        outcomes = run_sweep(specs[:end], executor="inline", progress_bar=progress_bar,
-                             description=name)
-        failed = [o for o in outcomes if o.status == FAILED]
-        if failed:
-            raise GenlabError(f"training {failed[0].name} failed: {failed[0].error}")
+    by_name = {spec.name: spec for spec in specs}
     records: dict[str, dict] = {}
-    for spec, outcome in zip(specs, outcomes, strict=True):
-        record = {"name": spec.name, "folder": str(spec.out),
-                  **{k: v for k, v in asdict(spec.config).items() if k != "measure"},
-                  **flat(outcome.summary)}
-        records[spec.name] = record
+
+    def finished(outcome) -> None:  # each training's line as soon as it ends
+        if outcome.status == FAILED:
+            return
+        spec = by_name[outcome.name]
+        records[spec.name] = {"name": spec.name, "folder": str(spec.out),
+                              **{k: v for k, v in asdict(spec.config).items()
+                                 if k != "measure"},
+                              **flat(outcome.summary)}
         if log is not None:
-            log.finished(spec.name, record)
-    return records
+            log.finished(spec.name, records[spec.name])
 
-
-def _in_order(specs: list[RunSpec]) -> list[int]:
-    """Ends of the prefixes of ``specs`` that, swept one after another, train in list order.
-
-    run_sweep runs a spec after every spec it needs, in waves; a prefix is cut before a
-    spec that needs one of the runs since the last cut, so each new part is one wave (its
-    dependencies are finished, hence skipped) and the trainings keep the studies' order.
-    """
-    ends, since = [], set()
-    for i, spec in enumerate(specs):
-        if since & set(spec.after):
-            ends.append(i)
-            since = set()
-        since.add(spec.name)
-    return [*ends, len(specs)]
+    outcomes = run_sweep(specs, executor="inline", progress_bar=progress_bar,
+                         description=name, on_outcome=finished)
+    failed = [o for o in outcomes if o.status == FAILED]
+    if failed:
+        raise GenlabError(f"training {failed[0].name} failed: {failed[0].error}")
+    return {spec.name: records[spec.name] for spec in specs}
 
 
 def run_grid(run: RunDir, jobs: list[tuple[dict, TrainConfig]], *,
