@@ -27,9 +27,9 @@ from torch import nn
 
 from genlab.core.runs import write_json
 from genlab.core.seeding import seed_everything
-from genlab.gaze.datasets import SyntheticGaze, subject_split
+from genlab.gaze import SyntheticGaze, subject_split
 from genlab.gaze.geometry import angular_error_deg
-from genlab.gaze.synth import APPEARANCE_NAMES
+from genlab.gaze.synth.dataset import APPEARANCE_NAMES
 
 
 def tiny_cnn() -> nn.Module:

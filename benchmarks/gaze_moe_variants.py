@@ -30,8 +30,8 @@ import numpy as np
 
 from genlab.core.report import markdown_table
 from genlab.core.runs import write_json
-from genlab.gaze.stats import Cell, Draws, fmt_ci, paired
-from genlab.gaze.study import RunSpec, TrainExecutor, run_specs
+from genlab.gaze.studies.runs import RunSpec, TrainExecutor, run_specs
+from genlab.gaze.studies.stats import Cell, Draws, fmt_ci, paired
 from genlab.gaze.train import GazeTrainConfig
 
 VARIANTS = {

@@ -22,8 +22,8 @@ import torch
 
 from genlab.core.runs import write_json
 from genlab.core.trainer import resolve_device
-from genlab.gaze.gazeset import GazeLabels
-from genlab.gaze.paper import PaperConfig
+from genlab.gaze.data.gazeset import GazeLabels
+from genlab.gaze.studies.paper import PaperConfig
 from genlab.gaze.train import GazeTrainer, build_model, warmup_cosine
 
 

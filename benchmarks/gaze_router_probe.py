@@ -28,10 +28,10 @@ from sklearn.metrics import normalized_mutual_info_score as nmi
 
 from genlab.core.report import markdown_table
 from genlab.core.runs import write_json
-from genlab.gaze.backbones import ResNetBackbone
+from genlab.gaze.data.splits import ordered_batches, step_batches
+from genlab.gaze.models.backbones import ResNetBackbone
 from genlab.gaze.predict import load_run
 from genlab.gaze.protocol import SyntheticCache, load_task_data
-from genlab.gaze.splits import ordered_batches, step_batches
 from genlab.gaze.train import config_from_dict
 
 

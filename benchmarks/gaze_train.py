@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 from genlab.core.runs import write_json
+from genlab.gaze.data.splits import step_batches
 from genlab.gaze.protocol import synthetic_set
-from genlab.gaze.splits import step_batches
 from genlab.gaze.train import GazeTrainConfig, GazeTrainer, build_model, warmup_cosine
 
 

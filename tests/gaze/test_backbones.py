@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import CheckpointError
-from genlab.gaze.backbones import IMAGENET_MEAN, IMAGENET_STD, ResNetBackbone
+from genlab.gaze.models.backbones import IMAGENET_MEAN, IMAGENET_STD, ResNetBackbone
 from tests.gaze.conftest import torchvision_resnet18_state
 
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.gaze.gazeset import GazeLabels, GazeSet
+from genlab.gaze.data.gazeset import GazeLabels, GazeSet
+from genlab.gaze.data.splits import hold_out_subjects, step_batches, take_share
 from genlab.gaze.metrics import constant_summary, error_stats, router_stats
 from genlab.gaze.protocol import (
     TASKS,
@@ -15,7 +16,6 @@ from genlab.gaze.protocol import (
     load_task_data,
     task_domains,
 )
-from genlab.gaze.splits import hold_out_subjects, step_batches, take_share
 from genlab.gaze.train import GazeTrainConfig, train_gaze, warmup_cosine
 from tests.gaze.conftest import killed_then_resumed, torchvision_resnet18_state
 

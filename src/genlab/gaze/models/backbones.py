@@ -90,7 +90,7 @@ class ResNetBackbone(nn.Module):
         return [self.layer1, self.layer2, self.layer3, self.layer4]
 
     def forward(self, x: torch.Tensor, return_stages: bool = False):
-        # NCHW-contiguous input: see genlab.gaze.images.rgb_to_tensor
+        # NCHW-contiguous input: see genlab.gaze.data.images.rgb_to_tensor
         h = (x.contiguous() - self.input_mean) / self.input_std
         h = self.maxpool(torch.relu(self.bn1(self.conv1(h))))
         maps = []

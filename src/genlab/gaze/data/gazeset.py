@@ -4,7 +4,7 @@ Every gaze data set that training and evaluation see offers the same small inter
 (:class:`GazeData`): its ``labels`` (all of them, without images), ``load(index_batches)``
 yielding ``(images, labels)`` batches with images float32 (B, 3, H, W) RGB in [0, 1],
 ``subset(indices)`` and ``preview(n)``. :class:`GazeSet` holds its images in memory
-(synthetic data); :class:`genlab.gaze.streaming.StreamingSet` reads them from disk
+(synthetic data); :class:`genlab.gaze.data.streaming.StreamingSet` reads them from disk
 through a DataLoader (real data). Gaze is (pitch, yaw) in radians; an unlabelled
 sample has NaN gaze. ``cluster`` is the sample's appearance cluster where the data
 know it (the synthetic appearance world), else -1.
