@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from genlab.core.report import figure, markdown_table
@@ -265,8 +266,6 @@ def bench_tables(specs, results: dict[str, dict], cfg) -> dict:
 
 def plot_main(tables: dict, path: Path) -> None:
     """Per world and task: bars for baseline/MoEGaze at 100%/10%, markers for references."""
-    import matplotlib.pyplot as plt
-
     worlds = tables["worlds"]
     fig, axes = figure(ncols=len(worlds), width=5.0, height=3.4)
     groups = [("baseline", "baseline 100%"), ("moegaze", "MoEGaze 100%"),
