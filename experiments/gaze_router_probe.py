@@ -10,7 +10,7 @@ computed from, and on the backbone's pooled features that the experts read. As t
 upper bound of what the images show, the same backbone is trained (supervised, 300
 steps) to classify the cluster and tested on the held-out subjects.
 
-    python benchmarks/gaze_router_probe.py --bench runs/gaze_bench --out runs/bench
+    python experiments/gaze_router_probe.py --bench runs/gaze_bench --out runs/bench
 
 Writes DIR/gaze_router_probe.json and .md.
 """
