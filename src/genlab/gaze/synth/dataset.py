@@ -153,7 +153,7 @@ def iris_centre_check(size: tuple[int, int] = (64, 96), max_deg: float = 20.0,
     One clean subject (blue iris, wide eyelids, no glasses, frontal head, no noise) looks
     at yaw in [-max, max] (pitch 0), then pitch in [-max, max] (yaw 0). The iris centroid
     found by a colour mask must move by ``rho * sqrt(1 - s^2) * (o_x, o_y)`` pixels (see
-    synth_render). Returns, per axis, the fitted slope divided by the predicted one,
+    synth.render). Returns, per axis, the fitted slope divided by the predicted one,
     the correlation and the largest residual in pixels.
     """
     H, W = size
