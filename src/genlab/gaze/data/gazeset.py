@@ -24,6 +24,17 @@ from genlab.core.errors import DataError
 UNKNOWN_CLUSTER = -1
 
 
+def to_float_image(images: torch.Tensor) -> torch.Tensor:
+    """uint8 image tensor(s) (..., 3, H, W) -> float32 in [0, 1].
+
+    torchvision's ``convert_image_dtype`` (the same ``x / 255`` as before, bit for bit),
+    imported when first called so that importing the data classes does not import it.
+    """
+    from torchvision.transforms.functional import convert_image_dtype  # ~3 s: on first use
+
+    return convert_image_dtype(images, torch.float32)
+
+
 @dataclass
 class GazeLabels:
     """Labels of N samples: gaze (N, 2) pitch-yaw radians, subject (N,), cluster (N,)."""
@@ -130,8 +141,8 @@ class GazeSet:
         """(images float [0, 1], labels) for each batch of indices."""
         for idx in index_batches:
             idx = torch.as_tensor(np.asarray(idx, dtype=np.int64))
-            yield self.images[idx].float().div_(255.0), self.labels.index(idx)
+            yield to_float_image(self.images[idx]), self.labels.index(idx)
 
     def preview(self, n: int) -> torch.Tensor:
         """The first ``n`` images as float [0, 1] (for plots)."""
-        return self.images[:n].float() / 255.0
+        return to_float_image(self.images[:n])

@@ -1,4 +1,11 @@
-"""Image helpers shared by the readers and prediction: resizing and HWC uint8 -> CHW float."""
+"""Image helpers shared by the readers and prediction: resizing and uint8 -> float [0, 1].
+
+The uint8 -> float conversion is torchvision's ``to_tensor`` (the same ``x / 255`` as
+before, bit for bit), imported when first called so that importing the readers does not
+import torchvision (batches of stored images use ``gazeset.to_float_image``). The resize
+stays cv2's: its area filter (``INTER_AREA``) has no torchvision equivalent, and
+torchvision's antialiased bilinear resize gives different pixels.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +24,13 @@ def resize_rgb(rgb: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
 
 
 def rgb_to_tensor(rgb: np.ndarray) -> torch.Tensor:
-    """(H, W, 3) uint8 RGB -> (3, H, W) float32 in [0, 1], NCHW-contiguous.
+    """(H, W, 3) uint8 RGB -> (3, H, W) float32 in [0, 1], NCHW-contiguous (torchvision).
 
-    Contiguous on purpose: a permuted tensor keeps HWC strides, which sends convolutions
-    down torch's channels-last CPU path (heap corruption seen there with 2 threads).
+    Contiguous on purpose (``to_tensor`` makes it so): a permuted tensor keeps HWC strides,
+    which sends convolutions down torch's channels-last CPU path (heap corruption seen
+    there with 2 threads).
     """
-    return torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1).contiguous().float() / 255.0
+    from torchvision.transforms.functional import to_tensor  # ~3 s import: on first use
+
+    return to_tensor(np.ascontiguousarray(rgb))
+

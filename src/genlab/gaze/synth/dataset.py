@@ -22,7 +22,7 @@ import torch
 from genlab.core.errors import ConfigError, require_positive
 from genlab.core.progress import progress as progress_bar
 from genlab.core.runs import RunDir
-from genlab.gaze.data.gazeset import GazeLabels, GazeSet
+from genlab.gaze.data.gazeset import GazeLabels, GazeSet, to_float_image
 from genlab.gaze.data.splits import fraction_indices
 from genlab.gaze.data.xgaze import write_xgaze_h5
 from genlab.gaze.draw import draw_gaze_arrows
@@ -132,7 +132,7 @@ class SyntheticGaze(GazeSet):
         self.appearance = batch.appearance[keep]
 
     def __getitem__(self, i):
-        return self.images[i].float().div_(255.0), self.gaze[i]
+        return to_float_image(self.images[i]), self.gaze[i]
 
 
 def _iris_centroids(images: np.ndarray) -> np.ndarray:
