@@ -22,14 +22,15 @@ import torch
 
 from genlab.core.runs import write_json
 from genlab.core.trainer import resolve_device
-from genlab.gaze.gazeset import GazeLabels
-from genlab.gaze.paper import PaperConfig
-from genlab.gaze.train import GazeTrainer, build_model, warmup_cosine
+from genlab.gaze.data.gazeset import GazeLabels
+from genlab.gaze.models import build_gaze_model
+from genlab.gaze.studies.paper import PaperConfig
+from genlab.gaze.train import GazeTrainer, warmup_cosine
 
 
 def step_seconds(model_name: str, cfg, device, batch: int, steps: int) -> list[float]:
     """Wall seconds of ``steps`` training steps (after two warm-up steps)."""
-    model = build_model(model_name, **cfg.model_hparams(), init_seed=0).to(device)
+    model = build_gaze_model(model_name, **cfg.model_hparams(), init_seed=0).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     trainer = GazeTrainer(model, opt, schedule=torch.optim.lr_scheduler.LambdaLR(
         opt, warmup_cosine(10**6, 1)), loss_weights={"balance": cfg.balance_weight,

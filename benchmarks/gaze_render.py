@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 
 from genlab.core.runs import write_json
-from genlab.gaze.synth import iris_centre_check, render_eyes
-from genlab.gaze.synth_domains import DOMAINS, sample_gaze_head, sample_subjects
+from genlab.gaze.synth.dataset import iris_centre_check, render_eyes
+from genlab.gaze.synth.domains import DOMAINS, sample_gaze_head, sample_subjects
 
 
 def time_domain(domain: str, count: int, size: tuple[int, int], workers: int,
                 repeats: int) -> dict:
     """Best-of-``repeats`` wall and CPU throughput of rendering ``count`` images."""
-    spec = DOMAINS[domain]
+    spec = DOMAINS.get(domain)
     subjects = sample_subjects(domain, spec.n_subjects, 0)
     rng = np.random.default_rng(0)
     gaze, head = sample_gaze_head(spec, count, rng)

@@ -17,9 +17,10 @@ from pathlib import Path
 import torch
 
 from genlab.core.runs import write_json
+from genlab.gaze.data.splits import step_batches
+from genlab.gaze.models import build_gaze_model
 from genlab.gaze.protocol import synthetic_set
-from genlab.gaze.splits import step_batches
-from genlab.gaze.train import GazeTrainConfig, GazeTrainer, build_model, warmup_cosine
+from genlab.gaze.train import GazeTrainConfig, GazeTrainer, warmup_cosine
 
 
 def time_steps(trainer: GazeTrainer, data, batch_size: int, steps: int) -> float:
@@ -44,7 +45,7 @@ def time_loader(data, batch_size: int, steps: int = 200) -> float:
 
 def make_trainer(cfg: GazeTrainConfig, **overrides) -> GazeTrainer:
     c = GazeTrainConfig(**{**cfg.__dict__, **overrides})
-    model = build_model(c.model, **c.model_hparams(), init_seed=0)
+    model = build_gaze_model(c.model, **c.model_hparams(), init_seed=0)
     opt = torch.optim.AdamW(model.parameters(), lr=c.lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(10**6, 1))
     return GazeTrainer(model, opt, schedule=schedule, progress_bar=False,

@@ -1,11 +1,14 @@
-"""The backbone loads a state dict in torchvision's ResNet-18 layout, built here by hand."""
+"""The backbone is torchvision's ResNet-18 (width 64, imagenet stem) and loads its state dicts."""
+
+import subprocess
+import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import CheckpointError
-from genlab.gaze.backbones import IMAGENET_MEAN, IMAGENET_STD, ResNetBackbone
+from genlab.gaze.models.backbones import IMAGENET_MEAN, IMAGENET_STD, ResNetBackbone
 from tests.gaze.conftest import torchvision_resnet18_state
 
 
@@ -80,3 +83,34 @@ def test_bad_pretrained_files_name_file_key_and_shape(tmp_path):
     torch.save([1, 2, 3], tmp_path / "list.pth")
     with pytest.raises(CheckpointError, match="state dict"):
         net.load_pretrained(tmp_path / "list.pth")
+
+
+def test_width_64_imagenet_stem_is_torchvision_resnet18_without_fc(tmp_path):
+    import torchvision
+
+    ref = torchvision.models.resnet18(weights=None).eval()
+    net = ResNetBackbone(64, stem="imagenet", input_norm="imagenet").eval()
+    ref_state = {k: v for k, v in ref.state_dict().items() if not k.startswith("fc.")}
+    assert list(net.state_dict()) == list(ref_state)
+    assert all(net.state_dict()[k].shape == v.shape for k, v in ref_state.items())
+    path = tmp_path / "resnet18.pth"
+    torch.save(ref.state_dict(), path)  # a torchvision state dict, fc.* included
+    assert set(net.load_pretrained(path)) == set(ref_state)
+    for k, v in net.state_dict().items():
+        assert torch.equal(v, ref_state[k]), k
+    ref.fc = torch.nn.Identity()
+    x = torch.rand(2, 3, 64, 48)
+    mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    with torch.no_grad():
+        got = net(x)
+        want = ref((x - mean) / std)
+    assert got.shape == want.shape == (2, 512)
+    assert torch.allclose(got, want, atol=1e-6, rtol=1e-5)
+
+
+def test_importing_gaze_and_the_cli_does_not_import_torchvision():
+    code = ("import sys, genlab.gaze, genlab.cli; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torchvision'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.gaze.datasets import (
+from genlab.gaze import (
     ETHXGaze,
     GazeHub,
     SyntheticGaze,
@@ -19,7 +19,7 @@ from genlab.gaze.datasets import (
     write_xgaze_h5,
 )
 from genlab.gaze.geometry import angular_error_deg, pitchyaw_to_vector
-from genlab.gaze.synth import SynthBatch, render_domain
+from genlab.gaze.synth.dataset import SynthBatch, render_domain
 
 # ----------------------------------------------------------------------------- synthetic
 

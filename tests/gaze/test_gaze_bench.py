@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from genlab.gaze.bench import BenchConfig, bench_specs, run_bench
-from genlab.gaze.bench_tables import bench_tables
+from genlab.gaze.studies.bench import BenchConfig, bench_specs, run_bench
+from genlab.gaze.studies.tables import bench_tables
 
 
 def test_bench_plan(tmp_path):
@@ -25,7 +25,7 @@ def test_bench_plan(tmp_path):
     assert len(specs) == 118
     e = next(s for s in specs if s.name == "realistic__broad-e__moegaze__f0.1__s3")
     assert e.config.targets == ["narrow-m", "narrow-d"] and e.config.fraction == 0.1
-    assert e.config.steps == 300 and e.folder == tmp_path / "runs" / e.name
+    assert e.config.steps == 300 and e.out == tmp_path / "runs" / e.name
     oracle = next(s for s in specs if "oracle" in s.name)
     assert oracle.config.routing == "oracle" and oracle.config.experts == 4
     ref = next(s for s in specs if "reference" in s.name)

@@ -6,10 +6,11 @@ import torch
 from torch import nn
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.gaze.backbones import ResNetBackbone
-from genlab.gaze.gazeset import GazeLabels
-from genlab.gaze.models import GazeBaseline, MoEGaze, build_model
-from genlab.gaze.routing import (
+from genlab.gaze.data.gazeset import GazeLabels
+from genlab.gaze.models import GazeBaseline, MoEGaze
+from genlab.gaze.models import build_gaze_model as build_model
+from genlab.gaze.models.backbones import ResNetBackbone
+from genlab.gaze.models.routing import (
     ExpertBank,
     kmeans,
     route,

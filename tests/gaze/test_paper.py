@@ -9,7 +9,7 @@ import pytest
 
 from genlab.cli import main
 from genlab.core.errors import ConfigError, DataError
-from genlab.gaze.paper import PaperConfig, paper_specs
+from genlab.gaze.studies.paper import PaperConfig, paper_specs
 from tests.gaze.conftest import write_gazehub_root, write_xgaze_release
 
 
@@ -71,7 +71,7 @@ def test_paper_bad_options(roots, tmp_path):
 
 PEAK_RSS = textwrap.dedent("""
     import resource, sys
-    from genlab.gaze.paper import PaperConfig, run_paper
+    from genlab.gaze.studies.paper import PaperConfig, run_paper
     base, out = sys.argv[1], sys.argv[2]
     cfg = PaperConfig(xgaze=base + "/xgaze", mpii=base + "/mpii", models=["baseline"],
                       fractions=[1.0], seeds=1, reference_seeds=0, steps=2, eval_every=2,

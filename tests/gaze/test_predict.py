@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from genlab.core.checkpoints import MODEL_RECORD
 from genlab.core.errors import CheckpointError, DataError
 from genlab.core.runs import RunDir, write_json
-from genlab.gaze.models import build_model
+from genlab.gaze.models import build_gaze_model as build_model
 from genlab.gaze.predict import load_run, predict_file, read_image_rgb
 from genlab.gaze.train import GazeTrainConfig
 
@@ -22,7 +23,7 @@ def run_dir(tmp_path_factory):
     torch.manual_seed(0)
     model = build_model(cfg.model, **cfg.model_hparams())
     run = RunDir(folder, asdict(cfg))
-    run.save({"epoch": 0, "model": model.state_dict()})
+    run.save({"epoch": 0, "model": model.state_dict(), MODEL_RECORD: cfg.model_record()})
     return folder, model.eval()
 
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.gaze.gazehub import GazeHub
-from genlab.gaze.realdata import open_real, split_ref
-from genlab.gaze.xgaze import ETHXGaze
+from genlab.gaze.data.gazehub import GazeHub
+from genlab.gaze.data.realdata import open_real, split_ref
+from genlab.gaze.data.xgaze import ETHXGaze
 from tests.gaze.conftest import write_gazehub_root, write_xgaze_release
 
 

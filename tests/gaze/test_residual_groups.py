@@ -7,8 +7,12 @@ from sklearn.metrics import adjusted_rand_score
 
 from genlab.core.errors import DataError
 from genlab.gaze.models import MoEGaze
+from genlab.gaze.models.residual_groups import (
+    group_subjects,
+    lookup_groups,
+    subject_residual_features,
+)
 from genlab.gaze.protocol import SyntheticCache, load_task_data
-from genlab.gaze.residual_groups import group_subjects, lookup_groups, subject_residual_features
 from genlab.gaze.train import GazeTrainConfig, train_gaze
 from tests.gaze.conftest import killed_then_resumed
 from tests.gaze.test_train import TINY

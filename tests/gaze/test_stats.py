@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from genlab.core.errors import DataError
-from genlab.gaze.stats import Cell, Draws, cell_summary, fmt_ci, paired, replicates
+from genlab.gaze.studies.stats import Cell, Draws, cell_summary, fmt_ci, paired, replicates
 
 
 def _cell(m, n):

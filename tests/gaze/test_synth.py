@@ -8,7 +8,7 @@ import pytest
 
 from genlab.core.errors import ConfigError, RunExistsError
 from genlab.gaze.draw import draw_gaze_arrows
-from genlab.gaze.synth import (
+from genlab.gaze.synth.dataset import (
     APPEARANCE_NAMES,
     DOMAINS,
     _iris_centroids,
@@ -18,8 +18,8 @@ from genlab.gaze.synth import (
     render_to_folder,
     sample_subjects,
 )
-from genlab.gaze.synth_domains import sample_gaze_head
-from genlab.gaze.synth_render import CLEAN
+from genlab.gaze.synth.domains import sample_gaze_head
+from genlab.gaze.synth.render import CLEAN
 
 CROSS = ("broad-e", "broad-g", "narrow-m", "narrow-d")
 
@@ -45,12 +45,12 @@ def test_render_is_deterministic_by_seed():
 def test_render_is_independent_of_thread_count():
     s = sample_subjects("broad-g", 3, 0)
     rng = np.random.default_rng(5)
-    gaze, head = sample_gaze_head(DOMAINS["broad-g"], 20, rng)
+    gaze, head = sample_gaze_head(DOMAINS.get("broad-g"), 20, rng)
     traits = [s[i % 3] for i in range(20)]
-    one = render_eyes(gaze, traits, head, np.random.default_rng(1), conditions=DOMAINS["broad-g"],
-                      workers=1)
-    two = render_eyes(gaze, traits, head, np.random.default_rng(1), conditions=DOMAINS["broad-g"],
-                      workers=2)
+    one = render_eyes(gaze, traits, head, np.random.default_rng(1),
+                      conditions=DOMAINS.get("broad-g"), workers=1)
+    two = render_eyes(gaze, traits, head, np.random.default_rng(1),
+                      conditions=DOMAINS.get("broad-g"), workers=2)
     np.testing.assert_array_equal(one, two)
 
 
@@ -130,7 +130,7 @@ def test_targets_hold_appearances_rare_not_absent_in_sources():
         assert 0.0 < frac(src, dark) < frac("narrow-m", dark)
         assert 0.0 < frac(src, glasses) < frac("narrow-d", glasses)
     rng = np.random.default_rng(0)
-    spread = {d: np.degrees(sample_gaze_head(DOMAINS[d], 4000, rng)[0]).std(0) for d in CROSS}
+    spread = {d: np.degrees(sample_gaze_head(DOMAINS.get(d), 4000, rng)[0]).std(0) for d in CROSS}
     assert spread["broad-g"][1] > spread["broad-e"][1] > spread["narrow-m"][1]
     assert spread["broad-e"][1] > spread["narrow-d"][1]
 
@@ -184,7 +184,7 @@ def test_render_to_folder_writes_h5_grid_summary_and_refuses_overwrite(tmp_path)
 def test_cluster_quotas_follow_the_stated_proportions():
     from collections import Counter
 
-    from genlab.gaze.synth_worlds import CLUSTERS
+    from genlab.gaze.synth.worlds import CLUSTERS
 
     for domain, n, want in (("app-m", 20, [2, 4, 6, 8]), ("app-e", 80, [44, 20, 12, 4]),
                             ("app-d", 20, [4, 2, 8, 6])):
@@ -217,7 +217,7 @@ def test_iris_gain_scales_the_iris_displacement():
 def _differing_fields(a, b):
     from dataclasses import asdict
 
-    da, db = asdict(DOMAINS[a]), asdict(DOMAINS[b])
+    da, db = asdict(DOMAINS.get(a)), asdict(DOMAINS.get(b))
     return {k for k in da if da[k] != db[k]} - {"name", "description", "subject_offset",
                                                  "n_subjects"}
 
@@ -231,4 +231,4 @@ def test_worlds_shift_only_what_they_say():
                                    "light_colour_std", "light_dir_std", "side_shadow",
                                    "blur_sigma", "resolution_scale", "noise_std",
                                    "jpeg_quality"}
-    assert not DOMAINS["ctrl-s"].clusters and len(DOMAINS["app-m"].clusters) == 4
+    assert not DOMAINS.get("ctrl-s").clusters and len(DOMAINS.get("app-m").clusters) == 4

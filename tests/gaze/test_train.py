@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.gaze.gazeset import GazeLabels, GazeSet
+from genlab.gaze.data.gazeset import GazeLabels, GazeSet
+from genlab.gaze.data.splits import hold_out_subjects, step_batches, take_share
 from genlab.gaze.metrics import constant_summary, error_stats, router_stats
 from genlab.gaze.protocol import (
     TASKS,
@@ -15,7 +16,6 @@ from genlab.gaze.protocol import (
     load_task_data,
     task_domains,
 )
-from genlab.gaze.splits import hold_out_subjects, step_batches, take_share
 from genlab.gaze.train import GazeTrainConfig, train_gaze, warmup_cosine
 from tests.gaze.conftest import killed_then_resumed, torchvision_resnet18_state
 
@@ -197,3 +197,21 @@ def test_pretrained_backbone_is_loaded_before_training(tmp_path, tiny_task):
     model, _ = train_gaze(cfg, tiny_task, tmp_path / "pre", progress_bar=False, plots=False)
     ref = torchvision_resnet18_state(width=8)["layer1.0.conv1.weight"]
     assert torch.allclose(model.backbone.layer1[0].conv1.weight, ref, atol=1e-6)
+
+
+def test_genlab_load_rebuilds_the_trained_model(tiny_task, tmp_path):
+    import genlab
+    from genlab.core.errors import CheckpointError
+
+    cfg = GazeTrainConfig(model="moegaze", source="app-e", targets=["app-m", "app-d"],
+                          **{**TINY, "steps": 3})
+    model, _ = train_gaze(cfg, tiny_task, tmp_path / "run", progress_bar=False, plots=False)
+    loaded = genlab.load(tmp_path / "run")
+    assert loaded.kind == "gaze train" and loaded.config["model"] == "moegaze"
+    x = tiny_task.val.preview(8)
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model(x), model(x), rtol=0, atol=0)
+    assert genlab.load(tmp_path / "run", kind="gaze train").summary["steps"] == 3
+    with pytest.raises(CheckpointError, match="a nas train run is needed"):
+        genlab.load(tmp_path / "run", kind="nas train")

@@ -50,7 +50,7 @@ def render(
 ):
     """Render synthetic eye images with exact gaze labels into a folder."""
     from genlab.core.errors import require_positive
-    from genlab.gaze.synth import render_to_folder
+    from genlab.gaze.synth.dataset import render_to_folder
 
     require_positive("count", count)
     info = render_to_folder(count, domain, seed, out, tuple(parse_size(size)))
@@ -188,7 +188,7 @@ def bench(
 
     Resumable: every finished training is recorded; rerunning skips it.
     """
-    from genlab.gaze.bench import BenchConfig, run_bench
+    from genlab.gaze.studies.bench import BenchConfig, run_bench
 
     cfg = BenchConfig.quick() if quick else BenchConfig()
     for name, value in (("seeds", seeds), ("steps", steps), ("workers", workers)):
@@ -227,7 +227,7 @@ def paper(
 
     Reads the data sets from your disk (nothing is downloaded); resumable.
     """
-    from genlab.gaze.paper import PaperConfig, run_paper
+    from genlab.gaze.studies.paper import PaperConfig, run_paper
 
     cfg = PaperConfig(
         xgaze=str(xgaze) if xgaze else None, gaze360=str(gaze360) if gaze360 else None,

@@ -14,19 +14,21 @@ from dataclasses import replace
 from pathlib import Path
 
 from genlab.core.report import Report
-from genlab.gaze.protocol import WORLDS
-from genlab.gaze.stats import Cell, Draws, cell_summary, fmt_ci, paired
-from genlab.gaze.study import RunSpec, TrainExecutor, run_specs
+from genlab.core.sweep import RunSpec
+from genlab.gaze.protocol import WORLDS, SyntheticCache
+from genlab.gaze.studies.runs import run_study, train_spec
+from genlab.gaze.studies.stats import Cell, Draws, cell_summary, fmt_ci, paired
 from genlab.gaze.train import GazeTrainConfig
 
 
 def demo_specs(out_dir: Path, quick: bool) -> list[RunSpec]:
-    source, target = WORLDS["appearance"]["E->M"]
+    source, target = WORLDS.get("appearance")["E->M"]
     base = GazeTrainConfig(source=source, targets=[target], steps=150 if quick else 300,
                            train_count=2000 if quick else 3000,
                            test_count=600 if quick else 1000)
-    return [RunSpec(f"{model}_s{seed}", replace(base, model=model, seed=seed),
-                    out_dir / f"{model}_s{seed}")
+    cache = SyntheticCache(out_dir / "data")
+    return [train_spec(f"{model}_s{seed}", replace(base, model=model, seed=seed),
+                       out_dir / f"{model}_s{seed}", cache=cache)
             for seed in range(3 if quick else 5) for model in ("baseline", "moegaze")]
 
 
@@ -34,7 +36,7 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
     """Train the demo's runs (or reuse them) and add table and figures to ``report``."""
     out_dir = Path(out_dir)
     specs = demo_specs(out_dir, quick)
-    results = run_specs(specs, TrainExecutor(out_dir / "data"), description="gaze demo")
+    results = run_study(specs, description="gaze demo")
     target = specs[0].config.targets[0]
 
     def cell(model: str, where: str, what: str = "model") -> Cell:

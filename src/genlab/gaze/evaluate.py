@@ -12,11 +12,11 @@ from pathlib import Path
 
 from genlab.core.runs import RunDir, atomic_write_bytes
 from genlab.core.trainer import resolve_device
+from genlab.gaze.data.realdata import open_real, split_ref
 from genlab.gaze.metrics import predict, summarise
 from genlab.gaze.plots import arrows_on, save_image
-from genlab.gaze.predict import load_run, resolve_run
+from genlab.gaze.predict import open_run
 from genlab.gaze.protocol import synthetic_set
-from genlab.gaze.realdata import open_real, split_ref
 from genlab.gaze.train import config_from_dict
 
 
@@ -25,15 +25,15 @@ def evaluate_run(checkpoint: str | Path, out: str | Path, *, data: str = "narrow
                  workers: int = 0) -> dict:
     """Errors (where labelled) and predictions of a run on ``data``; writes a folder."""
     dev = resolve_device(device)
-    model, cfg_dict = load_run(checkpoint, dev)
-    cfg = config_from_dict(cfg_dict)
+    loaded = open_run(checkpoint, dev)
+    model, cfg = loaded.model, config_from_dict(loaded.config)
     if split_ref(data) is not None:
         dataset = open_real(data, cfg.size, workers=workers, labels="optional")
         name = data
     else:
         dataset = synthetic_set(data, count, data_seed, cfg.size)
         name = f"synthetic {data} (seed {data_seed})"
-    run = RunDir(out, {"checkpoint": str(resolve_run(checkpoint)), "data": data,
+    run = RunDir(out, {"checkpoint": str(loaded.folder), "data": data,
                        "count": len(dataset), "data_seed": data_seed, "device": device})
     pred = predict(model, dataset, dev)
     lines = ["index,subject,pitch_rad,yaw_rad"] + [

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 import torch
 
@@ -154,8 +155,6 @@ class NormalizedSample:
 
 def head_rotation_matrix(head_rotation) -> np.ndarray:
     """A 3x3 rotation matrix from a 3x3 matrix or a Rodrigues vector (3,) / (3, 1)."""
-    import cv2
-
     h = np.asarray(head_rotation, dtype=np.float64)
     if h.shape == (3, 3):
         return h
@@ -175,8 +174,6 @@ def normalize_sample(image, camera_matrix, head_rotation, face_center, gaze_targ
     The head pose returned is the pitch-yaw of the face's forward direction ``-(R H) e_z``,
     which is (0, 0) for a head frame aligned with the camera (``H = I``).
     """
-    import cv2
-
     h_out, w_out = int(size[0]), int(size[1])
     if h_out <= 0 or w_out <= 0:
         raise ConfigError(f"size must be positive (height, width), got {size}")

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 from sklearn.metrics import normalized_mutual_info_score
 
+from genlab.gaze.data.splits import ordered_batches
 from genlab.gaze.geometry import angular_error_deg
-from genlab.gaze.splits import ordered_batches
 
 
 @dataclass

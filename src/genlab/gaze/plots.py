@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from genlab.core.report import figure
@@ -51,8 +52,6 @@ def gaze_arrow_grid(images, gaze, pred, count: int = 16):
 
 def save_image(run: RunDir, image: np.ndarray, name: str) -> None:
     """Save an RGB uint8 array as a PNG in the run folder."""
-    import cv2
-
     cv2.imwrite(str(run.file(name)), image[..., ::-1])
 
 

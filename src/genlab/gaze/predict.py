@@ -1,4 +1,4 @@
-"""Load a trained gaze run and predict the gaze of one image file.
+"""Load a trained gaze run (through ``genlab.load``) and predict the gaze of one image file.
 
 The image is read with OpenCV (BGR, converted to RGB); grey images are replicated
 to three channels and an alpha channel is dropped; it is resized to the model's
@@ -10,15 +10,17 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import cv2
 import numpy as np
 import torch
 from torch import nn
 
+from genlab.core.checkpoints import MODEL_RECORD
 from genlab.core.errors import CheckpointError, DataError
-from genlab.core.runs import CHECKPOINT, CONFIG, load_checkpoint, read_json
-from genlab.gaze.images import rgb_to_tensor
-from genlab.gaze.models import build_model
-from genlab.gaze.train import config_from_dict
+from genlab.core.runs import CHECKPOINT, CONFIG
+from genlab.gaze.data.images import rgb_to_tensor
+from genlab.gaze.train import RUN_KIND, config_from_dict
+from genlab.loading import LoadedRun, load
 
 
 def resolve_run(path: str | Path) -> Path:
@@ -30,26 +32,38 @@ def resolve_run(path: str | Path) -> Path:
     return folder
 
 
-def load_run(path: str | Path, device: str | torch.device = "cpu") -> tuple[nn.Module, dict]:
-    """Rebuild the model of a run folder from config.json and load its checkpoint weights."""
+def open_run(path: str | Path, device: str | torch.device = "cpu") -> LoadedRun:
+    """A gaze training run (folder or checkpoint) through ``genlab.load``, in eval mode on
+    ``device``; its ``config`` is the run's config.json.
+
+    The model is rebuilt from the checkpoint's model record; a config.json that describes
+    another model than the checkpoint holds is refused (CheckpointError).
+    """
     folder = resolve_run(path)
-    cfg = read_json(folder / CONFIG)
+    file = Path(path) if Path(path).is_file() else folder / CHECKPOINT
+    run = load(file, map_location=str(device), kind=RUN_KIND)
+    cfg = run.config
     if "model" not in cfg or "size" not in cfg:
         raise CheckpointError(f"{folder / CONFIG}: not a gaze training config")
-    ckpt_path = Path(path) if Path(path).is_file() else folder / CHECKPOINT
-    state = load_checkpoint(ckpt_path, map_location=device)
-    model = build_model(cfg["model"], **config_from_dict(cfg).model_hparams())
-    try:
-        model.load_state_dict(state["model"])
-    except (KeyError, RuntimeError) as exc:
-        raise CheckpointError(f"{ckpt_path}: weights do not match {CONFIG} ({exc})") from exc
-    return model.to(device).eval(), cfg
+    want = config_from_dict(cfg).model_record()["args"]
+    have = run.state[MODEL_RECORD]["args"]
+    diffs = [k for k in want if k != "init_seed" and have.get(k) != want[k]]
+    if diffs:
+        raise CheckpointError(f"{file}: its weights do not match {CONFIG} ("
+                              + ", ".join(f"{k}: {have.get(k)!r} vs {want[k]!r}"
+                                          for k in diffs[:4]) + ")")
+    run.model.to(device)
+    return run
+
+
+def load_run(path: str | Path, device: str | torch.device = "cpu") -> tuple[nn.Module, dict]:
+    """(model in eval mode, config.json dict) of a gaze training run (see :func:`open_run`)."""
+    run = open_run(path, device)
+    return run.model, run.config
 
 
 def read_image_rgb(path: str | Path) -> np.ndarray:
     """An image file as (H, W, 3) uint8 RGB; grey -> 3 channels, alpha dropped."""
-    import cv2
-
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such image file")
@@ -74,8 +88,6 @@ def read_image_rgb(path: str | Path) -> np.ndarray:
 
 def to_input(image_rgb: np.ndarray, size) -> torch.Tensor:
     """(H,W,3) uint8 RGB -> (1,3,h,w) float [0,1] at the model's input size (h, w)."""
-    import cv2
-
     h, w = int(size[0]), int(size[1])
     return rgb_to_tensor(cv2.resize(image_rgb, (w, h), interpolation=cv2.INTER_AREA))[None]
 
@@ -91,8 +103,6 @@ def predict_array(model: nn.Module, image_rgb: np.ndarray, size) -> tuple[float,
 
 def draw_arrow(image_rgb: np.ndarray, pitch: float, yaw: float) -> np.ndarray:
     """A copy of the image with the gaze drawn as an arrow from its centre (image plane)."""
-    import cv2
-
     img = image_rgb.copy()
     h, w = img.shape[:2]
     length = 0.4 * min(h, w)
@@ -115,8 +125,6 @@ def draw_arrow(image_rgb: np.ndarray, pitch: float, yaw: float) -> np.ndarray:
 
 def predict_file(run: str | Path, image: str | Path, out: str | Path | None = None) -> dict:
     """Predict the gaze of an image file; optionally write the image with its arrow to ``out``."""
-    import cv2
-
     model, cfg = load_run(run)
     rgb = read_image_rgb(image)
     pitch, yaw = predict_array(model, rgb, cfg["size"])

@@ -7,8 +7,8 @@ A *world* is a set of synthetic domains with named tasks (source -> target)::
     appearance   the same four tasks on app-e / app-g -> app-m / app-d
     control      label-shift = ctrl-s -> ctrl-label, capture-shift = ctrl-s -> ctrl-capture
 
-(see genlab.gaze.synth_domains and genlab.gaze.synth_worlds). Real data sets are named
-``NAME:ROOT`` (genlab.gaze.realdata). A run trains on its source and is tested on
+(see genlab.gaze.synth.domains and genlab.gaze.synth.worlds). Real data sets are named
+``NAME:ROOT`` (genlab.gaze.data.realdata). A run trains on its source and is tested on
 every one of its targets, so the E->M and E->D rows share one E model.
 
 Source and target are different people: synthetic targets are rendered with their own
@@ -26,36 +26,35 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from genlab.core.errors import ConfigError, require_choice
+from genlab.core.registry import Registry
 from genlab.core.runs import save_checkpoint
-from genlab.gaze.gazeset import GazeLabels, GazeSet
-from genlab.gaze.realdata import open_real, split_ref
-from genlab.gaze.splits import hold_out_subjects, subject_fold, take_share
-from genlab.gaze.synth import render_domain
-from genlab.gaze.synth_domains import get_domain
+from genlab.gaze.data.gazeset import GazeLabels, GazeSet
+from genlab.gaze.data.realdata import open_real, split_ref
+from genlab.gaze.data.splits import hold_out_subjects, subject_fold, take_share
+from genlab.gaze.synth.dataset import SyntheticGaze, render_domain
+from genlab.gaze.synth.domains import get_domain
 
-WORLDS: dict[str, dict[str, tuple[str, str]]] = {
-    "realistic": {
-        "E->M": ("broad-e", "narrow-m"),
-        "E->D": ("broad-e", "narrow-d"),
-        "G->M": ("broad-g", "narrow-m"),
-        "G->D": ("broad-g", "narrow-d"),
-    },
-    "appearance": {
-        "E->M": ("app-e", "app-m"),
-        "E->D": ("app-e", "app-d"),
-        "G->M": ("app-g", "app-m"),
-        "G->D": ("app-g", "app-d"),
-    },
-    "control": {
-        "label-shift": ("ctrl-s", "ctrl-label"),
-        "capture-shift": ("ctrl-s", "ctrl-capture"),
-    },
-}
-TASKS = WORLDS["realistic"]
+WORLDS: Registry[dict[str, tuple[str, str]]] = Registry("world")  # world -> its tasks
+WORLDS.register("realistic", {
+    "E->M": ("broad-e", "narrow-m"),
+    "E->D": ("broad-e", "narrow-d"),
+    "G->M": ("broad-g", "narrow-m"),
+    "G->D": ("broad-g", "narrow-d"),
+})
+WORLDS.register("appearance", {
+    "E->M": ("app-e", "app-m"),
+    "E->D": ("app-e", "app-d"),
+    "G->M": ("app-g", "app-m"),
+    "G->D": ("app-g", "app-d"),
+})
+WORLDS.register("control", {
+    "label-shift": ("ctrl-s", "ctrl-label"),
+    "capture-shift": ("ctrl-s", "ctrl-capture"),
+})
+TASKS = WORLDS.get("realistic")
 
 
 @dataclass
@@ -69,9 +68,9 @@ class TaskData:
 
 def task_domains(task: str, world: str = "realistic") -> tuple[str, str]:
     """(source, target) domains of a task name such as "E->M" in a world."""
-    require_choice("world", world, WORLDS)
-    require_choice("task", task, tuple(WORLDS[world]))
-    return WORLDS[world][task]
+    tasks = WORLDS.get(world)
+    require_choice("task", task, tuple(tasks))
+    return tasks[task]
 
 
 def target_seed(data_seed: int) -> int:
@@ -82,9 +81,8 @@ def target_seed(data_seed: int) -> int:
 def synthetic_set(domain: str, count: int, seed: int, size=(32, 48),
                   n_subjects: int | None = None) -> GazeSet:
     """Render ``count`` images of a synthetic domain into an in-memory GazeSet."""
-    batch = render_domain(domain, count, seed, size=tuple(size), n_subjects=n_subjects)
-    images = torch.from_numpy(np.ascontiguousarray(batch.images.transpose(0, 3, 1, 2)))
-    return GazeSet(images, GazeLabels.build(batch.gaze, batch.subject, batch.cluster), domain)
+    return SyntheticGaze.from_batch(render_domain(domain, count, seed, size=tuple(size),
+                                                  n_subjects=n_subjects))
 
 
 class SyntheticCache:
@@ -97,6 +95,13 @@ class SyntheticCache:
     def __init__(self, folder: str | Path | None = None):
         self.folder = Path(folder) if folder is not None else None
         self._sets: dict[tuple, GazeSet] = {}
+
+    def __getstate__(self) -> dict:
+        """Only the folder travels to worker processes (they read the sets from disk)."""
+        return {"folder": self.folder}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["folder"])
 
     def get(self, domain: str, count: int, seed: int, size) -> GazeSet:
         key = (domain, int(count), int(seed), tuple(int(s) for s in size))

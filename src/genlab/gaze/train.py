@@ -5,19 +5,19 @@ full runs), a linear warm-up over ``warmup_steps`` and a cosine decay to zero at
 last step; the model after the last step is kept and evaluated (nothing is selected on
 any data). Loss per step = L1(gaze, target) + ``balance_weight`` * L_bal +
 ``appearance_weight`` * L_app, where L_bal and L_app are MoEGaze's auxiliary losses
-(our reconstruction, see genlab.gaze.routing); the baseline has only the L1 term.
+(our reconstruction, see genlab.gaze.models.routing); the baseline has only the L1 term.
 
 ``reinit_router_at`` (a fraction of the steps, 0 = never) calls the model's
 ``prepare`` hook again at the end of the chunk that reaches that step: MoEGaze then
 re-fits its prototypes by k-means on the appearance embeddings learned so far.
 ``group_router_at`` likewise calls the model's ``regroup`` hook: MoEGaze then groups the
 training subjects by the current model's residuals and trains its router to predict
-each sample's group (genlab.gaze.residual_groups).
+each sample's group (genlab.gaze.models.residual_groups).
 
 Batches come from a seeded stream that depends only on (seed, step) (see
-genlab.gaze.splits.step_batches): models trained with the same seed see the same
+genlab.gaze.data.splits.step_batches): models trained with the same seed see the same
 batches in the same order, which pairs a baseline and a MoEGaze run of one seed
-(their shared parts also start equal, see genlab.gaze.models). Every ``eval_every``
+(their shared parts also start equal, see genlab.gaze.models.gaze_model). Every ``eval_every``
 steps a checkpoint is written and the held-out source subjects (at most
 ``curve_val_images`` of them, a seeded share) are evaluated for the curves;
 ``resume`` continues from the last checkpoint and ends like an uninterrupted run.
@@ -39,20 +39,23 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.amp import PRECISIONS
+from genlab.core.checkpoints import model_record
 from genlab.core.data_parallel import global_batch_statistics
 from genlab.core.distributed import global_sum
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
 from genlab.core.runs import RunDir
 from genlab.core.seeding import seed_everything
 from genlab.core.trainer import Trainer, resolve_device
-from genlab.gaze.backbones import INPUT_NORMS, STEMS
-from genlab.gaze.gazeset import GazeLabels
+from genlab.gaze.data.gazeset import GazeLabels
+from genlab.gaze.data.splits import step_batches, take_share
 from genlab.gaze.metrics import constant_summary, predict, summarise
-from genlab.gaze.models import MODELS, build_model
+from genlab.gaze.models.backbones import INPUT_NORMS, STEMS
+from genlab.gaze.models.registry import BUILDER, MODELS, build_gaze_model
+from genlab.gaze.models.routing import BALANCES, ROUTINGS
 from genlab.gaze.plots import save_run_plots
 from genlab.gaze.protocol import check_data_ref
-from genlab.gaze.routing import BALANCES, ROUTINGS
-from genlab.gaze.splits import step_batches, take_share
+
+RUN_KIND = "gaze train"  # the kind of its checkpoints' model records (genlab.load)
 
 
 @dataclass
@@ -102,9 +105,9 @@ class GazeTrainConfig:
     channels_last: bool = False
 
     def validate(self) -> None:
-        require_choice("model", self.model, MODELS)
-        require_choice("routing", self.routing, ROUTINGS)
-        require_choice("balance", self.balance, BALANCES)
+        MODELS.canonical(self.model)
+        ROUTINGS.canonical(self.routing)
+        BALANCES.canonical(self.balance)
         require_choice("stem", self.stem, STEMS)
         require_choice("input_norm", self.input_norm, INPUT_NORMS)
         require_choice("amp", self.amp, tuple(PRECISIONS))
@@ -138,6 +141,11 @@ class GazeTrainConfig:
             "routing": self.routing, "balance": self.balance,
             "appearance_grad": self.appearance_grad, "router_grad": self.router_grad,
         }
+
+    def model_record(self) -> dict:
+        """What rebuilds this run's model from its checkpoint alone (``genlab.load``)."""
+        return model_record(RUN_KIND, BUILDER, {"name": self.model, **self.model_hparams(),
+                                                 "init_seed": self.seed})
 
 
 def config_from_dict(values: dict) -> GazeTrainConfig:
@@ -176,7 +184,7 @@ class GazeTrainer(Trainer):
 
     def step(self, x: torch.Tensor, labels: GazeLabels) -> float:
         # under torchrun the balance and appearance losses and the re-balancing step see the
-        # global batch (genlab.gaze.routing); in one process this is the plain step
+        # global batch (genlab.gaze.models.routing); in one process this is the plain step
         with global_batch_statistics():
             return self._step(x, labels)
 
@@ -237,7 +245,8 @@ def train_gaze(cfg: GazeTrainConfig, data, out: str | Path, *, resume: bool = Fa
     run = RunDir(out, asdict(cfg), resume=resume)
     seed_everything(cfg.seed)
     device = resolve_device(cfg.device)
-    model = build_model(cfg.model, **cfg.model_hparams(), init_seed=cfg.seed)
+    record = cfg.model_record()
+    model = build_gaze_model(**record["args"])
     if cfg.pretrained:
         model.backbone.load_pretrained(cfg.pretrained)
     model.to(device)
@@ -250,7 +259,7 @@ def train_gaze(cfg: GazeTrainConfig, data, out: str | Path, *, resume: bool = Fa
         model, optimizer, schedule=schedule, device=device, seed=cfg.seed,
         loss_weights={"balance": cfg.balance_weight, "appearance": cfg.appearance_weight},
         progress_bar=progress_bar, name=f"train {cfg.model}", amp=cfg.amp,
-        channels_last=cfg.channels_last,
+        channels_last=cfg.channels_last, model_record=record,
     )
     chunks = -(-cfg.steps // cfg.eval_every)
 

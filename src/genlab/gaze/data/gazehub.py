@@ -27,8 +27,8 @@ import torch
 from torch.utils.data import Dataset
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.gaze.images import resize_rgb, rgb_to_tensor
-from genlab.gaze.splits import fraction_indices
+from genlab.gaze.data.images import resize_rgb, rgb_to_tensor
+from genlab.gaze.data.splits import fraction_indices
 
 REQUIRED_COLUMNS = ("Face", "2DGaze")
 # Gaze360 ships one label file for everyone; its original image paths name the recording

@@ -20,11 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from genlab.core.errors import ConfigError, DataError, require_choice
-from genlab.gaze.gazehub import GAZE360_SUBJECT_PATTERN, GazeHub
-from genlab.gaze.gazeset import GazeLabels
-from genlab.gaze.streaming import StreamingSet
-from genlab.gaze.xgaze import ETHXGaze
+from genlab.core.errors import ConfigError, DataError
+from genlab.core.registry import Registry
+from genlab.gaze.data.gazehub import GAZE360_SUBJECT_PATTERN, GazeHub
+from genlab.gaze.data.gazeset import GazeLabels
+from genlab.gaze.data.streaming import StreamingSet
+from genlab.gaze.data.xgaze import ETHXGaze
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,14 @@ def _gazehub(pattern: str, subject_pattern: str | None = None):
     return open_
 
 
-REAL_DATASETS: dict[str, RealDataset] = {
-    "xgaze": RealDataset("ETH-XGaze h5 files (train split)", _xgaze),
-    "gaze360": RealDataset("Gaze360 in GazeHub format (train.label)",
-                           _gazehub("train.label", GAZE360_SUBJECT_PATTERN)),
-    "mpii": RealDataset("MPIIFaceGaze in GazeHub format (p00-p14)", _gazehub("p*.label")),
-    "eyediap": RealDataset("EyeDiap in GazeHub format (all label files)", _gazehub("*.label")),
-}
+REAL_DATASETS: Registry[RealDataset] = Registry("real data set")
+REAL_DATASETS.register("xgaze", RealDataset("ETH-XGaze h5 files (train split)", _xgaze))
+REAL_DATASETS.register("gaze360", RealDataset("Gaze360 in GazeHub format (train.label)",
+                                              _gazehub("train.label", GAZE360_SUBJECT_PATTERN)))
+REAL_DATASETS.register("mpii", RealDataset("MPIIFaceGaze in GazeHub format (p00-p14)",
+                                           _gazehub("p*.label")))
+REAL_DATASETS.register("eyediap", RealDataset("EyeDiap in GazeHub format (all label files)",
+                                              _gazehub("*.label")))
 
 
 def split_ref(ref: str) -> tuple[str, Path] | None:
@@ -69,7 +71,7 @@ def split_ref(ref: str) -> tuple[str, Path] | None:
     if ":" not in ref:
         return None
     name, root = ref.split(":", 1)
-    require_choice("real data set", name, REAL_DATASETS)
+    REAL_DATASETS.canonical(name)
     if not root:
         raise ConfigError(f"data reference {ref!r} names no folder (expected {name}:ROOT)")
     return name, Path(root)
@@ -82,8 +84,9 @@ def open_real(ref: str, size, *, workers: int = 0, labels: str = "required") -> 
         raise ConfigError(f"{ref!r} is not a real-data reference (expected NAME:ROOT with NAME "
                           f"one of {', '.join(REAL_DATASETS)})")
     name, root = parsed
+    entry = REAL_DATASETS.get(name)
     if not root.is_dir():
-        raise DataError(f"{root}: no such folder ({name}: {REAL_DATASETS[name].description})")
-    dataset = REAL_DATASETS[name].open(root, tuple(size), labels)
+        raise DataError(f"{root}: no such folder ({name}: {entry.description})")
+    dataset = entry.open(root, tuple(size), labels)
     return StreamingSet(dataset, GazeLabels.build(dataset.gaze, dataset.subject), ref,
                         workers=workers)

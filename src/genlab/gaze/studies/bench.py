@@ -1,6 +1,6 @@
 """`genlab gaze bench`: MoEGaze against the baseline in the synthetic worlds.
 
-The bench is a list of run specs (genlab.gaze.study), each a run folder under
+The bench is a list of run specs (genlab.gaze.studies.runs), each a run folder under
 ``out/runs``; finished runs are skipped when it is rerun and interrupted ones resumed.
 For every world (genlab.gaze.protocol.WORLDS) and seed:
 
@@ -14,7 +14,7 @@ For every world (genlab.gaze.protocol.WORLDS) and seed:
 
 Every run of a seed shares initialisation of the shared parts and batch order, so
 differences are paired by seed; intervals bootstrap over seeds and test subjects
-(genlab.gaze.stats). Nothing is selected on targets: every setting is fixed in advance.
+(genlab.gaze.studies.stats). Nothing is selected on targets: every setting is fixed in advance.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.core.errors import ConfigError, require_positive
 from genlab.core.runs import write_json
-from genlab.gaze.bench_tables import bench_tables, plot_main
-from genlab.gaze.protocol import WORLDS
-from genlab.gaze.study import RunSpec, TrainExecutor, run_specs
-from genlab.gaze.synth_domains import get_domain
+from genlab.core.sweep import RunSpec
+from genlab.gaze.protocol import WORLDS, SyntheticCache
+from genlab.gaze.studies.runs import run_study, train_spec
+from genlab.gaze.studies.tables import bench_tables, plot_main
+from genlab.gaze.synth.domains import get_domain
 from genlab.gaze.train import GazeTrainConfig
 
 __all__ = ["BenchConfig", "bench_specs", "run_bench"]
@@ -55,7 +56,7 @@ class BenchConfig:
 
     def validate(self) -> None:
         for w in self.worlds:
-            require_choice("world", w, WORLDS)
+            WORLDS.canonical(w)
         for name in ("seeds", "reference_seeds", "steps", "batch_size", "train_count",
                      "test_count", "width", "workers", "n_boot"):
             require_positive(name, getattr(self, name))
@@ -79,7 +80,7 @@ class BenchConfig:
 def sources_of(world: str) -> dict[str, list[str]]:
     """Each source of a world with the targets of its tasks (in task order)."""
     out: dict[str, list[str]] = {}
-    for source, target in WORLDS[world].values():
+    for source, target in WORLDS.get(world).values():
         out.setdefault(source, []).append(target)
     return out
 
@@ -93,9 +94,11 @@ def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
     cfg.validate()
     runs = Path(out) / "runs"
     base, specs = cfg.base(), []
+    cache = SyntheticCache(Path(out) / "data")
 
     def add(name: str, **kw) -> None:
-        specs.append(RunSpec(name, replace(base, **kw), runs / name))
+        specs.append(train_spec(name, replace(base, **kw), runs / name, cache=cache,
+                                plots=False))
 
     for seed in range(max(cfg.seeds, cfg.reference_seeds)):
         for world in cfg.worlds:
@@ -110,7 +113,7 @@ def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
                     add(f"{world}__{source}__oracle__f1__s{seed}", model="moegaze",
                         routing="oracle", experts=k, source=source, targets=targets, seed=seed)
             if seed < cfg.reference_seeds:
-                for target in dict.fromkeys(t for _, t in WORLDS[world].values()):
+                for target in dict.fromkeys(t for _, t in WORLDS.get(world).values()):
                     add(f"{world}__{target}__reference__f1__s{seed}", model="baseline",
                         source=target, targets=[target], seed=seed)
     return specs
@@ -124,15 +127,14 @@ def run_bench(cfg: BenchConfig, out: str | Path, *, progress_bar: bool | None = 
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "bench_config.json", asdict(cfg))
     t0, cpu0 = time.perf_counter(), time.process_time()
-    results = run_specs(specs, TrainExecutor(out / "data", plots=False), workers=cfg.workers,
-                        progress_bar=progress_bar, description="gaze bench",
-                        executor=executor, address=address)
+    results = run_study(specs, workers=cfg.workers, progress_bar=progress_bar,
+                        description="gaze bench", executor=executor, address=address)
     seconds = time.perf_counter() - t0
     tables = bench_tables(specs, results, cfg)
     write_json(out / "bench.json", {
         "config": asdict(cfg),
         "tables": {k: v for k, v in tables.items() if k != "markdown"},
-        "runs": {s.name: {"folder": str(s.folder), **_row(results[s.name])} for s in specs},
+        "runs": {s.name: {"folder": str(s.out), **_row(results[s.name])} for s in specs},
         "wall_seconds_this_invocation": seconds,
         "main_process_cpu_seconds": time.process_time() - cpu0,
         "train_cpu_seconds_all_runs": sum(r.get("train_cpu_seconds", 0.0)

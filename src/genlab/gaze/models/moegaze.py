@@ -1,16 +1,6 @@
-"""Gaze models: the ResNet baseline and MoEGaze (appearance-routed gaze experts).
+"""MoEGaze: appearance-routed gaze experts.
 
-Every model is a :class:`GazeModel`: ``forward(x)`` returns (pitch, yaw) in radians;
-``outputs(x, labels)`` returns a :class:`GazeOutput` (gaze, auxiliary losses, router
-weights) for training and evaluation; ``prepare(data, device, seed)`` runs once before
-training and ``after_step(out)`` after each optimiser step. Trainers call these and
-never ask which model they hold. Models are built by name from :data:`MODELS`.
-
-Baseline (the paper's comparison): backbone -> MLP -> shared-shape head -> (pitch, yaw).
-Its MLP has the shape of one MoEGaze expert, so MoEGaze with K=1 and the baseline
-compute the same function class.
-
-MoEGaze (our reconstruction of the AAAI-26 abstract; see genlab.gaze.routing)::
+MoEGaze (our reconstruction of the AAAI-26 abstract; see genlab.gaze.models.routing)::
 
     f, maps = backbone(x)                                   shared ResNet features
     a = normalize(MLP([mean_hw, std_hw](maps[s])))          appearance embedding
@@ -30,20 +20,15 @@ the backbone map stays detached; ``appearance_grad=True`` removes both stop-grad
 ``routing="oracle"`` replaces the router by the sample's true appearance cluster
 (one-hot), where the data know it: the upper reference of appearance routing.
 ``regroup`` (called part-way through training when asked) groups the training subjects
-by how the current model errs on them (genlab.gaze.residual_groups); from then on the
+by how the current model errs on them (genlab.gaze.models.residual_groups); from then on the
 appearance loss is the cross-entropy of the router's logits against each sample's
 group instead of the subject-contrastive loss, so the router learns to send people
 with one image-to-gaze mapping to one expert.
 
-Paired initialisation: the backbone and the head are drawn from their own seeded
-streams (``init_seed``), so a baseline and a MoEGaze built with the same seed start
-from identical shared parts.
+Paired initialisation: see genlab.gaze.models.gaze_model.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -52,12 +37,20 @@ from sklearn.metrics import normalized_mutual_info_score
 from torch import nn
 
 from genlab.core.data_parallel import gather_batch
-from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
-from genlab.gaze.backbones import ResNetBackbone
-from genlab.gaze.gazeset import GazeLabels
+from genlab.core.errors import ConfigError, DataError, require_positive
+from genlab.gaze.data.gazeset import GazeLabels
+from genlab.gaze.data.splits import ordered_batches
 from genlab.gaze.metrics import predict
-from genlab.gaze.residual_groups import group_subjects, lookup_groups
-from genlab.gaze.routing import (
+from genlab.gaze.models.gaze_model import (
+    GazeModel,
+    GazeOutput,
+    gaze_head,
+    mlp,
+    seeded,
+    seeded_backbone,
+)
+from genlab.gaze.models.residual_groups import group_subjects, lookup_groups
+from genlab.gaze.models.routing import (
     BALANCES,
     ROUTINGS,
     ExpertBank,
@@ -66,83 +59,6 @@ from genlab.gaze.routing import (
     subject_contrastive_loss,
     switch_balance_loss,
 )
-from genlab.gaze.splits import ordered_batches
-
-BACKBONE_OPTIONS = ("width", "stem", "input_norm")
-
-
-@dataclass
-class GazeOutput:
-    """What a model returns for a batch: gaze (N, 2), loss terms, router internals."""
-
-    gaze: torch.Tensor
-    losses: dict[str, torch.Tensor] = field(default_factory=dict)
-    router_weights: torch.Tensor | None = None
-    router_probs: torch.Tensor | None = None
-    appearance: torch.Tensor | None = None
-
-
-def seeded(seed: int, stream: int, build: Callable[[], nn.Module]) -> nn.Module:
-    """Build a module from its own seeded RNG stream, leaving the global RNG untouched."""
-    mixed = int(np.random.SeedSequence([int(seed), int(stream)]).generate_state(1)[0])
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(mixed)
-        return build()
-
-
-def gaze_head(feat_dim: int) -> nn.Sequential:
-    """The shared head: gaze features -> (pitch, yaw), one hidden layer."""
-    return nn.Sequential(nn.Linear(feat_dim, feat_dim), nn.ReLU(), nn.Linear(feat_dim, 2))
-
-
-def _mlp(in_dim: int, hidden: int, out_dim: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, out_dim))
-
-
-class GazeModel(nn.Module):
-    """The interface trainers and evaluation use (see the module docstring)."""
-
-    hparams: dict
-
-    def outputs(self, x: torch.Tensor, labels: GazeLabels | None = None) -> GazeOutput:
-        raise NotImplementedError
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.outputs(x).gaze
-
-    def prepare(self, data, device, seed: int, batch_size: int = 256) -> None:
-        """Called once before training with the training data (default: nothing)."""
-
-    def after_step(self, out: GazeOutput) -> None:
-        """Called after every optimiser step with that step's outputs (default: nothing)."""
-
-    def regroup(self, data, device, seed: int, batch_size: int = 256) -> dict:
-        """Called part-way through training when asked (default: nothing; see MoEGaze)."""
-        return {}
-
-
-def _backbone(width: int, stem: str, input_norm: str, init_seed: int) -> ResNetBackbone:
-    return seeded(init_seed, 1, lambda: ResNetBackbone(width, stem=stem, input_norm=input_norm))
-
-
-class GazeBaseline(GazeModel):
-    """ResNet-18-style backbone + MLP + head regressing (pitch, yaw) in radians."""
-
-    def __init__(self, width: int = 16, gaze_feat_dim: int = 64, expert_hidden: int = 64,
-                 stem: str = "small", input_norm: str = "half", init_seed: int = 0):
-        super().__init__()
-        for name, v in (("width", width), ("gaze_feat_dim", gaze_feat_dim),
-                        ("expert_hidden", expert_hidden)):
-            require_positive(name, v)
-        self.hparams = {"width": width, "gaze_feat_dim": gaze_feat_dim,
-                        "expert_hidden": expert_hidden, "stem": stem, "input_norm": input_norm}
-        self.backbone = _backbone(width, stem, input_norm, init_seed)
-        self.features = seeded(init_seed, 2,
-                               lambda: _mlp(self.backbone.out_dim, expert_hidden, gaze_feat_dim))
-        self.head = seeded(init_seed, 3, lambda: gaze_head(gaze_feat_dim))
-
-    def outputs(self, x: torch.Tensor, labels: GazeLabels | None = None) -> GazeOutput:
-        return GazeOutput(self.head(self.features(self.backbone(x))))
 
 
 class MoEGaze(GazeModel):
@@ -173,8 +89,7 @@ class MoEGaze(GazeModel):
                         ("expert_hidden", expert_hidden), ("temperature", temperature),
                         ("contrastive_tau", contrastive_tau)):
             require_positive(name, v)
-        require_choice("routing", routing, ROUTINGS)
-        require_choice("balance", balance, BALANCES)
+        self.route_mode, self.balance_mode = ROUTINGS.get(routing), BALANCES.get(balance)
         if appearance_stage not in (1, 2, 3, 4):
             raise ConfigError(f"appearance_stage must be 1..4, got {appearance_stage}")
         self.hparams = {
@@ -191,17 +106,17 @@ class MoEGaze(GazeModel):
         self.appearance_stage, self.appearance_grad = appearance_stage, appearance_grad
         self.router_grad = router_grad
         self.contrastive_tau, self.rebalance_momentum = contrastive_tau, rebalance_momentum
-        self.backbone = _backbone(width, stem, input_norm, init_seed)
+        self.backbone = seeded_backbone(width, stem, input_norm, init_seed)
         style_dim = 2 * self.backbone.widths[appearance_stage - 1]
         out_dim = self.backbone.out_dim
         self.experts = seeded(init_seed, 2, lambda: ExpertBank(num_experts, out_dim,
                                                                expert_hidden, gaze_feat_dim))
         self.head = seeded(init_seed, 3, lambda: gaze_head(gaze_feat_dim))
-        self.appearance = seeded(init_seed, 4, lambda: _mlp(style_dim, 2 * appearance_dim,
+        self.appearance = seeded(init_seed, 4, lambda: mlp(style_dim, 2 * appearance_dim,
                                                             appearance_dim))
         self.prototypes = nn.Parameter(
             seeded(init_seed, 5, lambda: torch.randn(num_experts, appearance_dim)),
-            requires_grad=balance != "rebalance",
+            requires_grad=not self.balance_mode.rebalance,
         )
         self.register_buffer("running_load", torch.full((num_experts,), 1.0 / num_experts))
         # residual groups of the training subjects (empty until regroup is called)
@@ -260,11 +175,11 @@ class MoEGaze(GazeModel):
             appearance.detach())
         soft = self.router_probs(router_in)
         losses = {}
-        if self.routing == "oracle":
+        if self.route_mode.oracle:
             weights = self.oracle_weights(labels, len(x))
         else:
             weights = route(soft, self.routing, self.training)
-            if self.balance == "switch":
+            if self.balance_mode.loss:
                 losses["balance"] = switch_balance_loss(soft)
         z = torch.einsum("nk,nkg->ng", weights, self.experts(feats))
         if labels is not None and len(self.group_ids):
@@ -325,14 +240,14 @@ class MoEGaze(GazeModel):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def after_step(self, out: GazeOutput) -> None:
-        if self.balance == "rebalance" and self.routing != "oracle":
+        if self.balance_mode.rebalance and not self.route_mode.oracle:
             # the global batch's assignments under torchrun (identical prototypes everywhere)
             self.rebalance_step(gather_batch(out.appearance.detach()),
                                 gather_batch(out.router_probs.detach()))
 
     @torch.no_grad()
     def rebalance_step(self, appearance: torch.Tensor, probs: torch.Tensor) -> None:
-        """Prototype re-balancing (balance="rebalance"): online k-means + starved re-seeding."""
+        """Prototype re-balancing (balance "rebalance"): online k-means + starved re-seeding."""
         k, m = self.num_experts, self.rebalance_momentum
         assign = probs.argmax(dim=1)
         load = torch.bincount(assign, minlength=k).float() / len(assign)
@@ -347,29 +262,3 @@ class MoEGaze(GazeModel):
             worst = torch.argsort(coverage)[: len(starved)]
             self.prototypes[starved] = appearance[worst]
             self.running_load[starved] = 1.0 / k
-
-
-@dataclass(frozen=True)
-class ModelEntry:
-    """A registered model: its builder and the options it takes."""
-
-    builder: Callable[..., GazeModel]
-    options: tuple[str, ...]
-
-
-MODELS: dict[str, ModelEntry] = {
-    "baseline": ModelEntry(GazeBaseline, (*BACKBONE_OPTIONS, "gaze_feat_dim", "expert_hidden",
-                                          "init_seed")),
-    "moegaze": ModelEntry(MoEGaze, (*BACKBONE_OPTIONS, "num_experts", "appearance_dim",
-                                    "gaze_feat_dim", "expert_hidden", "temperature", "routing",
-                                    "balance", "appearance_stage", "appearance_grad",
-                                    "router_grad", "contrastive_tau", "rebalance_momentum",
-                                    "init_seed")),
-}
-
-
-def build_model(name: str, **hparams) -> GazeModel:
-    """A gaze model by name from its hyper-parameters (options it does not take are ignored)."""
-    require_choice("model", name, MODELS)
-    entry = MODELS[name]
-    return entry.builder(**{k: v for k, v in hparams.items() if k in entry.options})

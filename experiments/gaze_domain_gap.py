@@ -8,8 +8,8 @@ on each target domain itself (other subjects: a different seed's population) and
 on the same target images. If the domains are built as intended, cross-domain errors
 exceed the in-domain ones, and rare appearances cost extra.
 
-    python benchmarks/gaze_domain_gap.py --out runs/bench            # ~5 min on 2 cores
-    python benchmarks/gaze_domain_gap.py --out runs/bench --quick    # ~1 min
+    python experiments/gaze_domain_gap.py --out runs/bench            # ~5 min on 2 cores
+    python experiments/gaze_domain_gap.py --out runs/bench --quick    # ~1 min
 
 Writes DIR/gaze_domain_gap.json. The network is deliberately tiny and is not MoEGaze
 nor its baseline (see genlab.gaze.models for those).
@@ -27,9 +27,9 @@ from torch import nn
 
 from genlab.core.runs import write_json
 from genlab.core.seeding import seed_everything
-from genlab.gaze.datasets import SyntheticGaze, subject_split
+from genlab.gaze import SyntheticGaze, subject_split
 from genlab.gaze.geometry import angular_error_deg
-from genlab.gaze.synth import APPEARANCE_NAMES
+from genlab.gaze.synth.dataset import APPEARANCE_NAMES
 
 
 def tiny_cnn() -> nn.Module:

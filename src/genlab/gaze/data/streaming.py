@@ -1,11 +1,11 @@
 """Gaze data read from disk batch by batch through a DataLoader (bounded memory).
 
 :class:`StreamingSet` wraps a torch Dataset whose items are ``(image, gaze)`` (the
-readers in :mod:`genlab.gaze.xgaze` and :mod:`genlab.gaze.gazehub`) together with its
+readers in :mod:`genlab.gaze.data.xgaze` and :mod:`genlab.gaze.data.gazehub`) together with its
 labels, which are small and read up front. Images are never held beyond the batches in
 flight: memory is bounded by ``batch_size * (2 * workers + 1)`` images whatever the data
 set's size. It offers the same interface as the in-memory
-:class:`genlab.gaze.gazeset.GazeSet` (:class:`genlab.gaze.gazeset.GazeData`).
+:class:`genlab.gaze.data.gazeset.GazeSet` (:class:`genlab.gaze.data.gazeset.GazeData`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from genlab.core.errors import DataError
-from genlab.gaze.gazeset import GazeLabels
+from genlab.gaze.data.gazeset import GazeLabels
 
 
 class _Images(Dataset):

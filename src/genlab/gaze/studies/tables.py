@@ -1,4 +1,4 @@
-"""Tables and the summary plot of the gaze bench (see genlab.gaze.bench).
+"""Tables and the summary plot of the gaze bench (see genlab.gaze.studies.bench).
 
 Per world: the main table (every task: constant predictor = source training mean, the
 target-trained reference, baseline and MoEGaze at 100% and 10% of the source data, the
@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from genlab.core.report import figure, markdown_table
 from genlab.gaze.protocol import WORLDS
-from genlab.gaze.stats import Cell, Draws, cell_summary, fmt_ci, interval, paired
+from genlab.gaze.studies.stats import Cell, Draws, cell_summary, fmt_ci, interval, paired
 
 PAPER_REDUCTION_PCT = 27.6
 
@@ -259,14 +260,12 @@ def bench_tables(specs, results: dict[str, dict], cfg) -> dict:
               f"better. {cfg.steps} steps of batch {cfg.batch_size} for every run, 10% runs "
               "included.\n")
     return study_tables(parse_runs(specs, results),
-                        {f"{w} world": WORLDS[w] for w in cfg.worlds},
+                        {f"{w} world": WORLDS.get(w) for w in cfg.worlds},
                         n_boot=cfg.n_boot, small_fraction=cfg.small_fraction, header=header)
 
 
 def plot_main(tables: dict, path: Path) -> None:
     """Per world and task: bars for baseline/MoEGaze at 100%/10%, markers for references."""
-    import matplotlib.pyplot as plt
-
     worlds = tables["worlds"]
     fig, axes = figure(ncols=len(worlds), width=5.0, height=3.4)
     groups = [("baseline", "baseline 100%"), ("moegaze", "MoEGaze 100%"),

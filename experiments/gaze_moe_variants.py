@@ -9,8 +9,8 @@ true appearance cluster (normalised mutual information between top-1 expert and
 cluster; cluster purity; mean max weight). The oracle (one expert per true cluster) is
 the upper reference of what routing can gain.
 
-    python benchmarks/gaze_moe_variants.py --out runs/bench    # ~15 CPU-minutes
-    python benchmarks/gaze_moe_variants.py --out runs/bench --variants 0,1,9   # a subset
+    python experiments/gaze_moe_variants.py --out runs/bench    # ~15 CPU-minutes
+    python experiments/gaze_moe_variants.py --out runs/bench --variants 0,1,9   # a subset
 
 ``--variants`` picks rows by their index in VARIANTS (run folders keep the index, so a
 subset reuses finished runs of a full invocation and vice versa).
@@ -30,8 +30,9 @@ import numpy as np
 
 from genlab.core.report import markdown_table
 from genlab.core.runs import write_json
-from genlab.gaze.stats import Cell, Draws, fmt_ci, paired
-from genlab.gaze.study import RunSpec, TrainExecutor, run_specs
+from genlab.gaze.protocol import SyntheticCache
+from genlab.gaze.studies.runs import run_study, train_spec
+from genlab.gaze.studies.stats import Cell, Draws, fmt_ci, paired
 from genlab.gaze.train import GazeTrainConfig
 
 VARIANTS = {
@@ -65,11 +66,11 @@ def main() -> None:
     base = GazeTrainConfig(model="moegaze", source=args.source, targets=[args.source],
                            steps=args.steps, train_count=3000, test_count=200)
     folder = args.out / "gaze_moe_variants"
-    specs = [RunSpec(f"{i}_s{seed}", replace(base, seed=seed, **VARIANTS[names[i]]),
-                     folder / f"{i}_s{seed}")
+    cache = SyntheticCache(args.out / "gaze_moe_variants_data")
+    specs = [train_spec(f"{i}_s{seed}", replace(base, seed=seed, **VARIANTS[names[i]]),
+                        folder / f"{i}_s{seed}", cache=cache, plots=False)
              for seed in range(args.seeds) for i in pick]
-    results = run_specs(specs, TrainExecutor(args.out / "gaze_moe_variants_data", plots=False),
-                        workers=args.workers, description="moegaze variants")
+    results = run_study(specs, workers=args.workers, description="moegaze variants")
     per = {names[i]: [results[f"{i}_s{s}"] for s in range(args.seeds)] for i in pick}
     cells = {n: Cell.from_runs([r["val"]["per_subject"] for r in rs], n) for n, rs in per.items()}
     draws = Draws.make(*cells["baseline"].m.shape, n_boot=2000)

@@ -12,7 +12,7 @@ along +z; lengths in eyeball radii ``rho`` (pixels per radius = ``0.19 * W * eye
 * Iris: a flat disk of radius ``s = iris_size`` in the plane ``X.o = sqrt(1 - s^2)``
   (it meets the sphere at the limbus). Its projected centre is therefore at
   ``rho * sqrt(1 - s^2) * (o_x, o_y)`` pixels from the eyeball centre -- the truth the
-  self-check :func:`genlab.gaze.synth.iris_centre_check` measures against. Pupil: a
+  self-check :func:`genlab.gaze.synth.dataset.iris_centre_check` measures against. Pupil: a
   concentric disk whose size shrinks with light intensity. Corneal refraction is ignored.
 * Glint: mirror reflection on the corneal sphere (radius 0.65, centre ``0.45 o``, which
   meets the eyeball at the limbus) at the normal ``h = (l + v)/|l + v|``, ``v = -e_z``.
@@ -43,7 +43,7 @@ import numpy as np
 
 from genlab.core.errors import ConfigError
 from genlab.gaze.geometry import pitchyaw_to_vector
-from genlab.gaze.synth_traits import DomainSpec, SubjectTraits
+from genlab.gaze.synth.traits import DomainSpec, SubjectTraits
 
 RHO_PER_WIDTH = 0.19  # eyeball radius in pixels per image width
 # depth of head-attached planes in eyeball radii; the lids wrap the eyeball, so their

@@ -1,11 +1,11 @@
 """The registry of synthetic gaze domains (our reconstruction, see docs/gaze_data.md).
 
-Traits, clusters and the DomainSpec type are in :mod:`genlab.gaze.synth_traits`.
+Traits, clusters and the DomainSpec type are in :mod:`genlab.gaze.synth.traits`.
 The *realistic* world defined here mirrors the four cross-domain tasks of MoEGaze
 (E->M, E->D, G->M, G->D) with two broad source domains ("broad-e", "broad-g") and two
 narrow target domains ("narrow-m", "narrow-d") that differ in appearance mix *and* in
 capture and gaze range. The appearance-routing world and the control world
-(:mod:`genlab.gaze.synth_worlds`) are registered here too.
+(:mod:`genlab.gaze.synth.worlds`) are registered here too.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from dataclasses import asdict, fields
 
 import numpy as np
 
-from genlab.core.errors import require_choice, require_positive
-from genlab.gaze.synth_traits import (
+from genlab.core.errors import require_positive
+from genlab.core.registry import Registry
+from genlab.gaze.synth.traits import (
     APPEARANCE_NAMES,
     IRIS_FAMILIES,
     NO_CLUSTER,
@@ -27,7 +28,7 @@ from genlab.gaze.synth_traits import (
     sample_gaze_head,
     skin_rgb,
 )
-from genlab.gaze.synth_worlds import APPEARANCE_DOMAINS, CLUSTERS, CONTROL_DOMAINS
+from genlab.gaze.synth.worlds import APPEARANCE_DOMAINS, CLUSTERS, CONTROL_DOMAINS
 
 __all__ = [
     "APPEARANCE_NAMES", "CLUSTERS", "DOMAINS", "IRIS_FAMILIES", "ClusterSpec", "DomainSpec",
@@ -38,8 +39,8 @@ __all__ = [
 _IRIS_BROAD = {"dark-brown": 0.35, "brown": 0.30, "hazel": 0.12, "green": 0.08, "blue": 0.12,
                "grey": 0.03}
 
-DOMAINS: dict[str, DomainSpec] = {
-    "broad-e": DomainSpec(
+_BASE_DOMAINS = (
+    DomainSpec(
         name="broad-e",
         description="ETH-XGaze-like source: many subjects, broad appearance, wide gaze and "
                     "head pose, studio light",
@@ -53,7 +54,7 @@ DOMAINS: dict[str, DomainSpec] = {
         blur_sigma=(0.0, 0.5), resolution_scale=(0.9, 1.0), noise_std=(0.5, 2.0),
         jpeg_quality=(88, 97), scale_jitter=0.05, shift_jitter=1.5,
     ),
-    "broad-g": DomainSpec(
+    DomainSpec(
         name="broad-g",
         description="Gaze360-like source: widest gaze and head range, outdoor/indoor light, "
                     "more blur, lower effective resolution",
@@ -67,7 +68,7 @@ DOMAINS: dict[str, DomainSpec] = {
         blur_sigma=(0.3, 1.3), resolution_scale=(0.45, 0.8), noise_std=(1.0, 5.0),
         jpeg_quality=(60, 90), scale_jitter=0.10, shift_jitter=3.0,
     ),
-    "narrow-m": DomainSpec(
+    DomainSpec(
         name="narrow-m",
         description="MPIIFaceGaze-like target: laptop use, narrow gaze below the camera, "
                     "dim and coloured light; more glasses, darker skin, tilted eyes",
@@ -84,7 +85,7 @@ DOMAINS: dict[str, DomainSpec] = {
         blur_sigma=(0.0, 0.8), resolution_scale=(0.6, 0.9), noise_std=(2.0, 6.0),
         jpeg_quality=(70, 92), scale_jitter=0.08, shift_jitter=2.0,
     ),
-    "narrow-d": DomainSpec(
+    DomainSpec(
         name="narrow-d",
         description="EyeDiap-like target: screen target, low resolution and blur; fewer, "
                     "differently mixed subjects (light eyes, small apertures, glasses)",
@@ -101,25 +102,33 @@ DOMAINS: dict[str, DomainSpec] = {
         blur_sigma=(0.6, 1.6), resolution_scale=(0.35, 0.55), noise_std=(2.0, 5.0),
         jpeg_quality=(65, 85), scale_jitter=0.06, shift_jitter=2.0,
     ),
-}
-DOMAINS["mixed"] = DomainSpec(
-    **{**{f.name: getattr(DOMAINS["broad-e"], f.name) for f in fields(DomainSpec)},
+)
+DOMAINS: Registry[DomainSpec] = Registry("domain")
+for _spec in _BASE_DOMAINS:
+    DOMAINS.register(_spec.name, _spec)
+DOMAINS.register("mixed", DomainSpec(
+    **{**{f.name: getattr(DOMAINS.get("broad-e"), f.name) for f in fields(DomainSpec)},
        "name": "mixed", "description": "demo mix: broad appearance, moderate capture noise",
        "subject_offset": 400_000, "n_subjects": 40, "glasses_prob": 0.25,
        "skin_tone_beta": (1.5, 1.5), "coloured_light_prob": 0.2, "blur_sigma": (0.0, 1.0),
        "resolution_scale": (0.6, 1.0), "noise_std": (1.0, 4.0)},
-)
+))
 for _spec in (*APPEARANCE_DOMAINS, *CONTROL_DOMAINS):  # appended: earlier codes stay as they were
-    DOMAINS[_spec.name] = _spec
-_DOMAIN_CODE = {name: i + 1 for i, name in enumerate(DOMAINS)}
+    DOMAINS.register(_spec.name, _spec)
 
 
 def get_domain(domain: str | DomainSpec) -> DomainSpec:
     """Look up a domain by name (ConfigError naming the choices if unknown)."""
     if isinstance(domain, DomainSpec):
         return domain
-    require_choice("domain", domain, list(DOMAINS))
-    return DOMAINS[domain]
+    return DOMAINS.get(domain)
+
+
+def domain_code(name: str) -> int:
+    """A registered domain's seed code: its place in registration order, from 1 (99 if
+    unregistered); subjects' random streams are seeded by it."""
+    names = DOMAINS.names()
+    return names.index(name) + 1 if name in names else 99
 
 
 def sample_subjects(domain: str | DomainSpec, n: int, seed: int) -> list[SubjectTraits]:
@@ -131,7 +140,7 @@ def sample_subjects(domain: str | DomainSpec, n: int, seed: int) -> list[Subject
     """
     require_positive("n_subjects", n)
     spec = get_domain(domain)
-    code = _DOMAIN_CODE.get(spec.name, 99)
+    code = domain_code(spec.name)
     clusters = (cluster_quotas(spec.cluster_probs, n, np.random.default_rng([seed, code, 1]))
                 if spec.clusters else np.full(n, NO_CLUSTER))
     return [draw_subject(spec, np.random.default_rng([seed, code, 0, i]),
@@ -142,7 +151,7 @@ def sample_subjects(domain: str | DomainSpec, n: int, seed: int) -> list[Subject
 def domain_table() -> list[dict]:
     """One row per domain with its main parameters (for docs and reports)."""
     rows = []
-    for spec in DOMAINS.values():
+    for _, spec in DOMAINS.items():
         d = asdict(spec)
         rows.append({k: d[k] for k in ("name", "n_subjects", "skin_tone_beta", "glasses_prob",
                                        "tilt_mean_std", "gaze_kind", "gaze_std", "gaze_limit",

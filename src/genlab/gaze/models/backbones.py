@@ -1,17 +1,23 @@
-"""A ResNet-18-style backbone in torchvision's module layout, written here (no torchvision).
+"""A ResNet-18-style backbone built from torchvision's ``BasicBlock``.
 
 Shape (He et al., CVPR-16, ResNet-18): a stem, four stages of two BasicBlocks
 ([2, 2, 2, 2]) with widths w, 2w, 4w, 8w and strides 1, 2, 2, 2, global average
-pooling. Module names follow torchvision's ``resnet18`` (``conv1``, ``bn1``,
-``layer1.0.conv1`` ... ``layer4.1.bn2``, ``layerN.0.downsample.0/1``), so a user's
-state-dict file in that layout loads with :meth:`ResNetBackbone.load_pretrained`
-(its ``fc.*`` classifier is ignored; nothing is ever downloaded).
+pooling. The blocks are ``torchvision.models.resnet.BasicBlock`` (torchvision is imported
+when a backbone is built, not with this module); the stem and stage skeleton are ours
+because torchvision's ``ResNet`` class is fixed at 64 channels and a 7x7 stem. Module
+names are torchvision's ``resnet18`` (``conv1``, ``bn1``, ``layer1.0.conv1`` ...
+``layer4.1.bn2``, ``layerN.0.downsample.0/1``): with ``width=64`` and ``stem="imagenet"``
+the backbone is ``torchvision.models.resnet18(weights=None)`` without ``fc``, so a user's
+state-dict file in that layout loads with :meth:`ResNetBackbone.load_pretrained` (its
+``fc.*`` classifier is ignored; nothing is ever downloaded).
 
 ``width`` 64 with ``stem="imagenet"`` (7x7 stride-2 conv + 3x3 stride-2 max-pool) is
 ResNet-18 itself; genlab's synthetic default is ``width=8``-16 with a 3x3 stride-2 stem
 (our choice) so eye crops of a few dozen pixels train on a CPU. Inputs are RGB in
 [0, 1]; ``input_norm`` centres them inside the model: "half" subtracts 0.5, "imagenet"
 standardises with the ImageNet mean and std (what torchvision's pretrained weights expect).
+Initialisation is PyTorch's default per layer (not torchvision's ``ResNet`` re-init), in
+the order conv1, bn1, conv2, bn2, downsample within each block.
 """
 
 from __future__ import annotations
@@ -29,26 +35,19 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-class BasicBlock(nn.Module):
-    """Two 3x3 conv-BN layers with an identity (or 1x1 conv-BN ``downsample``) shortcut."""
+def basic_block(in_ch: int, out_ch: int, stride: int = 1) -> nn.Module:
+    """torchvision's BasicBlock, with a 1x1 conv-BN ``downsample`` when the shape changes.
 
-    def __init__(self, in_ch: int, out_ch: int, stride: int = 1):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_ch, out_ch, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(out_ch)
-        self.conv2 = nn.Conv2d(out_ch, out_ch, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(out_ch)
-        self.downsample = None
-        if stride != 1 or in_ch != out_ch:
-            self.downsample = nn.Sequential(
-                nn.Conv2d(in_ch, out_ch, 1, stride, bias=False), nn.BatchNorm2d(out_ch)
-            )
+    The downsample is attached after the block is built (torchvision's ``_make_layer``
+    builds it first), so the seeded initialisation draws conv1, bn1, conv2, bn2, then
+    the downsample: the order genlab's backbone has always used.
+    """
+    from torchvision.models.resnet import BasicBlock, conv1x1  # ~3 s import: only when building
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        shortcut = x if self.downsample is None else self.downsample(x)
-        return torch.relu(out + shortcut)
+    block = BasicBlock(in_ch, out_ch, stride)
+    if stride != 1 or in_ch != out_ch:
+        block.downsample = nn.Sequential(conv1x1(in_ch, out_ch, stride), nn.BatchNorm2d(out_ch))
+    return block
 
 
 class ResNetBackbone(nn.Module):
@@ -74,8 +73,8 @@ class ResNetBackbone(nn.Module):
         widths = [w, 2 * w, 4 * w, 8 * w]
         in_ch = w
         for i, (width, n) in enumerate(zip(widths, blocks, strict=True)):
-            layers = [BasicBlock(in_ch, width, 1 if i == 0 else 2)]
-            layers += [BasicBlock(width, width) for _ in range(n - 1)]
+            layers = [basic_block(in_ch, width, 1 if i == 0 else 2)]
+            layers += [basic_block(width, width) for _ in range(n - 1)]
             self.add_module(f"layer{i + 1}", nn.Sequential(*layers))
             in_ch = width
         self.widths = widths
@@ -90,7 +89,7 @@ class ResNetBackbone(nn.Module):
         return [self.layer1, self.layer2, self.layer3, self.layer4]
 
     def forward(self, x: torch.Tensor, return_stages: bool = False):
-        # NCHW-contiguous input: see genlab.gaze.images.rgb_to_tensor
+        # NCHW-contiguous input: see genlab.gaze.data.images.rgb_to_tensor
         h = (x.contiguous() - self.input_mean) / self.input_std
         h = self.maxpool(torch.relu(self.bn1(self.conv1(h))))
         maps = []

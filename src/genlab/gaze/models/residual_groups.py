@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from genlab.core.errors import DataError
-from genlab.gaze.routing import kmeans
+from genlab.gaze.models.routing import kmeans
 
 
 def subject_residual_features(pred: torch.Tensor, true: torch.Tensor,

@@ -22,8 +22,8 @@ import torch
 from torch.utils.data import Dataset
 
 from genlab.core.errors import DataError, require_choice
-from genlab.gaze.images import resize_rgb, rgb_to_tensor
-from genlab.gaze.splits import fraction_indices
+from genlab.gaze.data.images import resize_rgb, rgb_to_tensor
+from genlab.gaze.data.splits import fraction_indices
 
 LABEL_MODES = ("required", "optional")
 

@@ -1,25 +1,33 @@
 """Synthetic gaze data: rendered eye images with exact labels, grouped into domains.
 
-The renderer is in :mod:`genlab.gaze.synth_render`, subjects and domains in
-:mod:`genlab.gaze.synth_domains`; this module draws a domain's data set
+The renderer is in :mod:`genlab.gaze.synth.render`, subjects and domains in
+:mod:`genlab.gaze.synth.domains`; this module draws a domain's data set
 (:func:`render_domain`), checks the renderer's geometry (:func:`iris_centre_check`)
 and writes a data set to disk in the ETH-XGaze layout (:func:`render_to_folder`).
+:class:`SyntheticGaze` is a rendered domain as an in-memory
+:class:`genlab.gaze.data.gazeset.GazeSet` (the one gaze data interface) that can also be
+indexed like a torch Dataset: ``ds[i]`` is ``(image, gaze)``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import cv2
 import numpy as np
+import torch
 
 from genlab.core.errors import ConfigError, require_positive
 from genlab.core.progress import progress as progress_bar
 from genlab.core.runs import RunDir
+from genlab.gaze.data.gazeset import GazeLabels, GazeSet, to_float_image
+from genlab.gaze.data.splits import fraction_indices
+from genlab.gaze.data.xgaze import write_xgaze_h5
 from genlab.gaze.draw import draw_gaze_arrows
 from genlab.gaze.geometry import pitchyaw_to_vector
-from genlab.gaze.synth_domains import (
+from genlab.gaze.synth.domains import (
     APPEARANCE_NAMES,
     DOMAINS,
     DomainSpec,
@@ -29,12 +37,12 @@ from genlab.gaze.synth_domains import (
     sample_gaze_head,
     sample_subjects,
 )
-from genlab.gaze.synth_render import CLEAN, RHO_PER_WIDTH, render_eyes
-from genlab.gaze.synth_traits import NO_CLUSTER
-from genlab.gaze.xgaze import write_xgaze_h5
+from genlab.gaze.synth.render import CLEAN, RHO_PER_WIDTH, render_eyes
+from genlab.gaze.synth.traits import NO_CLUSTER
 
 __all__ = [
-    "APPEARANCE_NAMES", "DOMAINS", "DomainSpec", "SubjectTraits", "SynthBatch", "domain_table",
+    "APPEARANCE_NAMES", "DOMAINS", "DomainSpec", "SubjectTraits", "SynthBatch", "SyntheticGaze",
+    "domain_table",
     "iris_centre_check", "render_domain", "render_eyes", "render_to_folder", "sample_subjects",
 ]
 
@@ -84,6 +92,49 @@ def render_domain(domain: str, count: int, seed: int, size: tuple[int, int] = (6
     return SynthBatch(images, gaze, head, ids, appearance, spec.name, cluster)
 
 
+class SyntheticGaze(GazeSet):
+    """Rendered eye images of one domain, rendered once at construction and kept in memory.
+
+    ``subjects`` keeps only images of those subject ids (after rendering ``count``
+    images); ``fraction`` then keeps a seeded random share of them. Besides the GazeSet
+    interface (``labels``, ``load``, ``subset``, ``preview``) it keeps each image's
+    ``head_pose`` and ``appearance`` traits, and ``ds[i]`` is ``(image float [0, 1], gaze)``.
+    """
+
+    def __init__(self, domain: str, count: int, seed: int, size: tuple[int, int] = (64, 96),
+                 subjects: Sequence[int] | None = None, fraction: float = 1.0,
+                 n_subjects: int | None = None):
+        batch = render_domain(domain, count, seed, size=size, n_subjects=n_subjects)
+        keep = np.arange(len(batch))
+        if subjects is not None:
+            wanted = np.asarray(list(subjects), dtype=np.int64)
+            keep = keep[np.isin(batch.subject, wanted)]
+            if len(keep) == 0:
+                raise ConfigError(f"none of the subjects {wanted.tolist()[:8]} occur in domain "
+                                  f"{domain!r} (ids {batch.subject.min()}..{batch.subject.max()})")
+        keep = keep[fraction_indices(len(keep), fraction, seed)]
+        self._fill(batch, keep)
+
+    @classmethod
+    def from_batch(cls, batch: SynthBatch) -> SyntheticGaze:
+        """Wrap an already rendered batch without rendering again."""
+        self = cls.__new__(cls)
+        self._fill(batch, np.arange(len(batch)))
+        return self
+
+    def _fill(self, batch: SynthBatch, keep: np.ndarray) -> None:
+        images = torch.from_numpy(np.ascontiguousarray(batch.images[keep].transpose(0, 3, 1, 2)))
+        labels = GazeLabels.build(batch.gaze[keep], batch.subject[keep], batch.cluster[keep])
+        GazeSet.__init__(self, images, labels, batch.domain)
+        self.domain = batch.domain
+        self.size = tuple(batch.images.shape[1:3])
+        self.head_pose = torch.from_numpy(batch.head_pose[keep].astype(np.float32))
+        self.appearance = batch.appearance[keep]
+
+    def __getitem__(self, i):
+        return to_float_image(self.images[i]), self.gaze[i]
+
+
 def _iris_centroids(images: np.ndarray) -> np.ndarray:
     """Centroid (x, y) in pixels of strongly blue pixels, one per image."""
     im = images.astype(np.float32)
@@ -102,7 +153,7 @@ def iris_centre_check(size: tuple[int, int] = (64, 96), max_deg: float = 20.0,
     One clean subject (blue iris, wide eyelids, no glasses, frontal head, no noise) looks
     at yaw in [-max, max] (pitch 0), then pitch in [-max, max] (yaw 0). The iris centroid
     found by a colour mask must move by ``rho * sqrt(1 - s^2) * (o_x, o_y)`` pixels (see
-    synth_render). Returns, per axis, the fitted slope divided by the predicted one,
+    synth.render). Returns, per axis, the fitted slope divided by the predicted one,
     the correlation and the largest residual in pixels.
     """
     H, W = size
@@ -142,8 +193,7 @@ def render_to_folder(count: int, domain: str, seed: int, out: str | Path,
     ``out/summary.json``; config.json records the options.
     """
 
-    if domain not in DOMAINS:
-        raise ConfigError(f"unknown domain {domain!r}; expected one of: {', '.join(DOMAINS)}")
+    DOMAINS.canonical(domain)
     require_positive("count", count)
     if len(size) != 2 or min(size) < 8:
         raise ConfigError(f"size must be (height, width) of at least 8 pixels, got {size}")

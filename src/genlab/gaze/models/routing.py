@@ -1,7 +1,7 @@
 """MoEGaze routing pieces: k-means, batched experts, routing modes, auxiliary losses.
 
 All of this is our reconstruction from the MoEGaze abstract (AAAI-26; no code or
-full text is public); each choice is a flag of :class:`genlab.gaze.models.MoEGaze`.
+full text is public); each choice is a flag of :class:`genlab.gaze.models.moegaze.MoEGaze`.
 
 Router (ours): with appearance embedding ``a`` (unit norm) and K prototypes ``p_k``,
 ``s_k = cos(a, p_k)`` and ``r = softmax(s / T)``; r sums to one.
@@ -36,6 +36,7 @@ repel, ``L_app = mean_i -1/|P(i)| sum_{p in P(i)} log softmax_j(a_i.a_j / tau)_p
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -43,10 +44,39 @@ from torch import nn
 
 from genlab.core.data_parallel import gather_batch
 from genlab.core.errors import ConfigError, require_positive
+from genlab.core.registry import Registry
 from genlab.core.seeding import make_generator
 
-ROUTINGS = ("soft", "hard-train-soft-infer", "hard", "oracle")
-BALANCES = ("switch", "rebalance", "none")
+
+@dataclass(frozen=True)
+class Routing:
+    """How a routing mode mixes the experts: one-hot (straight-through) in training and/or
+    in evaluation, or by the sample's true appearance cluster (``oracle``)."""
+
+    hard_train: bool = False
+    hard_eval: bool = False
+    oracle: bool = False
+
+
+@dataclass(frozen=True)
+class Balance:
+    """How a balance mode keeps the experts in use: the Switch loss and/or prototype
+    re-balancing (online k-means, frozen prototypes)."""
+
+    loss: bool = False
+    rebalance: bool = False
+
+
+ROUTINGS: Registry[Routing] = Registry("routing")
+ROUTINGS.register("soft", Routing())
+ROUTINGS.register("hard-train-soft-infer", Routing(hard_train=True))
+ROUTINGS.register("hard", Routing(hard_train=True, hard_eval=True))
+ROUTINGS.register("oracle", Routing(oracle=True))
+
+BALANCES: Registry[Balance] = Registry("balance")
+BALANCES.register("switch", Balance(loss=True))
+BALANCES.register("rebalance", Balance(rebalance=True))
+BALANCES.register("none", Balance())
 
 
 def kmeans(x: torch.Tensor, k: int, *, iters: int = 100, seed: int = 0) -> torch.Tensor:
@@ -104,10 +134,11 @@ class ExpertBank(nn.Module):
 
 def route(soft: torch.Tensor, mode: str, training: bool) -> torch.Tensor:
     """Mixing weights from soft router probabilities (N, K) for ``mode`` (rows sum to one)."""
-    if mode not in ROUTINGS[:3]:
-        raise ConfigError(f"route: mode {mode!r} is not a router mode (soft, "
-                          "hard-train-soft-infer, hard)")
-    hard = mode == "hard" or (mode == "hard-train-soft-infer" and training)
+    routing = ROUTINGS.get(mode) if mode in ROUTINGS else None
+    if routing is None or routing.oracle:
+        raise ConfigError(f"route: mode {mode!r} is not a router mode ("
+                          + ", ".join(n for n, r in ROUTINGS.items() if not r.oracle) + ")")
+    hard = routing.hard_train if training else routing.hard_eval
     if not hard:
         return soft
     onehot = F.one_hot(soft.argmax(dim=1), soft.shape[1]).to(soft.dtype)

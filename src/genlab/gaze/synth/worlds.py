@@ -2,7 +2,7 @@
 
 In the *appearance* world four visible eye clusters (iris colour, lid aperture and
 lashes, canthal tilt and eye size together) each have their own kappa and
-iris-displacement gain (see :mod:`genlab.gaze.synth_traits`), so part of the
+iris-displacement gain (see :mod:`genlab.gaze.synth.traits`), so part of the
 image-to-gaze mapping depends on how the eye looks. Sources and targets share capture
 conditions and gaze range; only the clusters' proportions and the people differ:
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from genlab.gaze.synth_traits import ClusterSpec, DomainSpec
+from genlab.gaze.synth.traits import ClusterSpec, DomainSpec
 
 CLUSTERS: tuple[ClusterSpec, ...] = (
     ClusterSpec("brown-almond", "brown", aperture_mean_std=(1.05, 0.06),

@@ -1,13 +1,13 @@
 """Can training residuals find the appearance clusters? A probe of trained variant runs.
 
-For finished runs of benchmarks/gaze_moe_variants.py (appearance world), predicts every
+For finished runs of experiments/gaze_moe_variants.py (appearance world), predicts every
 training image with the run's final model and summarises each training subject's
-residual as genlab.gaze.residual_groups does (mean offset per axis, slope per axis).
+residual as genlab.gaze.models.residual_groups does (mean offset per axis, slope per axis).
 Reports, per feature, the between-cluster over within-cluster variance across subjects
 (how well the true cluster shows in it), the mean offset per true cluster, and the NMI
 between the residual k-means groups and the true clusters.
 
-    python benchmarks/gaze_residual_probe.py --variants runs/bench/gaze_moe_variants \
+    python experiments/gaze_residual_probe.py --variants runs/bench/gaze_moe_variants \
         --data runs/bench/gaze_moe_variants_data --runs 0_s0,1_s0,9_s0 --out runs/bench
 
 Writes DIR/gaze_residual_probe.json.
@@ -25,9 +25,9 @@ from sklearn.metrics import normalized_mutual_info_score as nmi
 
 from genlab.core.runs import write_json
 from genlab.gaze.metrics import predict
+from genlab.gaze.models.residual_groups import group_subjects, subject_residual_features
 from genlab.gaze.predict import load_run
 from genlab.gaze.protocol import SyntheticCache, load_task_data
-from genlab.gaze.residual_groups import group_subjects, subject_residual_features
 from genlab.gaze.train import config_from_dict
 
 FEATURES = ("offset pitch", "offset yaw", "slope pitch", "slope yaw")

@@ -3,7 +3,7 @@
 A leaf module (numpy and genlab.core only), so that readers, synthetic data, training
 and the protocol can all use one implementation without importing each other. The
 data-set helpers at the end work on anything with ``labels.subject``, ``subset`` and
-``len`` (genlab.gaze.gazeset.GazeData).
+``len`` (genlab.gaze.data.gazeset.GazeData).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from torch.utils.data import Subset
 
 from genlab.core.errors import ConfigError, DataError
 
@@ -101,3 +102,20 @@ def subject_fold(data, fold: int, folds: int, seed: int):
     parts = subject_split(data.labels.subject.numpy(), (1.0 / folds,) * folds, seed)
     rest = np.sort(np.concatenate([p for k, p in enumerate(parts) if k != fold]))
     return data.subset(rest), data.subset(parts[fold])
+
+
+class GazeSubset(Subset):
+    """A Subset that keeps the per-sample ``subject`` (and ``appearance``) of its parent."""
+
+    def __init__(self, dataset, indices):
+        super().__init__(dataset, [int(i) for i in indices])
+        idx = np.asarray(self.indices, dtype=np.int64)
+        for name in ("subject", "cluster", "appearance"):
+            values = getattr(dataset, name, None)
+            if values is not None:
+                setattr(self, name, np.asarray(values)[idx])
+
+
+def take_fraction(dataset, fraction: float, seed: int) -> Subset:
+    """A seeded random ``fraction`` in (0, 1] of a data set (the few-data experiment)."""
+    return GazeSubset(dataset, fraction_indices(len(dataset), fraction, seed))

@@ -4,7 +4,7 @@ Every gaze data set that training and evaluation see offers the same small inter
 (:class:`GazeData`): its ``labels`` (all of them, without images), ``load(index_batches)``
 yielding ``(images, labels)`` batches with images float32 (B, 3, H, W) RGB in [0, 1],
 ``subset(indices)`` and ``preview(n)``. :class:`GazeSet` holds its images in memory
-(synthetic data); :class:`genlab.gaze.streaming.StreamingSet` reads them from disk
+(synthetic data); :class:`genlab.gaze.data.streaming.StreamingSet` reads them from disk
 through a DataLoader (real data). Gaze is (pitch, yaw) in radians; an unlabelled
 sample has NaN gaze. ``cluster`` is the sample's appearance cluster where the data
 know it (the synthetic appearance world), else -1.
@@ -22,6 +22,17 @@ import torch
 from genlab.core.errors import DataError
 
 UNKNOWN_CLUSTER = -1
+
+
+def to_float_image(images: torch.Tensor) -> torch.Tensor:
+    """uint8 image tensor(s) (..., 3, H, W) -> float32 in [0, 1].
+
+    torchvision's ``convert_image_dtype`` (the same ``x / 255`` as before, bit for bit),
+    imported when first called so that importing the data classes does not import it.
+    """
+    from torchvision.transforms.functional import convert_image_dtype  # ~3 s: on first use
+
+    return convert_image_dtype(images, torch.float32)
 
 
 @dataclass
@@ -130,8 +141,8 @@ class GazeSet:
         """(images float [0, 1], labels) for each batch of indices."""
         for idx in index_batches:
             idx = torch.as_tensor(np.asarray(idx, dtype=np.int64))
-            yield self.images[idx].float().div_(255.0), self.labels.index(idx)
+            yield to_float_image(self.images[idx]), self.labels.index(idx)
 
     def preview(self, n: int) -> torch.Tensor:
         """The first ``n`` images as float [0, 1] (for plots)."""
-        return self.images[:n].float() / 255.0
+        return to_float_image(self.images[:n])

@@ -10,7 +10,7 @@ it covers every target subject. Faces are read from disk by a DataLoader (bounde
 memory), resized to 224x224, standardised with ImageNet statistics inside a ResNet-18
 (width 64, ImageNet stem) that starts from a user-supplied torchvision-layout state dict
 (``pretrained``; nothing is downloaded). Runs are independent specs
-(genlab.gaze.study): a rerun skips finished runs and resumes interrupted ones.
+(genlab.gaze.studies.runs): a rerun skips finished runs and resumes interrupted ones.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
+from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.runs import write_json
-from genlab.gaze.bench_tables import BenchRun, study_tables
-from genlab.gaze.models import MODELS
-from genlab.gaze.study import RunSpec, TrainExecutor, run_specs
+from genlab.core.sweep import RunSpec
+from genlab.gaze.models.registry import MODELS
+from genlab.gaze.studies.runs import run_study, train_spec
+from genlab.gaze.studies.tables import BenchRun, study_tables
 from genlab.gaze.train import GazeTrainConfig
 
 SOURCES = {"xgaze": ("E", "ETH-XGaze"), "gaze360": ("G", "Gaze360")}
@@ -76,7 +77,7 @@ class PaperConfig:
         if self.pretrained and not Path(self.pretrained).is_file():
             raise DataError(f"--pretrained {self.pretrained}: no such file")
         for m in self.models:
-            require_choice("model", m, MODELS)
+            MODELS.canonical(m)
         if not self.fractions or any(not 0 < f <= 1 for f in self.fractions):
             raise ConfigError(f"fractions must lie in (0, 1], got {self.fractions}")
         for name in ("seeds", "steps", "batch_size", "width", "n_boot"):
@@ -104,15 +105,15 @@ def paper_specs(cfg: PaperConfig, out: str | Path) -> list[RunSpec]:
             for model in cfg.models:
                 for fr in cfg.fractions:
                     name = f"{key}__{model}__f{fr:g}__s{seed}"
-                    specs.append(RunSpec(name, replace(base, model=model, source=ref,
-                                                       targets=list(targets.values()),
-                                                       fraction=fr, seed=seed), runs / name))
+                    specs.append(train_spec(name, replace(base, model=model, source=ref,
+                                                          targets=list(targets.values()),
+                                                          fraction=fr, seed=seed), runs / name))
         for key, ref in targets.items() if seed < cfg.reference_seeds else ():
             for fold in range(2):
                 name = f"{key}__reference__fold{fold}__s{seed}"
-                specs.append(RunSpec(name, replace(base, model="baseline", source=ref,
-                                                   targets=[ref], target_fold=fold, folds=2,
-                                                   seed=seed), runs / name))
+                specs.append(train_spec(name, replace(base, model="baseline", source=ref,
+                                                      targets=[ref], target_fold=fold, folds=2,
+                                                      seed=seed), runs / name))
     return specs
 
 
@@ -148,8 +149,7 @@ def run_paper(cfg: PaperConfig, out: str | Path, *, progress_bar: bool | None = 
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "paper_config.json", asdict(cfg))
     t0 = time.perf_counter()
-    results = run_specs(specs, TrainExecutor(None, plots=True), progress_bar=progress_bar,
-                        description="gaze paper")
+    results = run_study(specs, progress_bar=progress_bar, description="gaze paper")
     names = {ref: SOURCES.get(k, TARGETS.get(k, ("", k)))[1]
              for table in (SOURCES, TARGETS) for k, ref in cfg.roots(table).items()}
     header = (f"Real data, the paper's protocol: angular error in degrees, mean over "

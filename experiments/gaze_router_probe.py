@@ -10,7 +10,7 @@ computed from, and on the backbone's pooled features that the experts read. As t
 upper bound of what the images show, the same backbone is trained (supervised, 300
 steps) to classify the cluster and tested on the held-out subjects.
 
-    python benchmarks/gaze_router_probe.py --bench runs/gaze_bench --out runs/bench
+    python experiments/gaze_router_probe.py --bench runs/gaze_bench --out runs/bench
 
 Writes DIR/gaze_router_probe.json and .md.
 """
@@ -28,10 +28,10 @@ from sklearn.metrics import normalized_mutual_info_score as nmi
 
 from genlab.core.report import markdown_table
 from genlab.core.runs import write_json
-from genlab.gaze.backbones import ResNetBackbone
+from genlab.gaze.data.splits import ordered_batches, step_batches
+from genlab.gaze.models.backbones import ResNetBackbone
 from genlab.gaze.predict import load_run
 from genlab.gaze.protocol import SyntheticCache, load_task_data
-from genlab.gaze.splits import ordered_batches, step_batches
 from genlab.gaze.train import config_from_dict
 
 
