@@ -34,9 +34,9 @@ from scipy.stats import kendalltau
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import atomic_write_bytes, read_json, write_json
 from genlab.nas.bench import finished_or_retrain
-from genlab.nas.genotype import Genotype
 from genlab.nas.retrain import RetrainConfig
-from genlab.nas.table import NB201Table
+from genlab.nas.spaces.nb201.genotype import Genotype
+from genlab.nas.spaces.nb201.table import NB201Table
 
 DRAW_SEED, NUM_CELLS, RETRAIN_SEEDS = 0, 30, (0, 1)
 # proxy name -> retraining budget (RetrainConfig fields). Each is sized so that the 60

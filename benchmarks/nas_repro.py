@@ -40,14 +40,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from genlab.core.data import load_image_data
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import CONFIG, SUMMARY, RunDir, atomic_write_bytes, read_json, write_json
 from genlab.core.seeding import capture_rng_state, seed_everything
+from genlab.nas.data import load_image_data
 from genlab.nas.search import SearchConfig, run_config, run_search
 from genlab.nas.spaces import get_space
-from genlab.nas.supernet import NB201SuperNet
-from genlab.nas.table import NB201Table
+from genlab.nas.spaces.nb201.supernet import NB201SuperNet
+from genlab.nas.spaces.nb201.table import NB201Table
 
 EPS = 1e-6
 PART_THRESHOLD = 1e-3

@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from genlab.nas.genotype import NB201_OPS
 from genlab.nas.probe import CellTraces
 from genlab.nas.search import SearchConfig, run_search
-from genlab.nas.supernet import NB201SuperNet
+from genlab.nas.spaces.nb201.genotype import NB201_OPS
+from genlab.nas.spaces.nb201.supernet import NB201SuperNet
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from genlab.nas.genotype import Genotype
+from genlab.nas.spaces.nb201.genotype import Genotype
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_tau_row_is_kendall_tau_b_with_ties(fid):
 
 
 def test_tiny_study_writes_results_and_reuses_runs(fid, tmp_path, monkeypatch, nb201_table):
-    from genlab.nas.table import NB201Table
+    from genlab.nas.spaces.nb201.table import NB201Table
 
     monkeypatch.setitem(fid.PROXIES, "tiny", {"dataset": "digits", "size": 8, "channels": 2,
                                               "cells": 1, "epochs": 1})

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import torch
 
-from genlab.core.data import load_image_data
 from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import (
@@ -34,6 +33,7 @@ from genlab.core.runs import (
     write_json,
 )
 from genlab.core.sweep import RunSpec, run_sweep
+from genlab.nas.data import load_image_data
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import SearchConfig, run_config, run_search, space_table

@@ -25,13 +25,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.amp import PRECISIONS
-from genlab.core.data import Batches, augment_images, load_image_data
+from genlab.core.data import Batches, augment_images
 from genlab.core.errors import ConfigError, require_choice, require_positive
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
-from genlab.nas.networks import count_parameters
+from genlab.nas.data import load_image_data
 from genlab.nas.spaces import get_space
+from genlab.nas.spaces.nb201.network import count_parameters
 
 RECIPE_KEYS = ("channels", "cells", "epochs", "lr", "momentum", "nesterov", "weight_decay",
                "grad_clip", "auxiliary_weight", "drop_path", "cutout")

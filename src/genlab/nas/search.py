@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.amp import channels_last_input, make_precision
-from genlab.core.data import Batches, augment_images, load_image_data
+from genlab.core.data import Batches, augment_images
 from genlab.core.errors import ConfigError, DivergedError, require_choice, require_positive
 from genlab.core.progress import progress
 from genlab.core.runs import RunDir
@@ -39,10 +39,11 @@ from genlab.core.seeding import (
 from genlab.core.trainer import resolve_device
 from genlab.nas import diagnostics as diag
 from genlab.nas.architect import WeightStep, momentum_buffers, unrolled_arch_grads
+from genlab.nas.data import load_image_data
 from genlab.nas.ddp import SearchParallel
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.spaces import get_space
-from genlab.nas.table import ENV_VAR, NB201Table
+from genlab.nas.spaces.nb201.table import ENV_VAR, NB201Table
 
 ORDERS = (1, 2)
 

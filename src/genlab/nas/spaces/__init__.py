@@ -1,8 +1,9 @@
-"""Search spaces: NAS-Bench-201, DARTS, RobustDARTS S1-S4, MobileNet-like (one module each).
+"""Search spaces: NAS-Bench-201, DARTS (+ RobustDARTS S1-S4), MobileNet-like (one sub-package each).
 
 ``get_space(name)`` returns a registered space (genlab.nas.spaces.base describes the
-protocol). Every module of this package registers its spaces when imported; ``get_space``
-and ``space_names`` import them all once, so adding a space means adding a module here.
+protocol; ``SPACES`` is their core.registry Registry). Every module or sub-package of this
+package registers its spaces when imported; ``get_space`` and ``space_names`` import them
+all once, so adding a space means adding a module or sub-package here.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from genlab.core.errors import ConfigError
 from genlab.nas.spaces.base import (
     SPACES,
     AlphaSpec,
@@ -37,15 +37,13 @@ def _load_all() -> None:
 def space_names() -> tuple[str, ...]:
     """Names of every registered space."""
     _load_all()
-    return tuple(SPACES)
+    return SPACES.names()
 
 
 def get_space(name: str) -> SearchSpace:
     """The space called ``name``; ConfigError naming it and the known spaces otherwise."""
     _load_all()
-    if name not in SPACES:
-        raise ConfigError(f"unknown search space {name!r}; expected one of: {', '.join(SPACES)}")
-    return SPACES[name]
+    return SPACES.get(name)
 
 
 __all__ = ["AlphaSpec", "ProxyDefaults", "RetrainRecipe", "SearchSpace", "SPACES", "get_space",

@@ -19,7 +19,7 @@ know about one family of architectures:
 
 Spaces register themselves where they are defined (``register_space``); ``get_space``
 imports every module of this package once, so a new space is a new file here and nothing
-else changes.
+else changes (a sub-package registers its spaces in its ``__init__``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from genlab.core.errors import ConfigError
+from genlab.core.errors import ConfigError, SpecError
+from genlab.core.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -148,8 +149,6 @@ class SearchSpace(ABC):
 
     def check_alphas(self, alphas: Mapping[str, torch.Tensor]) -> None:
         """SpecError unless ``alphas`` has exactly this space's names and shapes."""
-        from genlab.core.errors import SpecError
-
         specs = self.alpha_specs()
         if list(alphas) != list(specs):
             raise SpecError(f"space {self.name} expects alphas {list(specs)}, got {list(alphas)}")
@@ -166,12 +165,11 @@ class SearchSpace(ABC):
                                   f"(got {value!r})")
 
 
-SPACES: dict[str, SearchSpace] = {}
+SPACES: Registry[SearchSpace] = Registry("search space")
 
 
 def register_space(space: SearchSpace) -> SearchSpace:
     """Add ``space`` to the registry under ``space.name`` (called where the space is defined)."""
-    SPACES[space.name] = space
-    return space
+    return SPACES.register(space.name, space)
 
 

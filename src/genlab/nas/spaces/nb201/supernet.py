@@ -27,10 +27,16 @@ from torch import nn
 from genlab.core.data_parallel import batch_norm
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
 from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell, edge_name
-from genlab.nas.genotype import NB201_EDGES, NB201_NODES, NB201_OPS, Genotype, derive_genotype
 from genlab.nas.nodesum import NodeSum
 from genlab.nas.ops import CONV_KERNELS, Head, ResidualBlock, Stem, make_op, stage_channels
 from genlab.nas.probe import CellTrace, Probe
+from genlab.nas.spaces.nb201.genotype import (
+    NB201_EDGES,
+    NB201_NODES,
+    NB201_OPS,
+    Genotype,
+    derive_genotype,
+)
 
 NB201_TOPOLOGY = CellTopology(num_inputs=1, num_nodes=NB201_NODES, concat=False)
 

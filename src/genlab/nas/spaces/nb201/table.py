@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError, GenlabError
-from genlab.nas.genotype import Genotype
+from genlab.nas.spaces.nb201.genotype import Genotype
 
 ENV_VAR = "GENLAB_NB201_TABLE"
 COLUMNS = {

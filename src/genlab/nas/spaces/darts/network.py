@@ -25,14 +25,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
-from genlab.nas.darts_genotype import (
+from genlab.nas.ops import OPS, FactorizedReduce, ReLUConvBN, build_op
+from genlab.nas.spaces.darts.genotype import (
     CELL_TYPES,
     DartsGenotype,
     edge_count,
     parse_darts_genotype,
     validate,
 )
-from genlab.nas.ops import OPS, FactorizedReduce, ReLUConvBN, build_op
 
 
 def drop_path(x: torch.Tensor, prob: float) -> torch.Tensor:
