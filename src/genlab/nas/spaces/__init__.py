@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from torch import nn
+
 from genlab.nas.spaces.base import (
     SPACES,
     AlphaSpec,
@@ -46,5 +48,23 @@ def get_space(name: str) -> SearchSpace:
     return SPACES.get(name)
 
 
+def build_space_supernet(space: str, num_classes: int, in_channels: int = 3,
+                         channels: int | None = None, cells: int | None = None,
+                         options: dict | None = None) -> nn.Module:
+    """The search supernet of the space named ``space`` (plain values only: the builder that a
+    `nas search` checkpoint's model record names, genlab.core.checkpoints)."""
+    return get_space(space).build_supernet(num_classes=num_classes, in_channels=in_channels,
+                                           channels=channels, cells=cells, **(options or {}))
+
+
+def build_space_network(space: str, genotype: str, num_classes: int, in_channels: int = 3,
+                        channels: int | None = None, cells: int | None = None,
+                        options: dict | None = None) -> nn.Module:
+    """The discrete network of ``genotype`` (its text) in the space named ``space`` (plain
+    values only: the builder that a `nas train` checkpoint's model record names)."""
+    return get_space(space).build_network(genotype, num_classes, in_channels=in_channels,
+                                          channels=channels, cells=cells, **(options or {}))
+
+
 __all__ = ["AlphaSpec", "ProxyDefaults", "RetrainRecipe", "SearchSpace", "SPACES", "get_space",
-           "register_space", "space_names"]
+           "build_space_network", "build_space_supernet", "register_space", "space_names"]

@@ -97,6 +97,7 @@ class SearchSpace(ABC):
     proxy: ProxyDefaults
     retrain: RetrainRecipe
     table: str | None = None  # name of the tabular benchmark that judges its genotypes
+    table_env: str | None = None  # environment variable naming that table's file
 
     @abstractmethod
     def alpha_specs(self) -> dict[str, AlphaSpec]:

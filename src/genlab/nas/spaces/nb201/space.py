@@ -25,7 +25,7 @@ from genlab.nas.spaces.base import (
 from genlab.nas.spaces.nb201.genotype import NB201_EDGES, NB201_OPS, Genotype, derive_genotype
 from genlab.nas.spaces.nb201.network import NB201Network
 from genlab.nas.spaces.nb201.supernet import NB201SuperNet
-from genlab.nas.spaces.nb201.table import NB201Table
+from genlab.nas.spaces.nb201.table import ENV_VAR, NB201Table
 
 
 class NB201Space(SearchSpace):
@@ -40,6 +40,7 @@ class NB201Space(SearchSpace):
     retrain = RetrainRecipe(channels=16, cells=1, epochs=30, lr=0.05, nesterov=True,
                             weight_decay=5e-4)
     table = "nb201"
+    table_env = ENV_VAR
 
     @property
     def num_architectures(self) -> int:
