@@ -60,7 +60,7 @@ class BenchConfig:
     random_archs: bool = True  # sanity rows: a random architecture per seed, retrained
 
 
-def run_stage(name: str, target, cfg, folder: Path, expect: dict) -> dict:
+def run_stage(name: str, target, cfg, folder: Path, expect: dict, **kwargs) -> dict:
     """One stage of a job (its search or its retraining) through genlab.core.sweep: refused
     when ``folder`` holds a run made with other options (``expect``: the config.json the stage
     writes), read back when finished, resumed when started; a failure raises its exception."""
@@ -73,11 +73,24 @@ def run_stage(name: str, target, cfg, folder: Path, expect: dict) -> dict:
             failure["exc"] = exc
             raise
 
-    [outcome] = run_sweep([RunSpec(name, call, cfg, folder, expect=expect)],
+    [outcome] = run_sweep([RunSpec(name, call, cfg, folder, kwargs=kwargs, expect=expect)],
                           executor="inline", progress_bar=False)
     if outcome.status == FAILED:
         raise failure.get("exc") or DataError(f"{name}: {outcome.error}")
     return outcome.summary
+
+
+def search_once(cfg: SearchConfig, folder: Path, space=None) -> dict:
+    """The summary of the search ``cfg`` in ``folder`` (run_stage: reused, resumed or run)."""
+    folder = Path(folder)
+    return run_stage(f"search {folder.name}", run_search, cfg, folder,
+                     run_config(cfg.resolved(space)))
+
+
+def retrain_once(cfg: RetrainConfig, folder: Path) -> dict:
+    """The summary of the retraining ``cfg`` in ``folder`` (run_stage: reused, resumed or run)."""
+    folder = Path(folder)
+    return run_stage(f"retrain {folder.name}", retrain, cfg, folder, asdict(cfg.resolved()))
 
 
 @dataclass
@@ -105,8 +118,7 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
     else:
         scfg = replace(cfg.search, reg=job.reg, seed=job.seed)
         folder = root / "search" / name
-        summary = run_stage(f"search {name}", run_search, scfg, folder,
-                            run_config(scfg.resolved(space)))
+        summary = search_once(scfg, folder, space)
         record = search_record(summary, space)
         record["force_ratio"] = mean_force_ratio(folder)
         record["search_folder"] = folder.name
@@ -117,8 +129,7 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
                              size=cfg.search.size, channels=cfg.retrain_channels,
                              cells=cfg.retrain_cells, epochs=cfg.retrain_epochs, seed=job.seed,
                              device=cfg.search.device)
-        rsum = run_stage(f"retrain {name}", retrain, rcfg, root / "retrain" / name,
-                         asdict(rcfg.resolved()))
+        rsum = retrain_once(rcfg, root / "retrain" / name)
         record["test_acc"] = rsum["test_acc"]
         record["params"] = rsum["params"]
     record = json.loads(json.dumps(record))  # as read back from summary.json

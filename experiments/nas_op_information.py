@@ -13,7 +13,7 @@ The table gives their mean per op over all 18 edges, over the 9 edges from the c
 (node 0) and over the 9 from intermediate nodes (docs/ber.md, the fourth
 amendment and "Selection (measured)").
 
-    python benchmarks/nas_op_information.py --out runs/op_information
+    python experiments/nas_op_information.py --out runs/op_information
 
 Writes OUT/op_information.json and OUT/op_information.md; the search is its own run folder
 (OUT/search), resumed when killed.
