@@ -7,6 +7,7 @@ environment variable GENLAB_NB201_TABLE.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import math
 import os
@@ -123,8 +124,6 @@ def _key(arch: Genotype | str) -> str:
 
 
 def _bisect_left(values: list[float], x: float) -> int:
-    import bisect
-
     return bisect.bisect_left(values, x)
 
 
