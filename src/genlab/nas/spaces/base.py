@@ -166,6 +166,22 @@ class SearchSpace(ABC):
                                   f"(got {value!r})")
 
 
+class AlphaSupernet(nn.Module):
+    """Base of the supernets: ``arch_parameters`` (the alphas, in ``alphas()`` order) and
+    ``weight_parameters`` (every other parameter, in module order) from ``alphas()``."""
+
+    def alphas(self) -> dict[str, nn.Parameter]:
+        raise NotImplementedError
+
+    def arch_parameters(self) -> list[nn.Parameter]:
+        return list(self.alphas().values())
+
+    def weight_parameters(self) -> list[nn.Parameter]:
+        """Every parameter except the alphas."""
+        alpha_ids = {id(a) for a in self.arch_parameters()}
+        return [p for p in self.parameters() if id(p) not in alpha_ids]
+
+
 SPACES: Registry[SearchSpace] = Registry("search space")
 
 
