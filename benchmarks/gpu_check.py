@@ -106,7 +106,7 @@ def check_gaze_train(device, out: Path, quick: bool) -> dict:
 
 def check_gradients_vs_cpu(device, out: Path, quick: bool) -> dict:
     """One NB201 network, same weights and batch: CUDA gradients against CPU (TF32 off)."""
-    from genlab.nas.networks import build_network
+    from genlab.nas.spaces.nb201.network import build_network
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -126,7 +126,7 @@ def check_gradients_vs_cpu(device, out: Path, quick: bool) -> dict:
 
 def _amp_trainer(device, amp, channels_last, quick):
     from genlab.core.trainer import Trainer
-    from genlab.nas.networks import build_network
+    from genlab.nas.spaces.nb201.network import build_network
 
     torch.manual_seed(0)
     model = build_network(ARCH, 10, C=4 if quick else 16, N=1 if quick else 2,

@@ -17,8 +17,9 @@ import time
 
 import torch
 
-from genlab.core.data import Batches, load_image_data
+from genlab.core.data import Batches
 from genlab.core.seeding import fixed_threads, seed_everything
+from genlab.nas.data import load_image_data
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.search import SearchConfig, bilevel_step
 from genlab.nas.spaces import get_space

@@ -127,7 +127,7 @@ def resume_case(rank: int, world: int, folder: Path) -> dict:
     from genlab.core.data import Batches, Split, augment_images, load_digits_data
     from genlab.core.runs import RunDir
     from genlab.core.trainer import Trainer
-    from genlab.nas.networks import build_network
+    from genlab.nas.spaces.nb201.network import build_network
 
     data = load_digits_data()
     batches = Batches(Split(data.train.images[:150], data.train.labels[:150]), 40, seed=1)
@@ -166,7 +166,7 @@ def search_config(**kw):
 def search_gradient_case(rank: int, world: int, reg: str) -> dict:
     """Alpha and weight gradients of one bilevel step of a float64 NB201 supernet on this
     rank's share of global batches of 301 (lr 0, no clipping)."""
-    from genlab.core.data import load_image_data
+    from genlab.nas.data import load_image_data
     from genlab.nas.ddp import SearchParallel
     from genlab.nas.regularizers import make_regularizer
     from genlab.nas.search import bilevel_step

@@ -116,7 +116,7 @@ def test_a_failed_bench_job_is_reported_after_the_others(tmp_path, monkeypatch):
 
 def test_random_rows_are_judged_by_the_table(tmp_path, nb201_table):
     from genlab.nas.bench import RANDOM, BenchJob, run_job
-    from genlab.nas.table import NB201Table
+    from genlab.nas.spaces.nb201.table import NB201Table
 
     cfg = BenchConfig(regs=["none"], seeds=[3], retrain_epochs=0,
                       search=SearchConfig(nb201_table=str(nb201_table)))

@@ -8,10 +8,11 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
-from genlab.nas.ber import LayerwiseBatchEntropy, OpCompression, OpLabelInformation, edge_sources
 from genlab.nas.diagnostics import alpha_forces
 from genlab.nas.entropy import batch_entropy, label_information
 from genlab.nas.regularizers import make_regularizer
+from genlab.nas.regularizers.layerwise import LayerwiseBatchEntropy
+from genlab.nas.regularizers.per_op import OpCompression, OpLabelInformation, edge_sources
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
 
@@ -110,7 +111,7 @@ def _per_op_forward(name):
 
 def test_ber_op_losses_by_hand_and_gradient_matches_finite_differences():
     net, _, reg, probe, ops, sources = _per_op_forward("ber-op")
-    d = reg._candidate.losses(net.alphas(), probe)["cell"]
+    d = reg.penalty_object.losses(net.alphas(), probe)["cell"]
     # by hand, cell by cell: none loses all of the input's batch entropy, skip none of it
     expected_none = []
     for s in sources:
@@ -145,7 +146,7 @@ def _assert_per_op_gradient(reg, net, probe, costs, labels=None):
 
 def test_ber_ib_costs_by_hand_and_gradient_matches_finite_differences():
     net, y, reg, probe, ops, sources = _per_op_forward("ber-ib")
-    c = reg._candidate.losses(net.alphas(), probe, y)["cell"]
+    c = reg.penalty_object.losses(net.alphas(), probe, y)["cell"]
     # by hand, edge by edge and cell by cell: cost = I_B(input; Y) - I_B(op output; Y)
     for r, s in enumerate(sources):
         for k in range(len(ops)):

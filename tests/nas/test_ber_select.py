@@ -1,21 +1,15 @@
-"""benchmarks/nas_ber_select.py: the protocol's choice among eligible settings, by hand."""
+"""genlab.nas.studies.ber_select: the protocol's choice among eligible settings, by hand."""
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+import genlab.nas.studies.ber_select as ber_select_module
 
 
 @pytest.fixture(scope="module")
-def sel(bench_script):
-    sys.path.insert(0, str(REPO / "benchmarks"))  # the script imports its sibling
-    try:
-        yield bench_script("nas_ber_select")
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
+def sel():
+    return ber_select_module
 
 
 def row(name, eligible, score, se=1.0, p_free=1.0, agreement=0.5):

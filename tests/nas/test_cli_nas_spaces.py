@@ -12,9 +12,9 @@ import torch
 from nas_reference import DARTS_V2 as V2
 from nas_reference import SEARCH_CONTRACT as CONTRACT
 
-import genlab.nas.darts_networks as darts_networks
 import genlab.nas.retrain as retrain_mod
 import genlab.nas.search as search_mod
+import genlab.nas.spaces.darts.network as darts_networks
 from genlab.cli import main
 from genlab.nas import build_darts_network
 from genlab.nas.spaces import get_space, space_names

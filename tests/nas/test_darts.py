@@ -10,10 +10,10 @@ from nas_reference import DARTS_V1, DARTS_V2
 import genlab.nas.ops as ops_mod
 from genlab.core.errors import SpecError
 from genlab.nas import build_darts_network, get_space
-from genlab.nas.darts_genotype import DartsGenotype, parse_darts_genotype
-from genlab.nas.darts_networks import drop_path
-from genlab.nas.networks import count_parameters
 from genlab.nas.probe import CellTraces
+from genlab.nas.spaces.darts.genotype import DartsGenotype, parse_darts_genotype
+from genlab.nas.spaces.darts.network import drop_path
+from genlab.nas.spaces.nb201.network import count_parameters
 
 # Published DARTS- genotypes (CIFAR-10, RobustDARTS S1-S4), as printed upstream (range concat)
 PUBLISHED = {
@@ -152,7 +152,7 @@ def fixed_noise(monkeypatch):
         return torch.sin(n).to(like.device)
 
     monkeypatch.setattr(ops_mod, "draw_noise", noise)
-    monkeypatch.setattr("genlab.nas.darts_fused.draw_noise", noise)
+    monkeypatch.setattr("genlab.nas.spaces.darts.fused.draw_noise", noise)
 
 
 @pytest.mark.parametrize("space", ["darts", "s1", "s3", "s4"])

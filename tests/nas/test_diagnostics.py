@@ -16,7 +16,7 @@ from genlab.nas.diagnostics import (
 from genlab.nas.entropy import gaussian_batch_entropy
 from genlab.nas.probe import CellPairs
 from genlab.nas.spaces import get_space
-from genlab.nas.supernet import NB201SuperNet
+from genlab.nas.spaces.nb201.supernet import NB201SuperNet
 
 
 def explicit_hessian(net, x, y):

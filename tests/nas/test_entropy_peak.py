@@ -1,19 +1,20 @@
-"""benchmarks/nas_entropy_peak.py: node-by-node recomputation, probe alignment, onsets."""
+"""genlab.nas.studies.entropy_peak: node-by-node recomputation, probe alignment, onsets."""
 
 import json
 
 import pytest
 import torch
 
-from genlab.nas.genotype import NB201_OPS
+import genlab.nas.studies.entropy_peak as entropy_peak_module
 from genlab.nas.probe import CellTraces
 from genlab.nas.search import SearchConfig, run_search
-from genlab.nas.supernet import NB201SuperNet
+from genlab.nas.spaces.nb201.genotype import NB201_OPS
+from genlab.nas.spaces.nb201.supernet import NB201SuperNet
 
 
 @pytest.fixture(scope="module")
-def peak(bench_script):
-    return bench_script("nas_entropy_peak")
+def peak():
+    return entropy_peak_module
 
 
 def test_cell_nodes_reproduce_the_fused_cell(peak):

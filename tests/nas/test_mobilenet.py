@@ -5,7 +5,7 @@ import torch
 
 from genlab.core.errors import SpecError
 from genlab.nas import get_space
-from genlab.nas.mobilenet import (
+from genlab.nas.spaces.mobilenet.network import (
     MB_OPS,
     NUM_BLOCKS,
     ZERO,

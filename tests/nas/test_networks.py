@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from genlab.core.errors import ConfigError, SpecError
-from genlab.nas.genotype import NB201_EDGES, NB201_OPS, Genotype
-from genlab.nas.networks import InferCell, build_network, count_parameters
-from genlab.nas.supernet import SearchCell
+from genlab.nas.spaces.nb201.genotype import NB201_EDGES, NB201_OPS, Genotype
+from genlab.nas.spaces.nb201.network import InferCell, build_network, count_parameters
+from genlab.nas.spaces.nb201.supernet import SearchCell
 
 ALL_NONE = Genotype.from_edges(["none"] * 6).to_string()
 ALL_3X3 = Genotype.from_edges(["nor_conv_3x3"] * 6).to_string()

@@ -1,4 +1,4 @@
-"""benchmarks/nas_proxy_fidelity.py: the fixed draw, connectivity, tau, and a tiny study."""
+"""genlab.nas.studies.proxy_fidelity: the fixed draw, connectivity, tau, and a tiny study."""
 
 import itertools
 import json
@@ -6,12 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from genlab.nas.genotype import Genotype
+import genlab.nas.studies.proxy_fidelity as proxy_fidelity_module
+from genlab.nas.spaces.nb201.genotype import Genotype
 
 
 @pytest.fixture(scope="module")
-def fid(bench_script):
-    return bench_script("nas_proxy_fidelity")
+def fid():
+    return proxy_fidelity_module
 
 
 def test_draw_is_fixed_distinct_and_indexes_all_cells(fid):
@@ -63,7 +64,7 @@ def test_tau_row_is_kendall_tau_b_with_ties(fid):
 
 
 def test_tiny_study_writes_results_and_reuses_runs(fid, tmp_path, monkeypatch, nb201_table):
-    from genlab.nas.table import NB201Table
+    from genlab.nas.spaces.nb201.table import NB201Table
 
     monkeypatch.setitem(fid.PROXIES, "tiny", {"dataset": "digits", "size": 8, "channels": 2,
                                               "cells": 1, "epochs": 1})

@@ -1,16 +1,17 @@
-"""benchmarks/nas_repro.py: a perturbed start with eps = 0 is the plain search, bit for bit."""
+"""genlab.nas.studies.repro: a perturbed start with eps = 0 is the plain search, bit for bit."""
 
 import json
 
 import pytest
 import torch
 
+import genlab.nas.studies.repro as repro_module
 from genlab.nas.search import SearchConfig, run_search
 
 
 @pytest.fixture(scope="module")
-def repro(bench_script):
-    return bench_script("nas_repro")
+def repro():
+    return repro_module
 
 
 def test_perturbed_starts_and_the_comparison_with_the_reference(repro, tmp_path, monkeypatch):

@@ -5,10 +5,10 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
-from genlab.nas.genotype import NB201_EDGES, NB201_OPS, Genotype
 from genlab.nas.ops import CONV_KERNELS, ResidualBlock
 from genlab.nas.probe import CellTraces
-from genlab.nas.supernet import NB201SuperNet, NodeSum
+from genlab.nas.spaces.nb201.genotype import NB201_EDGES, NB201_OPS, Genotype
+from genlab.nas.spaces.nb201.supernet import NB201SuperNet, NodeSum
 
 
 def _pair(ops=NB201_OPS, C=4, N=2, in_channels=3, seed=0, channels_last=True):

@@ -5,8 +5,8 @@ import csv
 import pytest
 
 from genlab.core.errors import ConfigError, DataError, GenlabError, SpecError
-from genlab.nas.genotype import Genotype
-from genlab.nas.table import NB201Table
+from genlab.nas.spaces.nb201.genotype import Genotype
+from genlab.nas.spaces.nb201.table import NB201Table
 
 HEADER = ["CIFAR10TestAccuracy200Epochs", "CIFAR100TestAccuracy200Epochs",
           "ImageNetTestAccuracy200Epochs", "ArchitectureString", "UniqueString"]

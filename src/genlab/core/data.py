@@ -1,4 +1,4 @@
-"""Datasets: embedded scikit-learn digits, CIFAR-10/100 and ImageNet16 from disk, splits.
+"""Datasets: embedded scikit-learn digits, CIFAR-10/100 python batches from disk, splits.
 
 Digits (embedded, no download): 1,797 grey 8x8 images of 10 classes, values 0..16.
 genlab scales them to [0, 1], optionally resizes them bilinearly to ``size`` x ``size``
@@ -7,21 +7,13 @@ Split (stratified, seeded): 20% test (360 images), the rest 50/50 into the
 "train" and "val" halves that bilevel search uses (718 / 719 images); plain
 training uses train+val.
 
-Harder embedded proxies built from digits (same stratified split; procedural
-corruption from genlab.core.clutter, drawn once per image from the seed, so every
-split is fixed):
-- ``digits-noisy``: contrast lowered by a factor in [0.5, 1], Gaussian noise (std 0.25
-  of the [0, 1] range) and an occluding square of a quarter of the side, in every split;
-- ``digits-clutter``: the digits as coloured figures of random polarity on coloured
-  1/f clutter (natural-image spectrum), 3 channels, three composites per image of the
-  train and val halves and one per test image. Use ``size`` 16 or more.
-
 CIFAR-10/100 are read from the python-pickle batches in a folder the user gives,
 with a restricted unpickler that admits only dicts, lists, bytes, strings, numbers
 and numpy arrays: never arbitrary objects.
 
-Every data set is a registry entry (``DATASETS``: name -> builder of an ImageData from
-``root``, ``size`` and ``seed``); ``load_image_data`` looks names up there.
+The readers of other file formats in the same pickle layout use ``batch_arrays``,
+``find_folder`` and ``split_arrays``; registries of named data sets live with the commands
+that accept them.
 """
 
 from __future__ import annotations
@@ -29,7 +21,6 @@ from __future__ import annotations
 import io
 import math
 import pickle
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +28,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from genlab.core.clutter import corrupt, on_clutter
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
 from genlab.core.seeding import make_generator
 
@@ -91,14 +81,14 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
     return [np.array(sorted(p), dtype=np.int64) for p in parts]
 
 
-def _standardise(splits: list[torch.Tensor]) -> list[torch.Tensor]:
+def standardise(splits: list[torch.Tensor]) -> list[torch.Tensor]:
     ref = splits[0]
     mean = ref.mean(dim=(0, 2, 3), keepdim=True)
     std = ref.std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-6)
     return [(s - mean) / std for s in splits]
 
 
-def _digit_splits(size: int, seed: int, test_fraction: float = 0.2
+def digit_splits(size: int, seed: int, test_fraction: float = 0.2
                   ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Digits in [0, 1] at ``size`` and labels, split train / val / test (not standardised)."""
     from sklearn.datasets import load_digits
@@ -119,8 +109,8 @@ def _digit_splits(size: int, seed: int, test_fraction: float = 0.2
 
 def load_digits_data(size: int = 8, seed: int = 0, test_fraction: float = 0.2) -> ImageData:
     """scikit-learn digits, resized to ``size`` and split train/val/test (see module doc)."""
-    xs, ys = _digit_splits(size, seed, test_fraction)
-    xs = _standardise(xs)
+    xs, ys = digit_splits(size, seed, test_fraction)
+    xs = standardise(xs)
     return ImageData(
         "digits", Split(xs[0], ys[0]), Split(xs[1], ys[1]), Split(xs[2], ys[2]), 10, 1, size
     )
@@ -159,7 +149,7 @@ def safe_unpickle(path: Path) -> dict:
     return {k.decode() if isinstance(k, bytes) else k: v for k, v in data.items()}
 
 
-def _batch_arrays(path: Path, label_key: str, side: int) -> tuple[np.ndarray, np.ndarray]:
+def batch_arrays(path: Path, label_key: str, side: int) -> tuple[np.ndarray, np.ndarray]:
     batch = safe_unpickle(path)
     for key in ("data", label_key):
         if key not in batch:
@@ -181,7 +171,7 @@ CIFAR_FILES = {
 }
 
 
-def _find_folder(root: Path, files: list[str]) -> Path:
+def find_folder(root: Path, files: list[str]) -> Path:
     """The folder under ``root`` (itself or one level down) holding ``files``."""
     for cand in [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []:
         if all((cand / f).is_file() for f in files):
@@ -193,33 +183,19 @@ def load_cifar(name: str, root: str | Path, seed: int = 0, val_fraction: float =
     """CIFAR-10/100 python batches from ``root``; the training set is split train/val."""
     require_choice("dataset", name, tuple(CIFAR_FILES))
     train_files, test_files, label_key, classes = CIFAR_FILES[name]
-    folder = _find_folder(Path(root), train_files + test_files)
-    xtr, ytr = zip(*(_batch_arrays(folder / f, label_key, 32) for f in train_files), strict=True)
-    xte, yte = zip(*(_batch_arrays(folder / f, label_key, 32) for f in test_files), strict=True)
-    return _finish(name, np.concatenate(xtr), np.concatenate(ytr), np.concatenate(xte),
+    folder = find_folder(Path(root), train_files + test_files)
+    xtr, ytr = zip(*(batch_arrays(folder / f, label_key, 32) for f in train_files), strict=True)
+    xte, yte = zip(*(batch_arrays(folder / f, label_key, 32) for f in test_files), strict=True)
+    return split_arrays(name, np.concatenate(xtr), np.concatenate(ytr), np.concatenate(xte),
                    np.concatenate(yte), classes, seed, val_fraction)
 
 
-def load_imagenet16(root: str | Path, seed: int = 0, val_fraction: float = 0.5,
-                    num_classes: int = 120) -> ImageData:
-    """ImageNet16 batches (train_data_batch_1..10, val_data; labels 1-based), first classes."""
-    train_files = [f"train_data_batch_{i}" for i in range(1, 11)]
-    folder = _find_folder(Path(root), train_files + ["val_data"])
-    xtr, ytr = zip(*(_batch_arrays(folder / f, "labels", 16) for f in train_files), strict=True)
-    xte, yte = _batch_arrays(folder / "val_data", "labels", 16)
-    xtr, ytr = np.concatenate(xtr), np.concatenate(ytr) - 1
-    yte = yte - 1
-    keep_tr, keep_te = ytr < num_classes, yte < num_classes
-    return _finish("imagenet16", xtr[keep_tr], ytr[keep_tr], xte[keep_te], yte[keep_te],
-                   num_classes, seed, val_fraction)
-
-
-def _finish(name, xtr, ytr, xte, yte, classes, seed, val_fraction) -> ImageData:
+def split_arrays(name, xtr, ytr, xte, yte, classes, seed, val_fraction) -> ImageData:
     if not 0 < val_fraction < 1:
         raise ConfigError(f"val_fraction must be in (0, 1), got {val_fraction}")
     tr, va = stratified_split(ytr, (1 - val_fraction, val_fraction), seed)
     to_t = lambda a: torch.from_numpy(a.astype(np.float32) / 255.0)  # noqa: E731
-    xs = _standardise([to_t(xtr[tr]), to_t(xtr[va]), to_t(xte)])
+    xs = standardise([to_t(xtr[tr]), to_t(xtr[va]), to_t(xte)])
     side = xtr.shape[-1]
     return ImageData(
         name,
@@ -228,80 +204,6 @@ def _finish(name, xtr, ytr, xte, yte, classes, seed, val_fraction) -> ImageData:
         Split(xs[2], torch.from_numpy(yte)),
         classes, 3, side,
     )
-
-
-@dataclass(frozen=True)
-class DatasetEntry:
-    """A registered data set: ``builder(root=..., size=..., seed=...)`` returns its ImageData."""
-
-    builder: Callable[..., ImageData]
-    needs_root: bool
-    description: str
-
-
-DATASETS: dict[str, DatasetEntry] = {}
-
-
-def register_dataset(name: str, description: str, *, needs_root: bool = False):
-    """Decorator: register ``builder(root, size, seed) -> ImageData`` under ``name``."""
-    def add(builder: Callable[..., ImageData]) -> Callable[..., ImageData]:
-        DATASETS[name] = DatasetEntry(builder, needs_root, description)
-        return builder
-    return add
-
-
-def load_image_data(name: str, root: str | Path | None = None, *, size: int = 8,
-                    seed: int = 0) -> ImageData:
-    """The registered data set ``name``; those read from disk need ``root``."""
-    require_choice("dataset", name, DATASETS)
-    entry = DATASETS[name]
-    if entry.needs_root and root is None:
-        raise ConfigError(f"dataset {name!r} needs --data-root pointing at its files")
-    return entry.builder(root=root, size=size, seed=seed)
-
-
-@register_dataset("digits", "scikit-learn digits (embedded), 1,797 grey 8x8 images")
-def _digits(root, size: int, seed: int) -> ImageData:
-    return load_digits_data(size=size, seed=seed)
-
-
-@register_dataset("cifar10", "CIFAR-10 python batches", needs_root=True)
-def _cifar10(root, size: int, seed: int) -> ImageData:
-    return load_cifar("cifar10", root, seed=seed)
-
-
-@register_dataset("cifar100", "CIFAR-100 python batches", needs_root=True)
-def _cifar100(root, size: int, seed: int) -> ImageData:
-    return load_cifar("cifar100", root, seed=seed)
-
-
-@register_dataset("imagenet16", "ImageNet16-120 batches", needs_root=True)
-def _imagenet16(root, size: int, seed: int) -> ImageData:
-    return load_imagenet16(root, seed=seed)
-
-
-@register_dataset("digits-noisy", "digits with lowered contrast, strong noise and occlusion")
-def _digits_noisy(root, size: int, seed: int) -> ImageData:
-    xs, ys = _digit_splits(size, seed)
-    xs = _standardise([corrupt(x, make_generator(seed, 101, k)) for k, x in enumerate(xs)])
-    return ImageData("digits-noisy", Split(xs[0], ys[0]), Split(xs[1], ys[1]),
-                     Split(xs[2], ys[2]), 10, 1, size)
-
-
-CLUTTER_COPIES = (3, 3, 1)  # composites per source image in train, val, test
-
-
-@register_dataset("digits-clutter", "digits as coloured figures on 1/f clutter, 3 channels")
-def _digits_clutter(root, size: int, seed: int) -> ImageData:
-    xs, ys = _digit_splits(8, seed)
-    out_x, out_y = [], []
-    for k, (x, y, copies) in enumerate(zip(xs, ys, CLUTTER_COPIES, strict=True)):
-        gen = make_generator(seed, 202, k)
-        out_x.append(torch.cat([on_clutter(x, gen, size=size) for _ in range(copies)]))
-        out_y.append(y.repeat(copies))
-    out_x = _standardise(out_x)
-    return ImageData("digits-clutter", Split(out_x[0], out_y[0]), Split(out_x[1], out_y[1]),
-                     Split(out_x[2], out_y[2]), 10, 3, size)
 
 
 class Batches:

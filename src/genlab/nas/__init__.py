@@ -6,7 +6,10 @@ Public API: ``get_space(name)`` for nb201, darts, darts-7op, s1, s2, s3, s4, mob
 drop_path=0.2)``; ``build_network(arch_string, num_classes, C=16, N=5, in_channels=3)``
 (NB201); ``Probe``/``CellTrace`` (what search cells compute); ``Genotype``, ``NB201SuperNet``,
 ``NB201Table``, ``SearchConfig``/``run_search``, ``RetrainConfig``/``retrain``,
-``BenchConfig``/``run_bench``, ``make_regularizer``.
+``BenchConfig``/``run_bench``, ``make_regularizer``; ``build_space_supernet`` /
+``build_space_network`` (the builders by space name that checkpoints' model records name,
+so ``genlab.load`` rebuilds a searched supernet or a retrained network); ``load_image_data``.
+docs/api/nas.md lists every public name by sub-module.
 """
 
 from __future__ import annotations
@@ -14,25 +17,42 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "build_network": "genlab.nas.networks",
-    "Genotype": "genlab.nas.genotype",
-    "derive_genotype": "genlab.nas.genotype",
-    "NB201SuperNet": "genlab.nas.supernet",
-    "NB201Table": "genlab.nas.table",
+    # spaces: the registry, its look-up and the builders by name
+    "SPACES": "genlab.nas.spaces",
     "get_space": "genlab.nas.spaces",
     "space_names": "genlab.nas.spaces",
-    "build_darts_network": "genlab.nas.darts_networks",
-    "parse_darts_genotype": "genlab.nas.darts_genotype",
-    "DartsGenotype": "genlab.nas.darts_genotype",
+    "build_space_supernet": "genlab.nas.spaces",
+    "build_space_network": "genlab.nas.spaces",
+    "SearchSpace": "genlab.nas.spaces",
+    # NAS-Bench-201
+    "build_network": "genlab.nas.spaces.nb201.network",
+    "Genotype": "genlab.nas.spaces.nb201.genotype",
+    "derive_genotype": "genlab.nas.spaces.nb201.genotype",
+    "NB201SuperNet": "genlab.nas.spaces.nb201.supernet",
+    "NB201Table": "genlab.nas.spaces.nb201.table",
+    # DARTS family
+    "build_darts_network": "genlab.nas.spaces.darts.network",
+    "parse_darts_genotype": "genlab.nas.spaces.darts.genotype",
+    "DartsGenotype": "genlab.nas.spaces.darts.genotype",
+    "DartsSuperNet": "genlab.nas.spaces.darts.supernet",
+    # MobileNet-like
+    "MobileNetSuperNet": "genlab.nas.spaces.mobilenet.network",
+    "MobileNetNetwork": "genlab.nas.spaces.mobilenet.network",
+    # probes, regularisers, data sets
     "Probe": "genlab.nas.probe",
     "CellTrace": "genlab.nas.probe",
+    "make_regularizer": "genlab.nas.regularizers",
+    "Regularizer": "genlab.nas.regularizers",
+    "PENALTIES": "genlab.nas.regularizers",
+    "DATASETS": "genlab.nas.data",
+    "load_image_data": "genlab.nas.data",
+    # runs
     "SearchConfig": "genlab.nas.search",
     "run_search": "genlab.nas.search",
     "RetrainConfig": "genlab.nas.retrain",
     "retrain": "genlab.nas.retrain",
     "BenchConfig": "genlab.nas.bench",
     "run_bench": "genlab.nas.bench",
-    "make_regularizer": "genlab.nas.regularizers",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,5 +1,8 @@
 """Architecture steps of bilevel search: first order, and DARTS' second-order (unrolled) one.
 
+``bilevel_step`` is one step of a search: alpha on the val batch (``first_order_arch_step``
+or ``second_order_arch_step``), then the weights on the train batch.
+
 Second order (Liu et al., ICLR-19, eq. 6-8; quark0/darts architect.py, identical in
 RobustDARTS): with eta the current weight learning rate, mu the SGD momentum, lambda the
 weight decay and m the momentum buffer,
@@ -24,6 +27,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call
+
+from genlab.core.errors import ConfigError
+from genlab.nas import diagnostics as diag
 
 # val_objective(net_call, x, y) -> L_val + lambda_t R, with net_call(x, probe=None) -> logits
 ValObjective = Callable[[Callable, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -146,3 +152,75 @@ def exact_unrolled_arch_grads(net, train_batch, val_batch, val_objective: ValObj
 def momentum_buffers(net, opt: torch.optim.Optimizer) -> list[torch.Tensor | None]:
     """The SGD momentum buffer of each weight of ``net`` (None before the first step)."""
     return [opt.state.get(p, {}).get("momentum_buffer") for p in weights_of(net)[1]]
+
+
+# -- the architecture step of a search, then the weight step -------------------------------
+
+def first_order_arch_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int,
+                          total: int, forces: dict | None = None) -> float:
+    """Adam on alpha with grad_alpha (L_val + lambda_t R) at the current weights.
+
+    With a ``forces`` dict, also records the norms of the two parts of the alpha gradient
+    (genlab.nas.diagnostics.alpha_forces; one extra backward of CE_val)."""
+    xv, yv = val_batch
+    a_opt.zero_grad(set_to_none=True)
+    probe = reg.make_probe()
+    logits = net(xv) if probe is None else net(xv, probe=probe)
+    val_loss = F.cross_entropy(logits, yv)
+    alphas = list(net.arch_parameters())
+    ce_grads = None
+    if forces is not None:
+        ce_grads = torch.autograd.grad(val_loss, alphas, retain_graph=True, allow_unused=True)
+    reg_term = reg(net.alphas(), step, total, probe, val_loss, yv)
+    (val_loss + reg_term).backward(inputs=alphas + reg.parameters())
+    if forces is not None:
+        forces.update(diag.alpha_forces(ce_grads, [a.grad for a in alphas]))
+    a_opt.step()
+    return float(val_loss.detach())
+
+
+def second_order_arch_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int,
+                           total: int, forces: dict | None = None) -> float:
+    """Adam on alpha with the unrolled (second-order) gradient; returns L_val at w'.
+
+    Forces are not recorded here (the unrolled gradient has no separate CE part); the
+    regularisers with extra parameters (ber-lbe) are first order only."""
+    if reg.parameters():
+        raise ConfigError(f"--reg {reg.name} trains extra parameters with alpha and supports "
+                          "--order 1 only")
+    alphas = net.alphas()
+    seen = {}
+
+    def objective(call, x, y):
+        probe = reg.make_probe()
+        logits = call(x) if probe is None else call(x, probe=probe)
+        seen["val_loss"] = F.cross_entropy(logits, y)
+        return seen["val_loss"] + reg(alphas, step, total, probe, seen["val_loss"], y)
+
+    grads = unrolled_arch_grads(net, train_batch, val_batch, objective, WeightStep.of(w_opt),
+                                momentum_buffers(net, w_opt))
+    a_opt.zero_grad(set_to_none=True)
+    for alpha, g in zip(net.arch_parameters(), grads, strict=True):
+        alpha.grad = g
+    a_opt.step()
+    return float(seen["val_loss"].detach())
+
+
+ARCH_STEPS = {1: first_order_arch_step, 2: second_order_arch_step}
+
+
+def bilevel_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int, total: int,
+                 grad_clip: float, order: int = 1, forces: dict | None = None
+                 ) -> tuple[float, float]:
+    """One step: alpha on the val batch (first or second order), then the weights."""
+    val_loss = ARCH_STEPS[order](net, a_opt, w_opt, train_batch, val_batch, reg, step, total,
+                                 forces)
+    xt, yt = train_batch
+    w_opt.zero_grad(set_to_none=True)
+    weights = net.weight_parameters()
+    train_loss = F.cross_entropy(net(xt), yt)
+    train_loss.backward(inputs=weights)
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(weights, grad_clip)
+    w_opt.step()
+    return float(train_loss.detach()), val_loss

@@ -1,8 +1,10 @@
 """`genlab nas bench`: several regularisers x seeds in one space, each searched then retrained.
 
 Every search and retraining is its own run folder under ``out/search`` and
-``out/retrain``; finished runs are reused and unfinished ones resumed, so a killed
-bench continues where it stopped. Results: bench.json (one record per run plus
+``out/retrain``; every job (regulariser, seed) and each of its stages goes through
+genlab.core.sweep, so finished runs are reused (after the sweep's check that they were made
+with the same options), unfinished ones resumed, and a killed bench continues where it
+stopped. Results: bench.json (one record per run plus
 per-regulariser mean and std), bench.md (Markdown table) and bench.png.
 
 Sanity rows: ``random_archs`` adds, per seed, a random architecture of the space (derived from
@@ -21,22 +23,19 @@ from pathlib import Path
 
 import torch
 
-from genlab.core.data import load_image_data
 from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.report import figure, markdown_table
-from genlab.core.runs import (
-    CONFIG,
-    SUMMARY,
-    RunDir,
-    atomic_write_bytes,
-    config_differences,
-    read_json,
-    write_json,
-)
-from genlab.core.sweep import RunSpec, run_sweep
-from genlab.nas.regularizers import make_regularizer
+from genlab.core.runs import RunDir, atomic_write_bytes, write_json
+from genlab.core.sweep import FAILED, RunSpec, run_sweep
+from genlab.nas.data import load_image_data
 from genlab.nas.retrain import RetrainConfig, retrain
-from genlab.nas.search import SearchConfig, run_config, run_search, space_table
+from genlab.nas.search import (
+    SearchConfig,
+    run_config,
+    run_search,
+    search_regularizer,
+    space_table,
+)
 from genlab.nas.spaces import get_space
 
 METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",
@@ -61,33 +60,37 @@ class BenchConfig:
     random_archs: bool = True  # sanity rows: a random architecture per seed, retrained
 
 
-def finished_or_run(run_fn, cfg, folder: Path, config: dict, **kwargs) -> dict:
-    """The summary of a finished run folder, else ``run_fn(cfg, folder, resume=...)``.
+def run_stage(name: str, target, cfg, folder: Path, expect: dict, **kwargs) -> dict:
+    """One stage of a job (its search or its retraining) through genlab.core.sweep: refused
+    when ``folder`` holds a run made with other options (``expect``: the config.json the stage
+    writes), read back when finished, resumed when started; a failure raises its exception."""
+    failure: dict[str, BaseException] = {}
 
-    ``config`` is the config.json the run writes: a finished folder is reused only when its
-    stored config agrees (a key the stored config lacks is read from the run's summary, where
-    earlier versions recorded it), so a bench never reports a run made with other options."""
-    if (folder / SUMMARY).exists():
-        summary = read_json(folder / SUMMARY)
-        old = read_json(folder / CONFIG)
-        old.update({k: summary[k] for k in config if k not in old and k in summary})
-        diffs = config_differences(old, config)
-        if diffs:
-            raise ConfigError(f"{folder} holds a finished run with other options ("
-                              + ", ".join(f"{k}: {old.get(k)!r}" for k in diffs)
-                              + "): move it away or use another --out")
-        return summary
-    return run_fn(cfg, folder, resume=(folder / CONFIG).exists(), **kwargs)
+    def call(config, out, **kwargs):
+        try:
+            return target(config, out, **kwargs)
+        except Exception as exc:
+            failure["exc"] = exc
+            raise
 
-
-def finished_or_search(cfg: SearchConfig, folder: Path, **kwargs) -> dict:
-    """finished_or_run for a search (the config it checks is the one run_search writes)."""
-    return finished_or_run(run_search, cfg, folder, run_config(cfg.resolved()), **kwargs)
+    [outcome] = run_sweep([RunSpec(name, call, cfg, folder, kwargs=kwargs, expect=expect)],
+                          executor="inline", progress_bar=False)
+    if outcome.status == FAILED:
+        raise failure.get("exc") or DataError(f"{name}: {outcome.error}")
+    return outcome.summary
 
 
-def finished_or_retrain(cfg: RetrainConfig, folder: Path, **kwargs) -> dict:
-    """finished_or_run for a retraining."""
-    return finished_or_run(retrain, cfg, folder, asdict(cfg.resolved()), **kwargs)
+def search_once(cfg: SearchConfig, folder: Path, space=None) -> dict:
+    """The summary of the search ``cfg`` in ``folder`` (run_stage: reused, resumed or run)."""
+    folder = Path(folder)
+    return run_stage(f"search {folder.name}", run_search, cfg, folder,
+                     run_config(cfg.resolved(space)))
+
+
+def retrain_once(cfg: RetrainConfig, folder: Path) -> dict:
+    """The summary of the retraining ``cfg`` in ``folder`` (run_stage: reused, resumed or run)."""
+    folder = Path(folder)
+    return run_stage(f"retrain {folder.name}", retrain, cfg, folder, asdict(cfg.resolved()))
 
 
 @dataclass
@@ -115,7 +118,7 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
     else:
         scfg = replace(cfg.search, reg=job.reg, seed=job.seed)
         folder = root / "search" / name
-        summary = finished_or_search(scfg, folder, progress_bar=progress_bar)
+        summary = search_once(scfg, folder, space)
         record = search_record(summary, space)
         record["force_ratio"] = mean_force_ratio(folder)
         record["search_folder"] = folder.name
@@ -126,7 +129,7 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
                              size=cfg.search.size, channels=cfg.retrain_channels,
                              cells=cfg.retrain_cells, epochs=cfg.retrain_epochs, seed=job.seed,
                              device=cfg.search.device)
-        rsum = finished_or_retrain(rcfg, root / "retrain" / name, progress_bar=progress_bar)
+        rsum = retrain_once(rcfg, root / "retrain" / name)
         record["test_acc"] = rsum["test_acc"]
         record["params"] = rsum["params"]
     record = json.loads(json.dumps(record))  # as read back from summary.json
@@ -147,16 +150,19 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
         raise ConfigError("bench needs at least one regulariser and one seed")
     require_positive("retrain-epochs", cfg.retrain_epochs, allow_zero=True)
     require_positive("workers", workers)
-    cfg.search.validate()
     space = get_space(cfg.search.space)
+    cfg.search.validate(space)
     run = RunDir(out, asdict(cfg), resume=resume)
     jobs = list(itertools.product(cfg.regs, cfg.seeds))
     if cfg.random_archs:
         jobs += [(RANDOM, seed) for seed in cfg.seeds]
     aliases = alias_jobs(cfg, jobs)
-    specs = [RunSpec(f"{reg}-s{seed}", run_job, BenchJob(reg, seed, cfg, str(run.path)),
-                     run.path / "jobs" / f"{reg}-s{seed}") for reg, seed in jobs
-             if f"{reg}-s{seed}" not in aliases]
+    specs = []
+    for reg, seed in jobs:
+        if f"{reg}-s{seed}" not in aliases:
+            job = BenchJob(reg, seed, cfg, str(run.path))
+            specs.append(RunSpec(f"{reg}-s{seed}", run_job, job,
+                                 run.path / "jobs" / f"{reg}-s{seed}", expect=asdict(job)))
     outcomes = run_sweep(specs, executor="inline" if (executor, workers) == ("local", 1)
                          else executor, workers=workers, address=address,
                          progress_bar=progress_bar, description=f"nas bench {space.name}")
@@ -187,7 +193,7 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
 
 def same_search_key(scfg: SearchConfig) -> str:
     """Searches with equal keys are the same computation (``ber`` and the variant it names)."""
-    reg = make_regularizer(scfg.reg, scfg.reg_strength, scfg.reg_schedule, h_min=scfg.reg_hmin)
+    reg = search_regularizer(scfg)
     return repr(asdict(replace(scfg, reg="", reg_strength=None, reg_schedule=None,
                                reg_hmin=None))) + repr(asdict(reg))
 

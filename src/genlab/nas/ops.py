@@ -1,6 +1,7 @@
 """Candidate operations of the cell spaces (NB201, DARTS, RobustDARTS) and their registry.
 
-``OPS[name](C_in, C_out, stride, affine)`` builds one op; a space names the ops it offers.
+``OPS`` (a core.registry Registry) maps names to ``factory(C_in, C_out, stride, affine)``
+(``build_op`` builds one); a space names the ops it offers.
 Definitions follow the reference code (sources in the shared spaces specification):
 
 - NAS-Bench-201 (Dong & Yang, ICLR-20; AutoDL-Projects): ``nor_conv_kxk`` = ReLU -> Conv(k x k,
@@ -26,9 +27,10 @@ import torch
 from torch import nn
 
 from genlab.core.errors import ConfigError
+from genlab.core.registry import Registry
 
 OpFactory = Callable[[int, int, int, bool], nn.Module]  # (C_in, C_out, stride, affine)
-OPS: dict[str, OpFactory] = {}
+OPS: Registry[OpFactory] = Registry("op")
 CONV_KERNELS = {"nor_conv_1x1": 1, "nor_conv_3x3": 3}
 # (kernel, dilation) of the DARTS convolutions
 SEP_CONVS = {"sep_conv_3x3": 3, "sep_conv_5x5": 5}
@@ -40,18 +42,12 @@ PARAM_FREE_OPS = frozenset({"none", "skip_connect", "avg_pool_3x3", "max_pool_3x
 def register_op(name: str):
     """Decorator: register ``factory(C_in, C_out, stride, affine)`` under ``name``."""
 
-    def deco(factory: OpFactory) -> OpFactory:
-        OPS[name] = factory
-        return factory
-
-    return deco
+    return OPS.register(name)
 
 
 def build_op(name: str, c_in: int, c_out: int, stride: int = 1, affine: bool = True) -> nn.Module:
     """One registered op; ConfigError naming the op for unknown names."""
-    if name not in OPS:
-        raise ConfigError(f"unknown op {name!r}; expected one of: {', '.join(OPS)}")
-    return OPS[name](c_in, c_out, stride, affine)
+    return OPS.get(name)(c_in, c_out, stride, affine)
 
 
 # -- building blocks ----------------------------------------------------------------

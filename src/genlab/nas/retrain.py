@@ -25,13 +25,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.amp import PRECISIONS
-from genlab.core.data import Batches, augment_images, load_image_data
+from genlab.core.checkpoints import model_record
+from genlab.core.data import Batches, augment_images
 from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.core.registry import path_of
+from genlab.core.report import figure
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
-from genlab.nas.networks import count_parameters
-from genlab.nas.spaces import get_space
+from genlab.nas.data import load_image_data
+from genlab.nas.spaces import build_space_network, get_space
+from genlab.nas.spaces.nb201.network import count_parameters
 
 RECIPE_KEYS = ("channels", "cells", "epochs", "lr", "momentum", "nesterov", "weight_decay",
                "grad_clip", "auxiliary_weight", "drop_path", "cutout")
@@ -212,9 +216,11 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
     data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
     fit_split, score_split = (data.train, data.val) if cfg.eval_on == "val" else \
         (data.train_full(), data.test)
-    model = space.build_network(cfg.arch, data.num_classes, in_channels=data.in_channels,
-                                channels=cfg.channels, cells=cfg.cells,
-                                **network_options(space, cfg)).to(device)
+    builder_args = {"space": space.name, "genotype": cfg.arch, "num_classes": data.num_classes,
+                    "in_channels": data.in_channels, "channels": cfg.channels,
+                    "cells": cfg.cells, "options": network_options(space, cfg)}
+    model = build_space_network(**builder_args).to(device)
+    record = model_record("nas train", path_of(build_space_network), builder_args)
     run = RunDir(out, asdict(cfg), resume=resume)  # after every check of the options
     opt = ClippedSGD(model.parameters(), max_norm=cfg.grad_clip, lr=cfg.lr,
                      momentum=cfg.momentum, weight_decay=cfg.weight_decay,
@@ -223,7 +229,7 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
     trainer = Trainer(model, opt, recipe_loss(cfg.auxiliary_weight), device=device,
                       scheduler=sched, augment=make_augment(cfg, data.size), seed=cfg.seed,
                       progress_bar=progress_bar, name=f"train {cfg.space} {cfg.arch[:24]}...",
-                      amp=cfg.amp, channels_last=cfg.channels_last)
+                      amp=cfg.amp, channels_last=cfg.channels_last, model_record=record)
     batches = Batches(fit_split, cfg.batch_size, seed=cfg.seed)
     score = Batches(score_split, 256, shuffle=False)
 
@@ -247,8 +253,6 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
 
 
 def _plot_curves(run: RunDir) -> None:
-    from genlab.core.report import figure
-
     hist = run.metrics()
     fig, axes = figure(ncols=2, width=4.0, height=3.0)
     ep = [h["epoch"] for h in hist]

@@ -25,9 +25,11 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.amp import channels_last_input, make_precision
-from genlab.core.data import Batches, augment_images, load_image_data
+from genlab.core.checkpoints import MODEL_RECORD, model_record
+from genlab.core.data import Batches, augment_images
 from genlab.core.errors import ConfigError, DivergedError, require_choice, require_positive
 from genlab.core.progress import progress
+from genlab.core.registry import path_of
 from genlab.core.runs import RunDir
 from genlab.core.seeding import (
     capture_rng_state,
@@ -38,11 +40,11 @@ from genlab.core.seeding import (
 )
 from genlab.core.trainer import resolve_device
 from genlab.nas import diagnostics as diag
-from genlab.nas.architect import WeightStep, momentum_buffers, unrolled_arch_grads
+from genlab.nas.architect import bilevel_step
+from genlab.nas.data import load_image_data
 from genlab.nas.ddp import SearchParallel
-from genlab.nas.regularizers import make_regularizer
-from genlab.nas.spaces import get_space
-from genlab.nas.table import ENV_VAR, NB201Table
+from genlab.nas.regularizers import Regularizer, make_regularizer
+from genlab.nas.spaces import SearchSpace, build_space_supernet, get_space
 
 ORDERS = (1, 2)
 
@@ -88,15 +90,15 @@ class SearchConfig:
     channels_last: bool = False  # NHWC layout of the supernet and its inputs
     force_every: int = 0  # also log the alpha forces every this many steps (forces.jsonl)
 
-    def resolved(self) -> SearchConfig:
+    def resolved(self, space: SearchSpace | None = None) -> SearchConfig:
         """A copy with every None size option filled from the space's proxy defaults."""
-        proxy = get_space(self.space).proxy
+        proxy = (space or get_space(self.space)).proxy
         fill = {k: getattr(proxy, k) for k in ("size", "channels", "cells", "steps")
                 if getattr(self, k) is None}
         return replace(self, **fill)
 
-    def validate(self) -> None:
-        space = get_space(self.space)
+    def validate(self, space: SearchSpace | None = None) -> None:
+        space = space or get_space(self.space)
         for name in ("size", "channels", "cells", "batch_size", "steps", "diag_batch",
                      "threads"):
             value = getattr(self, name)
@@ -117,18 +119,18 @@ class SearchConfig:
                               "(second order)")
 
 
-def resolve_table(path: str | None) -> NB201Table | None:
+def resolve_table(path: str | None):
     """The NB201 table from ``path`` or GENLAB_NB201_TABLE, or None when neither is set."""
-    path = path or os.environ.get(ENV_VAR)
-    return NB201Table.load(path) if path else None
+    return space_table(get_space("nb201"), path)
 
 
-def space_table(space, path: str | None):
-    """The table that judges ``space``'s genotypes (``--nb201-table`` or the environment)."""
+def space_table(space: SearchSpace, path: str | None):
+    """The table that judges ``space``'s genotypes (``--nb201-table`` or the space's
+    environment variable), through the space protocol; None when neither is set."""
     if path and space.table is None:
         raise ConfigError(f"--nb201-table judges NB201 cells; space {space.name} has no "
                           "accuracy table")
-    path = path or (os.environ.get(ENV_VAR) if space.table else None)
+    path = path or (os.environ.get(space.table_env) if space.table_env else None)
     return space.load_table(path) if path else None
 
 
@@ -153,113 +155,50 @@ class _Stream:
         return self._cache[idx]
 
 
-def first_order_arch_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int,
-                          total: int, forces: dict | None = None) -> float:
-    """Adam on alpha with grad_alpha (L_val + lambda_t R) at the current weights.
-
-    With a ``forces`` dict, also records the norms of the two parts of the alpha gradient
-    (genlab.nas.diagnostics.alpha_forces; one extra backward of CE_val)."""
-    xv, yv = val_batch
-    a_opt.zero_grad(set_to_none=True)
-    probe = reg.make_probe()
-    logits = net(xv) if probe is None else net(xv, probe=probe)
-    val_loss = F.cross_entropy(logits, yv)
-    alphas = list(net.arch_parameters())
-    ce_grads = None
-    if forces is not None:
-        ce_grads = torch.autograd.grad(val_loss, alphas, retain_graph=True, allow_unused=True)
-    reg_term = reg(net.alphas(), step, total, probe, val_loss, yv)
-    (val_loss + reg_term).backward(inputs=alphas + reg.parameters())
-    if forces is not None:
-        forces.update(diag.alpha_forces(ce_grads, [a.grad for a in alphas]))
-    a_opt.step()
-    return float(val_loss.detach())
-
-
-def second_order_arch_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int,
-                           total: int, forces: dict | None = None) -> float:
-    """Adam on alpha with the unrolled (second-order) gradient; returns L_val at w'.
-
-    Forces are not recorded here (the unrolled gradient has no separate CE part); the
-    regularisers with extra parameters (ber-lbe) are first order only."""
-    if reg.parameters():
-        raise ConfigError(f"--reg {reg.name} trains extra parameters with alpha and supports "
-                          "--order 1 only")
-    alphas = net.alphas()
-    seen = {}
-
-    def objective(call, x, y):
-        probe = reg.make_probe()
-        logits = call(x) if probe is None else call(x, probe=probe)
-        seen["val_loss"] = F.cross_entropy(logits, y)
-        return seen["val_loss"] + reg(alphas, step, total, probe, seen["val_loss"], y)
-
-    grads = unrolled_arch_grads(net, train_batch, val_batch, objective, WeightStep.of(w_opt),
-                                momentum_buffers(net, w_opt))
-    a_opt.zero_grad(set_to_none=True)
-    for alpha, g in zip(net.arch_parameters(), grads, strict=True):
-        alpha.grad = g
-    a_opt.step()
-    return float(seen["val_loss"].detach())
-
-
-ARCH_STEPS = {1: first_order_arch_step, 2: second_order_arch_step}
-
-
-def bilevel_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int, total: int,
-                 grad_clip: float, order: int = 1, forces: dict | None = None
-                 ) -> tuple[float, float]:
-    """One step: alpha on the val batch (first or second order), then the weights."""
-    val_loss = ARCH_STEPS[order](net, a_opt, w_opt, train_batch, val_batch, reg, step, total,
-                                 forces)
-    xt, yt = train_batch
-    w_opt.zero_grad(set_to_none=True)
-    weights = net.weight_parameters()
-    train_loss = F.cross_entropy(net(xt), yt)
-    train_loss.backward(inputs=weights)
-    if grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(weights, grad_clip)
-    w_opt.step()
-    return float(train_loss.detach()), val_loss
-
-
 def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=None,
                stop_at: int | None = None) -> dict:
     """Run (or resume) one search into the run folder ``out``; returns summary.json's content.
 
     ``stop_at``: pause after that many steps (a checkpoint, no summary; ``--resume`` goes on);
     the schedules stay those of the whole budget ``cfg.steps``."""
-    cfg.validate()
-    cfg = cfg.resolved()
+    space = get_space(cfg.space)
+    cfg.validate(space)
+    cfg = cfg.resolved(space)
     if stop_at is not None:
         require_positive("stop_at", stop_at)
+    reg = search_regularizer(cfg)
     with fixed_threads(cfg.threads):
-        return _run_search(cfg, out, resume=resume, progress_bar=progress_bar, stop_at=stop_at)
+        return _run_search(cfg, space, reg, out, resume=resume, progress_bar=progress_bar,
+                           stop_at=stop_at)
 
 
-def run_config(cfg: SearchConfig) -> dict:
+def search_regularizer(cfg: SearchConfig) -> Regularizer:
+    """The regulariser a search's options resolve to (steps_per_epoch 1 until the data set is
+    read; config.json records it so)."""
+    return make_regularizer(cfg.reg, cfg.reg_strength, cfg.reg_schedule, h_min=cfg.reg_hmin)
+
+
+def run_config(cfg: SearchConfig, reg: Regularizer | None = None) -> dict:
     """config.json of a search: its options and the regulariser they resolve to, so that a run
     of ``--reg ber`` is not resumed or reused after ``ber`` has come to name another setting."""
-    return {**asdict(cfg), "reg_resolved": resolved_regularizer(cfg)}
+    return {**asdict(cfg), "reg_resolved": asdict(reg or search_regularizer(cfg))}
 
 
-def resolved_regularizer(cfg: SearchConfig) -> dict:
-    return asdict(make_regularizer(cfg.reg, cfg.reg_strength, cfg.reg_schedule,
-                                   h_min=cfg.reg_hmin))
-
-
-def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
-                stop_at: int | None = None) -> dict:
-    space = get_space(cfg.space)
+def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, out, *,
+                resume: bool, progress_bar, stop_at: int | None = None) -> dict:
     table = space_table(space, cfg.nb201_table)
     device = resolve_device(cfg.device)
-    run = RunDir(out, run_config(cfg), resume=resume, resume_free=RESUME_FREE)
+    config = run_config(cfg, reg)
+    run = RunDir(out, config, resume=resume, resume_free=RESUME_FREE)
 
     seed_everything(cfg.seed)
     data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
-    net = space.build_supernet(num_classes=data.num_classes, in_channels=data.in_channels,
-                               channels=cfg.channels, cells=cfg.cells,
-                               **space.proxy.options).to(device)
+    builder_args = {"space": space.name, "num_classes": data.num_classes,
+                    "in_channels": data.in_channels, "channels": cfg.channels,
+                    "cells": cfg.cells, "options": dict(space.proxy.options)}
+    net = build_space_supernet(**builder_args).to(device)
+    rebuild = model_record("nas search", path_of(build_space_supernet), builder_args,
+                          state_key="net")
     precision = make_precision(cfg.amp, device)
     if cfg.channels_last:
         net.to(memory_format=torch.channels_last)
@@ -268,8 +207,8 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
     train, val = _Stream(data.train, cfg.batch_size, cfg.seed * 2 + 1), \
         _Stream(data.val, cfg.batch_size, cfg.seed * 2 + 2)
     spe = len(train)
-    reg = make_regularizer(cfg.reg, cfg.reg_strength, cfg.reg_schedule, steps_per_epoch=spe,
-                           h_min=cfg.reg_hmin)
+    require_positive("steps_per_epoch", spe)
+    reg.steps_per_epoch = spe  # beta's lambda counts epochs
     if reg.needs_probe:  # candidates with state read the network on the step-0 val batch
         reg.setup(net, _val_batch(cfg, val, 0, device)[0], space)
     a_opt = torch.optim.Adam(list(net.arch_parameters()) + reg.parameters(), lr=cfg.arch_lr,
@@ -335,7 +274,7 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
                     record["hessian_eig"] = diag.hessian_eigenvalue(net, diag_x, diag_y)
             record["seconds"] = time.perf_counter() - t0
             run.log(record)
-            run.save({"net": net.state_dict(), "a_opt": a_opt.state_dict(),
+            run.save({MODEL_RECORD: rebuild, "net": net.state_dict(), "a_opt": a_opt.state_dict(),
                       "w_opt": w_opt.state_dict(), "rng": capture_rng_state(), "step": done,
                       "elapsed": record["seconds"], "reg": reg.state_dict()})
             tick(0, entropy=record["mean_entropy"], pfree=record["param_free_ops"])
@@ -345,7 +284,8 @@ def _run_search(cfg: SearchConfig, out, *, resume: bool, progress_bar,
         return {"stopped_at": stop_at, "forces": str(run.file(FORCES))}
 
     history = run.metrics()
-    summary = _summary(cfg, space, net, history, table, time.perf_counter() - t0)
+    summary = _summary(cfg, space, net, history, table, time.perf_counter() - t0,
+                       config["reg_resolved"])
     _plots(run, history, space)
     run.write_summary(summary)
     return summary
@@ -383,7 +323,8 @@ def _epoch_diagnostics(space, net, x, y, table) -> dict:
     return record
 
 
-def _summary(cfg: SearchConfig, space, net, history: list[dict], table, seconds: float) -> dict:
+def _summary(cfg: SearchConfig, space, net, history: list[dict], table, seconds: float,
+             reg_resolved: dict) -> dict:
     genotype = space.derive(net.alphas())
     last = history[-1]
     hess = [h["hessian_eig"] for h in history if h.get("hessian_eig") is not None]
@@ -395,7 +336,7 @@ def _summary(cfg: SearchConfig, space, net, history: list[dict], table, seconds:
         "hessian_eig": hess[-1] if hess else None,
         "search_seconds": seconds,
         "reg": cfg.reg,
-        "reg_resolved": resolved_regularizer(cfg),
+        "reg_resolved": reg_resolved,
         "seed": cfg.seed,
         "steps": cfg.steps,
         "order": cfg.order,

@@ -1,8 +1,9 @@
-"""Search spaces: NAS-Bench-201, DARTS, RobustDARTS S1-S4, MobileNet-like (one module each).
+"""Search spaces: NAS-Bench-201, DARTS (+ RobustDARTS S1-S4), MobileNet-like (one sub-package each).
 
 ``get_space(name)`` returns a registered space (genlab.nas.spaces.base describes the
-protocol). Every module of this package registers its spaces when imported; ``get_space``
-and ``space_names`` import them all once, so adding a space means adding a module here.
+protocol; ``SPACES`` is their core.registry Registry). Every module or sub-package of this
+package registers its spaces when imported; ``get_space`` and ``space_names`` import them
+all once, so adding a space means adding a module or sub-package here.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from genlab.core.errors import ConfigError
+from torch import nn
+
 from genlab.nas.spaces.base import (
     SPACES,
     AlphaSpec,
@@ -37,16 +39,32 @@ def _load_all() -> None:
 def space_names() -> tuple[str, ...]:
     """Names of every registered space."""
     _load_all()
-    return tuple(SPACES)
+    return SPACES.names()
 
 
 def get_space(name: str) -> SearchSpace:
     """The space called ``name``; ConfigError naming it and the known spaces otherwise."""
     _load_all()
-    if name not in SPACES:
-        raise ConfigError(f"unknown search space {name!r}; expected one of: {', '.join(SPACES)}")
-    return SPACES[name]
+    return SPACES.get(name)
+
+
+def build_space_supernet(space: str, num_classes: int, in_channels: int = 3,
+                         channels: int | None = None, cells: int | None = None,
+                         options: dict | None = None) -> nn.Module:
+    """The search supernet of the space named ``space`` (plain values only: the builder that a
+    `nas search` checkpoint's model record names, genlab.core.checkpoints)."""
+    return get_space(space).build_supernet(num_classes=num_classes, in_channels=in_channels,
+                                           channels=channels, cells=cells, **(options or {}))
+
+
+def build_space_network(space: str, genotype: str, num_classes: int, in_channels: int = 3,
+                        channels: int | None = None, cells: int | None = None,
+                        options: dict | None = None) -> nn.Module:
+    """The discrete network of ``genotype`` (its text) in the space named ``space`` (plain
+    values only: the builder that a `nas train` checkpoint's model record names)."""
+    return get_space(space).build_network(genotype, num_classes, in_channels=in_channels,
+                                          channels=channels, cells=cells, **(options or {}))
 
 
 __all__ = ["AlphaSpec", "ProxyDefaults", "RetrainRecipe", "SearchSpace", "SPACES", "get_space",
-           "register_space", "space_names"]
+           "build_space_network", "build_space_supernet", "register_space", "space_names"]

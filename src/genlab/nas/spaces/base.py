@@ -19,7 +19,7 @@ know about one family of architectures:
 
 Spaces register themselves where they are defined (``register_space``); ``get_space``
 imports every module of this package once, so a new space is a new file here and nothing
-else changes.
+else changes (a sub-package registers its spaces in its ``__init__``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from genlab.core.errors import ConfigError
+from genlab.core.errors import ConfigError, SpecError
+from genlab.core.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class SearchSpace(ABC):
     proxy: ProxyDefaults
     retrain: RetrainRecipe
     table: str | None = None  # name of the tabular benchmark that judges its genotypes
+    table_env: str | None = None  # environment variable naming that table's file
 
     @abstractmethod
     def alpha_specs(self) -> dict[str, AlphaSpec]:
@@ -148,8 +150,6 @@ class SearchSpace(ABC):
 
     def check_alphas(self, alphas: Mapping[str, torch.Tensor]) -> None:
         """SpecError unless ``alphas`` has exactly this space's names and shapes."""
-        from genlab.core.errors import SpecError
-
         specs = self.alpha_specs()
         if list(alphas) != list(specs):
             raise SpecError(f"space {self.name} expects alphas {list(specs)}, got {list(alphas)}")
@@ -166,12 +166,27 @@ class SearchSpace(ABC):
                                   f"(got {value!r})")
 
 
-SPACES: dict[str, SearchSpace] = {}
+class AlphaSupernet(nn.Module):
+    """Base of the supernets: ``arch_parameters`` (the alphas, in ``alphas()`` order) and
+    ``weight_parameters`` (every other parameter, in module order) from ``alphas()``."""
+
+    def alphas(self) -> dict[str, nn.Parameter]:
+        raise NotImplementedError
+
+    def arch_parameters(self) -> list[nn.Parameter]:
+        return list(self.alphas().values())
+
+    def weight_parameters(self) -> list[nn.Parameter]:
+        """Every parameter except the alphas."""
+        alpha_ids = {id(a) for a in self.arch_parameters()}
+        return [p for p in self.parameters() if id(p) not in alpha_ids]
+
+
+SPACES: Registry[SearchSpace] = Registry("search space")
 
 
 def register_space(space: SearchSpace) -> SearchSpace:
     """Add ``space`` to the registry under ``space.name`` (called where the space is defined)."""
-    SPACES[space.name] = space
-    return space
+    return SPACES.register(space.name, space)
 
 

@@ -12,9 +12,9 @@ table are never read). Then, per setting:
 - ties with the best eligible score: difference < 2 sqrt(SE_best^2 + SE^2); broken by fewer
   mean parameter-free edges, then higher agreement across the three seeds, then higher score.
 
-    python benchmarks/nas_ber_select.py --out runs/ber_select --grid ber-op:0.798,2.66,7.98 \
+    python experiments/nas_ber_select.py --out runs/ber_select --grid ber-op:0.798,2.66,7.98 \
         --proxy digits --shard 0/2        # and 1/2 in parallel: searches, then retrainings
-    python benchmarks/nas_ber_select.py --out runs/ber_select --grid ... --proxy digits
+    python experiments/nas_ber_select.py --out runs/ber_select --grid ... --proxy digits
                                           # runs what is missing, writes selection.md/.json
 
 Every search and retraining is its own run folder (finished ones reused, killed ones resumed).
@@ -28,12 +28,11 @@ import math
 import statistics
 from pathlib import Path
 
-from nas_proxy_fidelity import PROXIES
-
 from genlab.core.runs import atomic_write_bytes, read_json, write_json
-from genlab.nas.bench import cell_agreement, finished_or_retrain, finished_or_search
+from genlab.nas.bench import cell_agreement, retrain_once, search_once
 from genlab.nas.retrain import RetrainConfig
 from genlab.nas.search import SearchConfig
+from genlab.nas.studies.proxy_fidelity import PROXIES
 
 SEEDS, RETRAIN_SEEDS = (3, 4, 5), (0, 1)
 MAX_ENTROPY, MAX_PFREE, HESSIAN_GROWTH = 1.3, 2.0, 1.3
@@ -55,14 +54,12 @@ def setting_name(reg: str, strength: float) -> str:
 def search_one(out: Path, reg: str, strength: float, seed: int, hmin: float | None) -> dict:
     cfg = SearchConfig(reg=reg, reg_strength=strength, reg_schedule="constant", seed=seed,
                        reg_hmin=hmin)
-    return finished_or_search(cfg, out / "search" / f"{setting_name(reg, strength)}-s{seed}",
-                              progress_bar=False)
+    return search_once(cfg, out / "search" / f"{setting_name(reg, strength)}-s{seed}")
 
 
 def retrain_one(out: Path, proxy: str, arch: str, name: str, seed: int) -> float:
     cfg = RetrainConfig(arch=arch, seed=seed, eval_on="val", **PROXIES[proxy])
-    return finished_or_retrain(cfg, out / "retrain" / proxy / f"{name}-r{seed}",
-                               progress_bar=False)["val_acc"]
+    return retrain_once(cfg, out / "retrain" / proxy / f"{name}-r{seed}")["val_acc"]
 
 
 def hessian_check(summaries: list[dict]) -> tuple[bool, float | None]:

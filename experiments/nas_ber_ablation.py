@@ -7,7 +7,7 @@ candidate kept as `ber` has the best mean val accuracy among those whose search
 committed (final mean edge entropy at least 0.1 below log 5). The NB201 table is
 not read here.
 
-    python benchmarks/nas_ber_ablation.py --out runs/ber_ablation [--shard 0/2]
+    python experiments/nas_ber_ablation.py --out runs/ber_ablation [--shard 0/2]
 
 Run shards in parallel processes, then once more without --shard to aggregate.
 Writes ablation.json and ablation.md.
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from genlab.core.report import markdown_table
-from genlab.nas.bench import finished_or_retrain, finished_or_search
+from genlab.nas.bench import retrain_once, search_once
 from genlab.nas.retrain import RetrainConfig
 from genlab.nas.search import SearchConfig
 
@@ -45,9 +45,9 @@ def run_job(out: Path, variant, schedule, lam, seed, steps, retrain_epochs) -> d
     name = job_name(variant, schedule, lam, seed)
     scfg = replace(SearchConfig(), reg=variant, reg_schedule=schedule, reg_strength=lam,
                    seed=seed, steps=steps, hessian_points=0, nb201_table=None)
-    s = finished_or_search(scfg, out / "search" / name)
+    s = search_once(scfg, out / "search" / name)
     rcfg = RetrainConfig(arch=s["genotype"], epochs=retrain_epochs, seed=seed, eval_on="val")
-    r = finished_or_retrain(rcfg, out / "retrain" / name)
+    r = retrain_once(rcfg, out / "retrain" / name)
     return {"variant": variant, "schedule": schedule, "lambda_0": lam, "seed": seed,
             "genotype": s["genotype"], "mean_entropy": s["mean_entropy"],
             "param_free_ops": s["param_free_ops"], "val_acc": r["val_acc"]}

@@ -30,6 +30,7 @@ from torch import nn
 
 from genlab.core.errors import ConfigError, SpecError, require_positive_ints
 from genlab.nas.probe import CellTrace, Probe
+from genlab.nas.spaces.base import AlphaSupernet
 
 MB_OPS = ("3x3_MBConv3", "3x3_MBConv6", "5x5_MBConv3", "5x5_MBConv6", "7x7_MBConv3",
           "7x7_MBConv6")
@@ -138,7 +139,7 @@ class _Skeleton(nn.Module):
         return self.classifier(self.feature_mix(h).mean(dim=(2, 3)))
 
 
-class MobileNetSuperNet(_Skeleton):
+class MobileNetSuperNet(_Skeleton, AlphaSupernet):
     """The DARTS-style supernet of the space (module docstring)."""
 
     def __init__(self, channels: int = 32, num_classes: int = 10, in_channels: int = 3,
@@ -156,13 +157,6 @@ class MobileNetSuperNet(_Skeleton):
 
     def alphas(self) -> dict[str, nn.Parameter]:
         return {"skippable": self.alphas_skippable, "transition": self.alphas_transition}
-
-    def arch_parameters(self) -> list[nn.Parameter]:
-        return list(self.alphas().values())
-
-    def weight_parameters(self) -> list[nn.Parameter]:
-        ids = {id(a) for a in self.arch_parameters()}
-        return [p for p in self.parameters() if id(p) not in ids]
 
     def forward(self, x: torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
         weights = {name: torch.softmax(a, dim=-1) for name, a in self.alphas().items()}

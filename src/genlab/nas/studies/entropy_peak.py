@@ -22,7 +22,7 @@ count of the argmax cell. The rise starts at the last minimum of the parameter-f
 nodes 1-3 (mean over nodes and cells), raw and after a 9-point moving average, and "peak
 before rise" needs both before the rise.
 
-    python benchmarks/nas_entropy_peak.py --out runs/entropy_peak [--dataset NAME] [--seeds 0,1,2]
+    python experiments/nas_entropy_peak.py --out runs/entropy_peak [--dataset NAME] [--seeds 0,1,2]
 
 Writes OUT/DATASET/peak.json, peak.md and peak.png; a killed run is resumed.
 """
@@ -35,6 +35,7 @@ import statistics
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -42,11 +43,11 @@ import torch.nn.functional as F
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import CHECKPOINT, SUMMARY, atomic_write_bytes, write_json
 from genlab.nas.entropy import batch_entropy, gaussian_batch_entropy
-from genlab.nas.genotype import NB201_NODES
 from genlab.nas.ops import CONV_KERNELS, PARAM_FREE_OPS
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
-from genlab.nas.supernet import SearchCell, edge_index
+from genlab.nas.spaces.nb201.genotype import NB201_NODES
+from genlab.nas.spaces.nb201.supernet import SearchCell, edge_index
 
 NODE_FILE = "node_entropy.jsonl"  # one line per logging step, aligned with metrics.jsonl
 RISE_MARGIN = 0.02  # the parameter-free weight must end this far above its last minimum
@@ -256,8 +257,6 @@ def main() -> None:
           "over nodes 1-3 of every search cell (mean), at every logging step.\n\n"
           + markdown_table(rows, digits=3))
     atomic_write_bytes(out / "peak.md", md.encode())
-    import matplotlib.pyplot as plt
-
     fig = plot_peaks(results, args.dataset)
     fig.savefig(out / "peak.png", dpi=110, bbox_inches="tight")
     plt.close(fig)

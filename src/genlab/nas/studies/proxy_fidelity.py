@@ -10,10 +10,10 @@ two retrain seeds is the proxy's own noise ceiling. Sanity rows: a random score 
 parameter count (a training-free ranking a proxy must beat to be worth its CPU), and the NB201
 CIFAR-100 accuracy (another full-budget ranking of the same cells: near the best achievable).
 
-    python benchmarks/nas_proxy_fidelity.py --out runs/proxy_fidelity --proxy digits --shard 0/2
-    python benchmarks/nas_proxy_fidelity.py --out runs/proxy_fidelity --proxy digits --shard 1/2
-    python benchmarks/nas_proxy_fidelity.py --out runs/proxy_fidelity --proxy digits  # aggregates
-    python benchmarks/nas_proxy_fidelity.py --out runs/proxy_fidelity --compare digits,digits-hard
+    python experiments/nas_proxy_fidelity.py --out runs/proxy_fidelity --proxy digits --shard 0/2
+    python experiments/nas_proxy_fidelity.py --out runs/proxy_fidelity --proxy digits --shard 1/2
+    python experiments/nas_proxy_fidelity.py --out runs/proxy_fidelity --proxy digits  # aggregates
+    python experiments/nas_proxy_fidelity.py --out runs/proxy_fidelity --compare digits,digits-hard
 
 Every retraining is its own run folder (finished ones are reused, killed ones resumed). Writes
 OUT/PROXY/fidelity.json, fidelity.md and fidelity.png; --compare writes OUT/proxies.md and
@@ -28,15 +28,16 @@ import statistics
 import time
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import kendalltau
 
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import atomic_write_bytes, read_json, write_json
-from genlab.nas.bench import finished_or_retrain
-from genlab.nas.genotype import Genotype
+from genlab.nas.bench import retrain_once
 from genlab.nas.retrain import RetrainConfig
-from genlab.nas.table import NB201Table
+from genlab.nas.spaces.nb201.genotype import Genotype
+from genlab.nas.spaces.nb201.table import NB201Table
 
 DRAW_SEED, NUM_CELLS, RETRAIN_SEEDS = 0, 30, (0, 1)
 # proxy name -> retraining budget (RetrainConfig fields). Each is sized so that the 60
@@ -95,7 +96,7 @@ def run_job(out: Path, proxy: str, idx: int, arch: str, seed: int, threads: int)
     cpu_file = folder / "cpu_seconds.json"
     fresh, resumed = not (folder / "summary.json").exists(), (folder / "config.json").exists()
     start = time.process_time()
-    summary = finished_or_retrain(cfg, folder, progress_bar=False)
+    summary = retrain_once(cfg, folder)
     if fresh and not resumed:  # a resumed training's CPU time would be partial
         write_json(cpu_file, {"cpu_seconds": time.process_time() - start})
     cpu = read_json(cpu_file)["cpu_seconds"] if cpu_file.exists() else None
@@ -138,8 +139,6 @@ def study(out: Path, proxy: str, table: NB201Table, threads: int = 1, shard: str
 
 
 def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 

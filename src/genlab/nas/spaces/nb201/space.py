@@ -15,8 +15,6 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from genlab.nas.genotype import NB201_EDGES, NB201_OPS, Genotype, derive_genotype
-from genlab.nas.networks import NB201Network
 from genlab.nas.spaces.base import (
     AlphaSpec,
     ProxyDefaults,
@@ -24,8 +22,10 @@ from genlab.nas.spaces.base import (
     SearchSpace,
     register_space,
 )
-from genlab.nas.supernet import NB201SuperNet
-from genlab.nas.table import NB201Table
+from genlab.nas.spaces.nb201.genotype import NB201_EDGES, NB201_OPS, Genotype, derive_genotype
+from genlab.nas.spaces.nb201.network import NB201Network
+from genlab.nas.spaces.nb201.supernet import NB201SuperNet
+from genlab.nas.spaces.nb201.table import ENV_VAR, NB201Table
 
 
 class NB201Space(SearchSpace):
@@ -40,6 +40,7 @@ class NB201Space(SearchSpace):
     retrain = RetrainRecipe(channels=16, cells=1, epochs=30, lr=0.05, nesterov=True,
                             weight_decay=5e-4)
     table = "nb201"
+    table_env = ENV_VAR
 
     @property
     def num_architectures(self) -> int:
@@ -83,7 +84,7 @@ class NB201Space(SearchSpace):
                             N=cells or self.upstream["cells"], in_channels=in_channels)
 
     def load_table(self, path: str):
-        """The NB201 accuracy table at ``path`` (genlab.nas.table)."""
+        """The NB201 accuracy table at ``path`` (genlab.nas.spaces.nb201.table)."""
         return NB201Table.load(path)
 
 

@@ -8,11 +8,12 @@ on every edge e of the three search cells two costs are taken:
 - D_ek = relu(H_B(x_e) - H_B(o_ek)), the batch entropy the op loses (ber-op's cost);
 - L_ek = I_B(x_e; Y) - I_B(o_ek; Y), the label information it loses (ber-ib's cost),
 
-with x_e the edge input and o_ek the op's unscaled output (genlab.nas.ber). The table gives their
-mean per op over all 18 edges, over the 9 edges from the cell input (node 0) and over the 9 from
-intermediate nodes (docs/ber.md, the fourth amendment and "Selection (measured)").
+with x_e the edge input and o_ek the op's unscaled output (genlab.nas.regularizers.per_op).
+The table gives their mean per op over all 18 edges, over the 9 edges from the cell input
+(node 0) and over the 9 from intermediate nodes (docs/ber.md, the fourth
+amendment and "Selection (measured)").
 
-    python benchmarks/nas_op_information.py --out runs/op_information
+    python experiments/nas_op_information.py --out runs/op_information
 
 Writes OUT/op_information.json and OUT/op_information.md; the search is its own run folder
 (OUT/search), resumed when killed.
@@ -25,10 +26,11 @@ from pathlib import Path
 
 import torch
 
-from genlab.core.data import augment_images, load_image_data
+from genlab.core.data import augment_images
 from genlab.core.runs import CHECKPOINT, atomic_write_bytes, load_checkpoint, write_json
 from genlab.core.seeding import make_generator
-from genlab.nas.ber import OpCompression, OpLabelInformation, edge_sources
+from genlab.nas.data import load_image_data
+from genlab.nas.regularizers.per_op import OpCompression, OpLabelInformation, edge_sources
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
 

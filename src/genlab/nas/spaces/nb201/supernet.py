@@ -27,10 +27,17 @@ from torch import nn
 from genlab.core.data_parallel import batch_norm
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
 from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell, edge_name
-from genlab.nas.genotype import NB201_EDGES, NB201_NODES, NB201_OPS, Genotype, derive_genotype
 from genlab.nas.nodesum import NodeSum
 from genlab.nas.ops import CONV_KERNELS, Head, ResidualBlock, Stem, make_op, stage_channels
 from genlab.nas.probe import CellTrace, Probe
+from genlab.nas.spaces.base import AlphaSupernet
+from genlab.nas.spaces.nb201.genotype import (
+    NB201_EDGES,
+    NB201_NODES,
+    NB201_OPS,
+    Genotype,
+    derive_genotype,
+)
 
 NB201_TOPOLOGY = CellTopology(num_inputs=1, num_nodes=NB201_NODES, concat=False)
 
@@ -179,7 +186,7 @@ class SearchCell(nn.Module):
             report(row, k, None if name == "none" else outputs[name].detach())
 
 
-class NB201SuperNet(nn.Module):
+class NB201SuperNet(AlphaSupernet):
     """NAS-Bench-201 macro skeleton with search cells sharing one (6, K) alpha named "cell".
 
     ``per_edge=False`` (default) uses the fused ``SearchCell``; ``per_edge=True`` the textbook
@@ -218,13 +225,6 @@ class NB201SuperNet(nn.Module):
     def alphas(self) -> dict[str, nn.Parameter]:
         """{"cell": the (6, K) logits alpha}: rows NB201_EDGES, columns ``ops``."""
         return {"cell": self.arch_params}
-
-    def arch_parameters(self) -> list[nn.Parameter]:
-        return list(self.alphas().values())
-
-    def weight_parameters(self) -> list[nn.Parameter]:
-        """Every parameter except the alphas."""
-        return [p for n, p in self.named_parameters() if n != "arch_params"]
 
     def search_cells(self) -> list[nn.Module]:
         """The 3N search cells in forward order."""

@@ -25,14 +25,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
-from genlab.nas.darts_genotype import (
+from genlab.nas.ops import OPS, FactorizedReduce, ReLUConvBN, build_op
+from genlab.nas.spaces.darts.genotype import (
     CELL_TYPES,
     DartsGenotype,
     edge_count,
     parse_darts_genotype,
     validate,
 )
-from genlab.nas.ops import OPS, FactorizedReduce, ReLUConvBN, build_op
 
 
 def drop_path(x: torch.Tensor, prob: float) -> torch.Tensor:
@@ -129,6 +129,16 @@ class _DartsNetwork(nn.Module):
         logits = self.classifier(s1.mean(dim=(2, 3)))
         return (logits, logits_aux) if logits_aux is not None else logits
 
+    def _build_body(self, genotype: DartsGenotype, channels: tuple[int, int, int], layers: int,
+                    reduction_prev: bool, num_classes: int, aux: tuple[int, bool] | None,
+                    drop_path: float) -> None:
+        """Cells, auxiliary head (``aux``: its (stride, CIFAR padding), None for none),
+        classifier and drop-path, in this order (the order of the parameters' draws)."""
+        c_aux, c_last = self._build_cells(genotype, *channels, layers, reduction_prev)
+        self.auxiliary_head = AuxiliaryHead(c_aux, num_classes, *aux) if aux else None
+        self.classifier = nn.Linear(c_last, num_classes)
+        self.set_drop_path(drop_path)
+
     def set_drop_path(self, prob: float) -> None:
         """Drop-path probability of the next epochs (the training recipe ramps it)."""
         require_positive("drop-path", prob, allow_zero=True)
@@ -144,10 +154,8 @@ class NetworkCIFAR(_DartsNetwork):
         c_stem = 3 * C
         self.stem = nn.Sequential(nn.Conv2d(in_channels, c_stem, 3, padding=1, bias=False),
                                   nn.BatchNorm2d(c_stem))
-        c_aux, c_last = self._build_cells(genotype, c_stem, c_stem, C, layers, False)
-        self.auxiliary_head = AuxiliaryHead(c_aux, num_classes, 3, True) if auxiliary else None
-        self.classifier = nn.Linear(c_last, num_classes)
-        self.set_drop_path(drop_path)
+        self._build_body(genotype, (c_stem, c_stem, C), layers, False, num_classes,
+                         (3, True) if auxiliary else None, drop_path)
 
     def stems(self, x):
         s = self.stem(x)
@@ -167,10 +175,8 @@ class NetworkImageNet(_DartsNetwork):
         self.stem1 = nn.Sequential(nn.ReLU(inplace=True),
                                    nn.Conv2d(C, C, 3, stride=2, padding=1, bias=False),
                                    nn.BatchNorm2d(C))
-        c_aux, c_last = self._build_cells(genotype, C, C, C, layers, True)
-        self.auxiliary_head = AuxiliaryHead(c_aux, num_classes, 2, False) if auxiliary else None
-        self.classifier = nn.Linear(c_last, num_classes)
-        self.set_drop_path(drop_path)
+        self._build_body(genotype, (C, C, C), layers, True, num_classes,
+                         (2, False) if auxiliary else None, drop_path)
 
     def stems(self, x):
         s0 = self.stem0(x)

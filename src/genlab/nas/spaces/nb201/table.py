@@ -7,6 +7,7 @@ environment variable GENLAB_NB201_TABLE.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import math
 import os
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError, GenlabError
-from genlab.nas.genotype import Genotype
+from genlab.nas.spaces.nb201.genotype import Genotype
 
 ENV_VAR = "GENLAB_NB201_TABLE"
 COLUMNS = {
@@ -123,8 +124,6 @@ def _key(arch: Genotype | str) -> str:
 
 
 def _bisect_left(values: list[float], x: float) -> int:
-    import bisect
-
     return bisect.bisect_left(values, x)
 
 

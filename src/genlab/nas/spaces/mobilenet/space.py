@@ -1,4 +1,4 @@
-"""The MobileNet-like space (ProxylessNAS layout; genlab.nas.mobilenet has the definition).
+"""The MobileNet-like space (ProxylessNAS layout; the definition: spaces.mobilenet.network).
 
 21 searchable inverted-residual blocks; alphas "skippable" (15 blocks x {6 MBConvs, zero})
 and "transition" (6 width- or stride-changing blocks x 6 MBConvs); derivation argmax per
@@ -15,7 +15,14 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from genlab.nas.mobilenet import (
+from genlab.nas.spaces.base import (
+    AlphaSpec,
+    ProxyDefaults,
+    RetrainRecipe,
+    SearchSpace,
+    register_space,
+)
+from genlab.nas.spaces.mobilenet.network import (
     MB_OPS,
     SKIPPABLE_OPS,
     ZERO,
@@ -25,13 +32,6 @@ from genlab.nas.mobilenet import (
     derive_mobilenet_genotype,
     layout,
     parse_mobilenet_genotype,
-)
-from genlab.nas.spaces.base import (
-    AlphaSpec,
-    ProxyDefaults,
-    RetrainRecipe,
-    SearchSpace,
-    register_space,
 )
 
 

@@ -1,17 +1,8 @@
-"""BER candidates built on batch entropy (ours; the paper's formula is not public).
+"""``ber-op`` and ``ber-ib``: per-op BER candidates (ours; the paper's formula is not public).
 
 Both act on alpha only (the architecture step) and read the search cells through a probe
 (genlab.nas.probe); H_B is Peer et al.'s batch entropy (genlab.nas.entropy.batch_entropy).
 
-- ``ber-lbe``: Peer et al.'s layerwise batch-entropy loss (TMLR 2022) carried over to the
-  architecture step. Over the nodes T_n of every search cell (intermediate nodes and output),
-
-      L = CE_val x [1 + beta x mean_n (H_B(T_n) - max(h_min, |h_n|))^2],
-
-  with one learnable target h_n per node, trained by the alpha optimiser and initialised at the
-  node's batch entropy on the first validation batch. The penalty is two-sided (it resists
-  both the decay and the inflation of a node's batch entropy away from its target) and fades
-  as CE falls. The regulariser's term is ``beta x CE_val x mean_n (...)^2`` (strength = beta).
 - ``ber-op``: a per-op compression penalty, R = sum over alpha tensors of
   mean_e sum_k p_ek sg[D_ek], p_e = softmax(alpha_e),
   D_ek = relu(H_B(x_e) - H_B(o_ek)): the batch entropy that op k's unscaled output o_ek loses
@@ -32,11 +23,12 @@ Both act on alpha only (the architecture step) and read the search cells through
   whose output separates the classes better than their input (trained convolutions) get a
   negative cost, skip exactly 0, ``none`` (I_B = 0) and pooling a positive one. It restrains
   the compression of the information about the target, the IB's prediction term, op by op.
+
+Presets: each candidate's calibrated mid-point (docs/ber.md, "Calibration"), constant schedule.
 """
 
 from __future__ import annotations
 
-import copy
 import re
 
 import torch
@@ -45,67 +37,9 @@ import torch.nn.functional as F
 from genlab.core.errors import ConfigError
 from genlab.nas.entropy import batch_entropy, label_information
 from genlab.nas.probe import CellTraces
+from genlab.nas.regularizers.base import Penalty
 
 EDGE_RE = re.compile(r"^(\d+)<-(\d+)$")
-
-
-def node_entropies(probe: CellTraces) -> torch.Tensor:
-    """H_B of every node of every traced cell (cells in forward order, nodes in order)."""
-    if not probe.traces:
-        raise ConfigError("the batch-entropy penalties need the cells' traces: pass the probe "
-                          "from make_probe() to the supernet's forward")
-    return torch.stack([batch_entropy(t) for tr in probe.traces for t in tr.nodes])
-
-
-class LayerwiseBatchEntropy:
-    """ber-lbe: Peer's layerwise batch-entropy loss on the cell nodes, learnable targets."""
-
-    needs_probe = True
-    uses_val_loss = True
-
-    def __init__(self, h_min: float = 0.0):
-        if not h_min >= 0:
-            raise ConfigError(f"--reg-hmin must be >= 0, got {h_min}")
-        self.h_min = float(h_min)
-        self.targets: torch.nn.Parameter | None = None
-
-    def make_probe(self) -> CellTraces:
-        return CellTraces()
-
-    def setup(self, net, x: torch.Tensor, space) -> None:
-        """Create the targets h_n at the nodes' batch entropy on ``x`` (a copy of the net runs)."""
-        twin = copy.deepcopy(net).train()
-        probe = self.make_probe()
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            twin(x, probe=probe)
-        self.targets = torch.nn.Parameter(node_entropies(probe).detach().clone())
-
-    def parameters(self) -> list[torch.Tensor]:
-        return [] if self.targets is None else [self.targets]
-
-    def penalty(self, alphas, probe, val_loss: torch.Tensor | None,
-                labels: torch.Tensor | None = None) -> torch.Tensor:
-        if self.targets is None:
-            raise ConfigError("ber-lbe's targets are not set: call setup(net, x, space) first")
-        if val_loss is None:
-            raise ConfigError("ber-lbe multiplies the validation cross-entropy: pass val_loss")
-        h = node_entropies(probe)
-        if h.shape != self.targets.shape:
-            raise ConfigError(f"ber-lbe has {self.targets.numel()} node targets but the probe "
-                              f"traced {h.numel()} nodes")
-        target = torch.clamp(self.targets.abs(), min=self.h_min)
-        return val_loss * ((h - target) ** 2).mean()
-
-    def state_dict(self) -> dict:
-        return {} if self.targets is None else {"targets": self.targets.detach().clone()}
-
-    def load_state_dict(self, state: dict) -> None:
-        if "targets" in state:
-            if self.targets is None:
-                self.targets = torch.nn.Parameter(state["targets"].clone())
-            else:
-                with torch.no_grad():
-                    self.targets.copy_(state["targets"])
 
 
 def edge_sources(rows: tuple[str, ...]) -> list[int]:
@@ -121,7 +55,7 @@ def edge_sources(rows: tuple[str, ...]) -> list[int]:
     return out
 
 
-class PerOpPenalty:
+class PerOpPenalty(Penalty):
     """R = sum over alpha tensors of mean_e sum_k p_ek sg[c_ek], c_ek a cost of op k's unscaled
     output on edge e against the edge input (mean over the cells sharing the alpha tensor).
 
@@ -129,10 +63,9 @@ class PerOpPenalty:
     that cost more than the edge's average to those that cost less. Subclasses give the cost."""
 
     needs_probe = True
-    uses_val_loss = False
     name = "per-op"
 
-    def __init__(self):
+    def __init__(self, h_min: float = 0.0):
         self.sources: dict[str, list[int]] = {}
 
     def make_probe(self) -> CellTraces:
@@ -141,9 +74,6 @@ class PerOpPenalty:
     def setup(self, net, x: torch.Tensor, space) -> None:
         self.sources = {name: edge_sources(spec.rows)
                         for name, spec in space.alpha_specs().items()}
-
-    def parameters(self) -> list[torch.Tensor]:
-        return []
 
     def statistic(self, t: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
         """The feature statistic the cost compares (0 for a zero output)."""
@@ -187,17 +117,12 @@ class PerOpPenalty:
             total = term if total is None else total + term
         return total
 
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
-
 
 class OpCompression(PerOpPenalty):
     """ber-op: c_ek = relu(H_B(edge input) - H_B(op output)), the batch entropy the op loses."""
 
     name = "ber-op"
+    preset = {"strength": 2.66, "schedule": "constant"}
 
     def statistic(self, t, labels=None) -> torch.Tensor:
         return batch_entropy(t)
@@ -210,6 +135,7 @@ class OpLabelInformation(PerOpPenalty):
     """ber-ib: c_ek = I_B(edge input; Y) - I_B(op output; Y), the label information it loses."""
 
     name = "ber-ib"
+    preset = {"strength": 17.3, "schedule": "constant"}
 
     def statistic(self, t, labels=None) -> torch.Tensor:
         if labels is None:
@@ -218,11 +144,3 @@ class OpLabelInformation(PerOpPenalty):
 
     def cost(self, at_input, at_output) -> torch.Tensor:
         return at_input - at_output
-
-
-# name -> builder of the candidate penalty from its settings
-CANDIDATES = {
-    "ber-lbe": lambda h_min=0.0: LayerwiseBatchEntropy(h_min),
-    "ber-op": lambda h_min=0.0: OpCompression(),
-    "ber-ib": lambda h_min=0.0: OpLabelInformation(),
-}

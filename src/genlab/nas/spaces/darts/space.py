@@ -11,7 +11,7 @@ evaluation network ``build_darts_network`` (CIFAR: C=36, 20 cells, auxiliary hea
 ``darts-7op`` is the variant without `none` (beta-DARTS' and SDARTS' "s5"), whose derivation
 then ranks edges over all 7 ops.
 
-``DartsFamilySpace`` is shared with RobustDARTS S1-S4 (genlab.nas.spaces.robust): a space of
+``DartsFamilySpace`` is shared with RobustDARTS S1-S4 (genlab.nas.spaces.darts.robust): a space of
 this family is its per-edge op lists for normal and reduction cells.
 """
 
@@ -22,16 +22,6 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
-from genlab.nas.darts_genotype import (
-    CELL_TYPES,
-    DartsGenotype,
-    derive_darts_genotype,
-    edge_count,
-    parse_darts_genotype,
-    validate,
-)
-from genlab.nas.darts_networks import build_darts_network
-from genlab.nas.darts_supernet import DARTS_TOPOLOGY, DartsSuperNet
 from genlab.nas.ops import PARAM_FREE_OPS
 from genlab.nas.spaces.base import (
     AlphaSpec,
@@ -40,6 +30,16 @@ from genlab.nas.spaces.base import (
     SearchSpace,
     register_space,
 )
+from genlab.nas.spaces.darts.genotype import (
+    CELL_TYPES,
+    DartsGenotype,
+    derive_darts_genotype,
+    edge_count,
+    parse_darts_genotype,
+    validate,
+)
+from genlab.nas.spaces.darts.network import build_darts_network
+from genlab.nas.spaces.darts.supernet import DARTS_TOPOLOGY, DartsSuperNet
 
 DARTS_OPS = ("none", "max_pool_3x3", "avg_pool_3x3", "skip_connect", "sep_conv_3x3",
              "sep_conv_5x5", "dil_conv_3x3", "dil_conv_5x5")

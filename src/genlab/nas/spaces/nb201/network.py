@@ -12,8 +12,8 @@ from torch import nn
 
 from genlab.core.errors import require_positive_ints
 from genlab.nas.cells import edge_name
-from genlab.nas.genotype import Genotype
 from genlab.nas.ops import Head, ResidualBlock, Stem, make_op, stage_channels
+from genlab.nas.spaces.nb201.genotype import Genotype
 
 
 class InferCell(nn.Module):

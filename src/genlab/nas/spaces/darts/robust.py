@@ -16,9 +16,9 @@ fallback), so skip_connect and noise can be chosen.
 
 from __future__ import annotations
 
-from genlab.nas.darts_genotype import edge_count
 from genlab.nas.spaces.base import register_space
-from genlab.nas.spaces.darts import ROBUST_PROXY, DartsFamilySpace
+from genlab.nas.spaces.darts.genotype import edge_count
+from genlab.nas.spaces.darts.space import ROBUST_PROXY, DartsFamilySpace
 
 SKIP, SEP3 = "skip_connect", "sep_conv_3x3"
 DIL3, DIL5, MAX, AVG = "dil_conv_3x3", "dil_conv_5x5", "max_pool_3x3", "avg_pool_3x3"

@@ -1,8 +1,8 @@
 """The fused DARTS-space search cell: the per-edge mixed ops regrouped by source state.
 
 Same function as the per-edge cell (genlab.nas.cells.PerEdgeCell with the ops of
-genlab.nas.darts_supernet.search_op; checked in tests and in benchmarks/nas_step.py), computed
-with fewer, larger kernels:
+genlab.nas.spaces.darts.supernet.search_op; checked in tests and in benchmarks/nas_step.py),
+computed with fewer, larger kernels:
 
 - every op that reads state s is computed once for all out-edges of s that offer it: one ReLU
   per source; the depthwise and pointwise convs of the out-edges stacked into grouped convs

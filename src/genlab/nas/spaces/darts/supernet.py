@@ -8,7 +8,7 @@ on a reduction cell the edges leaving the inputs have stride 2; the output conca
 nodes. Global average pool, linear classifier. Two alpha tensors, "normal" and "reduce"
 (14, K), each shared by all cells of its type, initialised 1e-3 * N(0, 1).
 
-``per_edge=False`` computes each cell with the fused cell of genlab.nas.darts_fused (same
+``per_edge=False`` computes each cell with the fused cell of genlab.nas.spaces.darts.fused (same
 function, grouped by source state); ``per_edge=True`` with the textbook per-edge cell of
 genlab.nas.cells, exactly the upstream layout (the reference and the benchmark's baseline).
 """
@@ -23,10 +23,11 @@ from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
 from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell
-from genlab.nas.darts_fused import FusedCell
-from genlab.nas.darts_genotype import CELL_TYPES, STEPS
 from genlab.nas.ops import POOLS, FactorizedReduce, ReLUConvBN, build_op
 from genlab.nas.probe import CellTrace, Probe
+from genlab.nas.spaces.base import AlphaSupernet
+from genlab.nas.spaces.darts.fused import FusedCell
+from genlab.nas.spaces.darts.genotype import CELL_TYPES, STEPS
 
 DARTS_TOPOLOGY = CellTopology(num_inputs=2, num_nodes=STEPS, concat=True)
 
@@ -70,7 +71,7 @@ class DartsSearchCell(nn.Module):
         return self.core([self.preprocess0(s0), self.preprocess1(s1)], weights, report)
 
 
-class DartsSuperNet(nn.Module):
+class DartsSuperNet(AlphaSupernet):
     """The DARTS search network; ``edge_ops[cell][row]`` are the ops of edge row of that cell."""
 
     def __init__(self, edge_ops: dict[str, Sequence[Sequence[str]]], C: int = 16,
@@ -114,14 +115,6 @@ class DartsSuperNet(nn.Module):
     def alphas(self) -> dict[str, nn.Parameter]:
         """{"normal": (14, K) logits, "reduce": (14, K) logits}."""
         return {"normal": self.alphas_normal, "reduce": self.alphas_reduce}
-
-    def arch_parameters(self) -> list[nn.Parameter]:
-        return list(self.alphas().values())
-
-    def weight_parameters(self) -> list[nn.Parameter]:
-        """Every parameter except the alphas."""
-        alpha_ids = {id(a) for a in self.arch_parameters()}
-        return [p for p in self.parameters() if id(p) not in alpha_ids]
 
     def forward(self, x: torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
         """Logits; ``probe`` (genlab.nas.probe) receives every cell's nodes."""

@@ -21,8 +21,8 @@ mean edge entropy, the parameter-free edges, the NB201 CIFAR-10 accuracy of the 
 the distance between the final alphas, and the first logging step whose architecture weights
 differ by more than 1e-3 (where the trajectories part).
 
-    python benchmarks/nas_repro.py --out runs/repro [--shard 0/2]   # shards in parallel, then
-    python benchmarks/nas_repro.py --out runs/repro                 # aggregates
+    python experiments/nas_repro.py --out runs/repro [--shard 0/2]   # shards in parallel, then
+    python experiments/nas_repro.py --out runs/repro                 # aggregates
 
 Writes OUT/repro.json, repro.md and repro.png (the distance to the reference over the steps).
 """
@@ -37,17 +37,21 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from genlab.core.data import load_image_data
 from genlab.core.report import figure, markdown_table
-from genlab.core.runs import CONFIG, SUMMARY, RunDir, atomic_write_bytes, read_json, write_json
-from genlab.core.seeding import capture_rng_state, seed_everything
+from genlab.core.runs import SUMMARY, RunDir, atomic_write_bytes, read_json, write_json
+from genlab.core.seeding import capture_rng_state, fixed_threads, seed_everything
+from genlab.nas.architect import bilevel_step
+from genlab.nas.bench import run_stage
+from genlab.nas.data import load_image_data
+from genlab.nas.regularizers import make_regularizer
 from genlab.nas.search import SearchConfig, run_config, run_search
 from genlab.nas.spaces import get_space
-from genlab.nas.supernet import NB201SuperNet
-from genlab.nas.table import NB201Table
+from genlab.nas.spaces.nb201.supernet import NB201SuperNet
+from genlab.nas.spaces.nb201.table import NB201Table
 
 EPS = 1e-6
 PART_THRESHOLD = 1e-3
@@ -85,29 +89,33 @@ def run_variant(out: Path, name: str, base: SearchConfig, eps: float = EPS) -> d
     """One variant's search (reused when finished, resumed when killed) and its CPU seconds."""
     threads, stream, onednn = VARIANTS[name]
     cfg = replace(base, threads=threads)
-    folder = out / "search" / name
-    if not (folder / SUMMARY).exists():
-        fresh = not (folder / CONFIG).exists()
-        if stream is not None and fresh:
-            write_perturbed_start(cfg, folder, stream, eps)
-        t0, c0 = time.perf_counter(), time.process_time()
-        before, torch.backends.mkldnn.enabled = torch.backends.mkldnn.enabled, onednn
-        try:
-            run_search(cfg, folder, resume=not fresh or stream is not None, progress_bar=False)
-        finally:
-            torch.backends.mkldnn.enabled = before
-        write_json(folder / "timing.json", {"wall_s": time.perf_counter() - t0,
-                                            "cpu_s": time.process_time() - c0,
-                                            "whole_run": fresh})
-    return read_json(folder / SUMMARY)
+    return run_stage(f"repro {name}", variant_search, cfg, out / "search" / name,
+                     run_config(cfg.resolved()), stream=stream, eps=eps, onednn=onednn)
+
+
+def variant_search(cfg: SearchConfig, folder, *, resume: bool, progress_bar=False,
+                   stream: int | None, eps: float, onednn: bool) -> dict:
+    """The search of one variant: from its perturbed start (``stream``), with oneDNN on or off;
+    its wall and CPU seconds go to timing.json."""
+    folder = Path(folder)
+    fresh = not resume
+    if stream is not None and fresh:
+        write_perturbed_start(cfg, folder, stream, eps)
+    t0, c0 = time.perf_counter(), time.process_time()
+    before, torch.backends.mkldnn.enabled = torch.backends.mkldnn.enabled, onednn
+    try:
+        summary = run_search(cfg, folder, resume=not fresh or stream is not None,
+                             progress_bar=False)
+    finally:
+        torch.backends.mkldnn.enabled = before
+    write_json(folder / "timing.json", {"wall_s": time.perf_counter() - t0,
+                                        "cpu_s": time.process_time() - c0,
+                                        "whole_run": fresh})
+    return summary
 
 
 def thread_speed(base: SearchConfig, blocks: int = 8, steps_per_block: int = 15) -> dict:
     """Wall seconds per bilevel step at 1 and 2 threads, blocks interleaved in one process."""
-    from genlab.core.seeding import fixed_threads
-    from genlab.nas.regularizers import make_regularizer
-    from genlab.nas.search import bilevel_step
-
     base = base.resolved()  # the proxy's size, width and depth
     seed_everything(0)
     data = load_image_data(base.dataset, base.data_root, size=base.size, seed=0)
@@ -218,8 +226,6 @@ def main() -> None:
     md = (markdown_table(result["rows"], digits=4) + f"\nspread: {result['spread']}\n"
           + f"\nthread speed (wall, interleaved, one process): {result['thread_speed']}\n")
     atomic_write_bytes(args.out / "repro.md", md.encode())
-    import matplotlib.pyplot as plt
-
     fig = plot_distances(result)
     fig.savefig(args.out / "repro.png", dpi=110, bbox_inches="tight")
     plt.close(fig)

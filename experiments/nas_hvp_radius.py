@@ -7,7 +7,7 @@ gradient where pre-activations cross zero between w - Rv and w + Rv. This script
 the relative difference between the two for r in {1e-2, ..., 1e-8} on the digits-proxy
 supernets (float64, random weights, v the gradient of the loss on another batch).
 
-    python benchmarks/nas_hvp_radius.py --out runs/bench
+    python experiments/nas_hvp_radius.py --out runs/bench
 
 Writes DIR/nas_hvp_radius.json.
 """

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from genlab.core.clutter import corrupt, on_clutter, pink_noise
-from genlab.core.data import DATASETS, load_digits_data, load_image_data
+from genlab.core.data import load_digits_data
 from genlab.core.errors import ConfigError
+from genlab.nas.clutter import corrupt, on_clutter, pink_noise
+from genlab.nas.data import DATASETS, load_image_data
 
 
 def test_registry_names_every_dataset_and_refuses_unknown_ones():

@@ -6,7 +6,8 @@ every step, rho_t = ||grad_alpha (lambda_p R)|| / ||grad_alpha CE_val|| (forces.
 genlab.nas.diagnostics.alpha_forces). With rho the mean of rho_t over those 100 steps, the
 candidate's grid is lambda in {0.3, 1, 3} x lambda_p / rho. The runs are used for nothing else.
 
-    python benchmarks/nas_ber_calibrate.py --out runs/ber_calibration [--regs ber-lbe,ber-op,ber-ib]
+    python experiments/nas_ber_calibrate.py --out runs/ber_calibration \
+        [--regs ber-lbe,ber-op,ber-ib]
 
 Writes OUT/calibration.json and OUT/calibration.md; each search is its own run folder
 (OUT/REG), resumed when killed.

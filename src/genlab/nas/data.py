@@ -1,0 +1,131 @@
+"""The data sets of the NAS commands (``--dataset``): a core.registry Registry of builders.
+
+Every entry is a :class:`DatasetEntry` (``builder(root=..., size=..., seed=...)`` returns an
+ImageData, whether it reads files from ``root``, a description); ``load_image_data`` looks
+names up in ``DATASETS``. The generic readers (digits, CIFAR python batches) are in
+genlab.core.data; this module adds the NAS proxies and NB201's ImageNet16 subset:
+
+- ``digits``, ``cifar10``, ``cifar100``: genlab.core.data's readers;
+- ``imagenet16``: NAS-Bench-201's ImageNet16-120 (train_data_batch_1..10, val_data; 1-based
+  labels), the first 120 classes;
+- ``digits-noisy``: contrast lowered by a factor in [0.5, 1], Gaussian noise (std 0.25 of the
+  [0, 1] range) and an occluding square of a quarter of the side, in every split;
+- ``digits-clutter``: the digits as coloured figures of random polarity on coloured 1/f
+  clutter (natural-image spectrum), 3 channels, three composites per image of the train and
+  val halves and one per test image. Use ``size`` 16 or more.
+
+The proxies keep the digits' stratified split; their corruption (genlab.nas.clutter) is drawn
+once per image from the seed, so every split is fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from genlab.core.data import (
+    ImageData,
+    Split,
+    batch_arrays,
+    digit_splits,
+    find_folder,
+    load_cifar,
+    load_digits_data,
+    split_arrays,
+    standardise,
+)
+from genlab.core.errors import ConfigError
+from genlab.core.registry import Registry
+from genlab.core.seeding import make_generator
+from genlab.nas.clutter import corrupt, on_clutter
+
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    """A registered data set: ``builder(root=..., size=..., seed=...)`` returns its ImageData."""
+
+    builder: Callable[..., ImageData]
+    needs_root: bool
+    description: str
+
+
+DATASETS: Registry[DatasetEntry] = Registry("dataset")
+
+
+def register_dataset(name: str, description: str, *, needs_root: bool = False):
+    """Decorator: register ``builder(root, size, seed) -> ImageData`` under ``name``."""
+    def add(builder: Callable[..., ImageData]) -> Callable[..., ImageData]:
+        DATASETS.register(name, DatasetEntry(builder, needs_root, description))
+        return builder
+    return add
+
+
+def load_image_data(name: str, root: str | Path | None = None, *, size: int = 8,
+                    seed: int = 0) -> ImageData:
+    """The registered data set ``name``; those read from disk need ``root``."""
+    entry = DATASETS.get(name)
+    if entry.needs_root and root is None:
+        raise ConfigError(f"dataset {name!r} needs --data-root pointing at its files")
+    return entry.builder(root=root, size=size, seed=seed)
+
+
+def load_imagenet16(root: str | Path, seed: int = 0, val_fraction: float = 0.5,
+                    num_classes: int = 120) -> ImageData:
+    """ImageNet16 batches (train_data_batch_1..10, val_data; labels 1-based), first classes."""
+    train_files = [f"train_data_batch_{i}" for i in range(1, 11)]
+    folder = find_folder(Path(root), train_files + ["val_data"])
+    xtr, ytr = zip(*(batch_arrays(folder / f, "labels", 16) for f in train_files), strict=True)
+    xte, yte = batch_arrays(folder / "val_data", "labels", 16)
+    xtr, ytr = np.concatenate(xtr), np.concatenate(ytr) - 1
+    yte = yte - 1
+    keep_tr, keep_te = ytr < num_classes, yte < num_classes
+    return split_arrays("imagenet16", xtr[keep_tr], ytr[keep_tr], xte[keep_te], yte[keep_te],
+                        num_classes, seed, val_fraction)
+
+
+@register_dataset("digits", "scikit-learn digits (embedded), 1,797 grey 8x8 images")
+def _digits(root, size: int, seed: int) -> ImageData:
+    return load_digits_data(size=size, seed=seed)
+
+
+@register_dataset("cifar10", "CIFAR-10 python batches", needs_root=True)
+def _cifar10(root, size: int, seed: int) -> ImageData:
+    return load_cifar("cifar10", root, seed=seed)
+
+
+@register_dataset("cifar100", "CIFAR-100 python batches", needs_root=True)
+def _cifar100(root, size: int, seed: int) -> ImageData:
+    return load_cifar("cifar100", root, seed=seed)
+
+
+@register_dataset("imagenet16", "ImageNet16-120 batches", needs_root=True)
+def _imagenet16(root, size: int, seed: int) -> ImageData:
+    return load_imagenet16(root, seed=seed)
+
+
+@register_dataset("digits-noisy", "digits with lowered contrast, strong noise and occlusion")
+def _digits_noisy(root, size: int, seed: int) -> ImageData:
+    xs, ys = digit_splits(size, seed)
+    xs = standardise([corrupt(x, make_generator(seed, 101, k)) for k, x in enumerate(xs)])
+    return ImageData("digits-noisy", Split(xs[0], ys[0]), Split(xs[1], ys[1]),
+                     Split(xs[2], ys[2]), 10, 1, size)
+
+
+CLUTTER_COPIES = (3, 3, 1)  # composites per source image in train, val, test
+
+
+@register_dataset("digits-clutter", "digits as coloured figures on 1/f clutter, 3 channels")
+def _digits_clutter(root, size: int, seed: int) -> ImageData:
+    xs, ys = digit_splits(8, seed)
+    out_x, out_y = [], []
+    for k, (x, y, copies) in enumerate(zip(xs, ys, CLUTTER_COPIES, strict=True)):
+        gen = make_generator(seed, 202, k)
+        out_x.append(torch.cat([on_clutter(x, gen, size=size) for _ in range(copies)]))
+        out_y.append(y.repeat(copies))
+    out_x = standardise(out_x)
+    return ImageData("digits-clutter", Split(out_x[0], out_y[0]), Split(out_x[1], out_y[1]),
+                     Split(out_x[2], out_y[2]), 10, 3, size)
