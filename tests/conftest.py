@@ -23,18 +23,3 @@ def nb201_table() -> Path:
         if cand and Path(cand).is_file():
             return Path(cand)
     pytest.skip("NB201 accuracy table not available (set GENLAB_NB201_TABLE)")
-
-
-@pytest.fixture(scope="session")
-def bench_script():
-    """Load a script of benchmarks/ by name, as a module (scripts are not part of the package)."""
-    import importlib.util
-
-    def load(name: str):
-        spec = importlib.util.spec_from_file_location(f"bench_{name}",
-                                                      REPO / "benchmarks" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    return load

@@ -2,6 +2,7 @@
 (float64), their features against hand values, their search wiring (targets, resume, forces)."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -227,7 +228,7 @@ def test_search_with_ber_lbe_logs_forces_and_node_entropies_and_resumes(tmp_path
 def test_force_every_writes_one_record_per_step(tmp_path):
     out = run_search(SearchConfig(**TINY, reg="ber-op", seed=0, force_every=1), tmp_path / "r",
                      stop_at=5)
-    recs = [json.loads(ln) for ln in open(out["forces"]).read().splitlines()]
+    recs = [json.loads(ln) for ln in Path(out["forces"]).read_text().splitlines()]
     assert [r["step"] for r in recs] == [0, 1, 2, 3, 4]
     assert all(r["force_reg"] > 0 for r in recs)
 

@@ -1,1 +1,1 @@
-"""Method-agnostic machinery shared by nas, optim and gaze: runs, data, training, reports."""
+"""Method-agnostic machinery shared by every method package: runs, data, training, reports."""

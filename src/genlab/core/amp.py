@@ -9,7 +9,7 @@ loss only; backward and the optimiser step run outside it, as torch recommends.
 The scaler unscales the gradients and steps the optimiser without a closure
 (``scaler.step(opt)``), so ``fp16`` applies to optimisers whose ``step()`` makes a whole
 update without one; an optimiser that declares ``requires_closure = True`` is refused
-with a clear error (run it with ``bf16``). The SAM family's own recipe is in
+with a clear error (run it with ``bf16``). Two-pass optimisers' own recipe is in
 docs/optimizers.md.
 """
 

@@ -90,7 +90,7 @@ MODEL_RECORD = "model_record"
 def model_record(kind: str, builder: str, args: dict, *, state_key: str = "model") -> dict:
     """What rebuilds a run's model from its checkpoint alone (nanoGPT's ``model_args``).
 
-    ``kind`` names the run ("nas train", "optim train", ...); ``builder`` is the
+    ``kind`` names the command that trained it; ``builder`` is the
     ``"package.module:function"`` that ``builder(**args)`` returns the untrained model;
     ``state_key`` is the checkpoint entry holding its state dict. ``args`` must be plain
     values (numbers, strings, lists, dicts) so the record survives ``weights_only`` loading.

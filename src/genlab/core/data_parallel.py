@@ -10,8 +10,8 @@ batch of an epoch) it is still the one-process gradient.
 Why not DistributedDataParallel: DDP needs every forward to go through its wrapper,
 and genlab's trainers (and their subclasses) call ``self.model`` directly, ask for its
 attributes and save its state_dict. Hooks on the parameters keep the model as it is:
-every closure, every optimiser (SAM's two passes included) is data-parallel unchanged.
-:meth:`GradientSync.no_sync` skips the reduction (gradient accumulation, SAM's
+every closure, every optimiser (two-pass sharpness-aware ones included) is data-parallel unchanged.
+:meth:`GradientSync.no_sync` skips the reduction (gradient accumulation, a two-pass optimiser's
 per-rank perturbation).
 
 BatchNorm (our handling of per-rank statistics): each rank's batch statistics differ
@@ -234,7 +234,7 @@ class GlobalBatchNorm(_BatchNorm):
     ``sync`` provides this rank's share w_r of the batch for the backward (see module);
     without one the share follows from the sample counts. ``track_running_stats`` is read
     from the BatchNorm it replaces, so code that freezes the statistics on the original
-    layers (SAM's perturbed pass) freezes them here too.
+    layers (a perturbed second pass) freezes them here too.
     """
 
     def __init__(self, *args, sync: GradientSync | None = None, **kwargs):

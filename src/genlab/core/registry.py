@@ -2,7 +2,7 @@
 
 A :class:`Registry` maps names to entries (a class, a builder, a dataclass of facts, a
 penalty object). Entries are registered where they are defined, either directly
-(``SPACES.register("nb201", space)``) or as a decorator (``@OPTIMIZERS.register("sam")``);
+(``WIDGETS.register("small", entry)``) or as a decorator (``@BUILDERS.register("mlp")``);
 ``get`` raises a ConfigError that lists the choices; aliases resolve to their target's
 entry and are listed apart, so help texts can say that ``ber`` is another name.
 

@@ -133,25 +133,38 @@ def error_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def run_one(spec: RunSpec) -> dict:
+    """One spec in this process, its own exception propagating: the spec's folder checked
+    (``expect``), a finished run read back, a started one resumed; its summary."""
+    _check_specs([spec])
+    return _run(spec)
+
+
+def _run(spec: RunSpec) -> dict:
+    out = Path(spec.out)
+    if spec.finished:
+        return read_json(out / SUMMARY)
+    fn = resolve_target(spec.target)
+    try:
+        return fn(spec.config, out, resume=spec.started, progress_bar=False, **spec.kwargs)
+    except spec.result_errors as exc:
+        summary = {"failed": getattr(exc, "kind", type(exc).__name__), "error": str(exc)}
+        write_json(out / SUMMARY, summary)
+        return summary
+
+
 def execute(spec: RunSpec) -> RunOutcome:
     """Run one spec in this process (skip if finished, resume if started); never raises."""
     out = Path(spec.out)
     t0 = time.perf_counter()
-    if spec.finished:
-        return RunOutcome(spec.name, str(out), SKIPPED, summary=read_json(out / SUMMARY))
+    status = SKIPPED if spec.finished else FINISHED
     try:
-        fn = resolve_target(spec.target)
-        summary = fn(spec.config, out, resume=spec.started, progress_bar=False, **spec.kwargs)
-    except spec.result_errors as exc:
-        summary = {"failed": getattr(exc, "kind", type(exc).__name__), "error": str(exc)}
-        write_json(out / SUMMARY, summary)
-        return RunOutcome(spec.name, str(out), FINISHED, summary=summary,
-                          seconds=time.perf_counter() - t0)
+        summary = _run(spec)
     except Exception as exc:  # noqa: BLE001 - a failed run is reported, the sweep goes on
         _keep_traceback(out)
         return RunOutcome(spec.name, str(out), FAILED, error=error_line(exc),
                           seconds=time.perf_counter() - t0)
-    return RunOutcome(spec.name, str(out), FINISHED, summary=summary,
+    return RunOutcome(spec.name, str(out), status, summary=summary,
                       seconds=time.perf_counter() - t0)
 
 

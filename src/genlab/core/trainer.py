@@ -1,6 +1,6 @@
 """One supervised training loop shared by every method: closure-based steps, checkpoints.
 
-Each step calls ``optimizer.step(closure)`` so SAM-style optimisers that need
+Each step calls ``optimizer.step(closure)`` so two-pass (sharpness-aware) optimisers that need
 several forward-backward passes work unchanged. After every epoch the model,
 optimiser, scheduler, loss-scaler and RNG states go to an atomic checkpoint; a killed
 run resumed from its folder ends exactly like an uninterrupted one (batches are drawn
@@ -196,7 +196,7 @@ class Trainer:
         self.sync = GradientSync(self.model.parameters())
         undo = convert_batchnorm(self.model, self.sync) if self.global_batchnorm else None
         broadcast_module(self.model)
-        # model.no_sync(), as on a DDP model: the SAM family's first pass keeps it local
+        # model.no_sync(), as on a DDP model: a two-pass optimiser's first pass keeps it local
         had_no_sync = "no_sync" in vars(self.model)
         if not had_no_sync:
             setattr(self.model, "no_sync", self.sync.no_sync)  # noqa: B010 - a module attribute

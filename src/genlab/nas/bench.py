@@ -26,7 +26,7 @@ import torch
 from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir, atomic_write_bytes, write_json
-from genlab.core.sweep import FAILED, RunSpec, run_sweep
+from genlab.core.sweep import RunSpec, run_one, run_sweep
 from genlab.nas.data import load_image_data
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import (
@@ -64,20 +64,7 @@ def run_stage(name: str, target, cfg, folder: Path, expect: dict, **kwargs) -> d
     """One stage of a job (its search or its retraining) through genlab.core.sweep: refused
     when ``folder`` holds a run made with other options (``expect``: the config.json the stage
     writes), read back when finished, resumed when started; a failure raises its exception."""
-    failure: dict[str, BaseException] = {}
-
-    def call(config, out, **kwargs):
-        try:
-            return target(config, out, **kwargs)
-        except Exception as exc:
-            failure["exc"] = exc
-            raise
-
-    [outcome] = run_sweep([RunSpec(name, call, cfg, folder, kwargs=kwargs, expect=expect)],
-                          executor="inline", progress_bar=False)
-    if outcome.status == FAILED:
-        raise failure.get("exc") or DataError(f"{name}: {outcome.error}")
-    return outcome.summary
+    return run_one(RunSpec(name, target, cfg, folder, kwargs=kwargs, expect=expect))
 
 
 def search_once(cfg: SearchConfig, folder: Path, space=None) -> dict:
