@@ -48,7 +48,10 @@ def launch(fn, world: int, folder: Path, *args) -> list:
 def retrain_config(**kw):
     from genlab.nas.retrain import RetrainConfig
 
-    base = dict(arch=ARCH, channels=4, cells=1, epochs=2, batch_size=64, seed=3)
+    # batch 256 (6 steps): at batch 64 (46 steps) the float32 trajectories of one and two
+    # processes part on some hosts (0.138 on an AMD EPYC host, at every commit and with torch
+    # 2.13 too; 1.2e-6 where the test was written); at 256 they agree to 2.4e-7 there.
+    base = dict(arch=ARCH, channels=4, cells=1, epochs=2, batch_size=256, seed=3)
     base.update(kw)
     return RetrainConfig(**base)
 
@@ -156,9 +159,13 @@ def search_config(**kw):
     regulariser that reads batch statistics of the cells (ber-batch); 2 steps per epoch."""
     from genlab.nas.search import SearchConfig
 
+    # arch_lr 3e-3 (a tenth of the default): Adam's first steps are about lr * sign(g), so
+    # where a gradient is near zero, float32 rounding flips the step; at the default lr the
+    # alpha of one and two processes part by 5.3e-3 on an AMD EPYC host (4.8e-4 where the
+    # test was written), at 3e-3 by 1.3e-4 there.
     base = dict(channels=4, cells=1, size=8, steps=4, batch_size=301, hessian_points=1,
                 diag_batch=16, reg="ber-batch", reg_strength=1.0, reg_schedule="constant",
-                seed=2)
+                seed=2, arch_lr=3e-3)
     base.update(kw)
     return SearchConfig(**base)
 

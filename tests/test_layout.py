@@ -1,0 +1,106 @@
+"""The house's rules, checked on the source tree: folder sizes, the import direction, no
+import circle, a core that names no method, tests that import no script."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+METHODS = ("genlab.nas", "genlab.optim", "genlab.gaze")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in SRC.rglob("*.py")}
+
+
+def imports(path: Path) -> set[str]:
+    """genlab modules ``path`` imports (anywhere in the file; ``from pkg import mod`` counts
+    as importing ``pkg.mod`` when that is a module)."""
+    found = set()
+    this = module_name(path)
+    package = this if path.name == "__init__.py" else this.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in MODULES else base)
+    return {m for m in found if m == "genlab" or m.startswith("genlab.")}
+
+
+def test_method_packages_keep_their_top_levels_small():
+    for package in ("nas", "gaze", "optim"):
+        top = [p for p in (SRC / "genlab" / package).glob("*.py") if p.name != "__init__.py"]
+        assert len(top) <= 16, (package, sorted(p.name for p in top))
+    flat = [p.name for p in (SRC / "genlab").rglob("*.py")
+            if p.name.startswith(("darts_", "synth_"))]
+    assert flat == []
+
+
+def test_core_imports_and_names_no_method():
+    for name, path in MODULES.items():
+        if not name.startswith("genlab.core"):
+            continue
+        assert not {m for m in imports(path) if m.startswith(METHODS)}, name
+        text = path.read_text().lower()
+        for word in ("nb201", "genlab.nas", "genlab.optim", "genlab.gaze", "darts"):
+            assert word not in text, (name, word)
+
+
+def test_method_packages_do_not_import_each_other_except_optims_optimisers():
+    allowed = ("genlab.optim", "genlab.optim.optimizers", "genlab.optim.measures")
+    for name, path in MODULES.items():
+        own = next((m for m in METHODS if name == m or name.startswith(m + ".")), None)
+        if own is None:
+            continue
+        for m in imports(path):
+            other = next((x for x in METHODS if m == x or m.startswith(x + ".")), None)
+            if other and other != own:
+                assert m.startswith(allowed), (name, m)
+
+
+def test_no_import_circle():
+    graph = {name: imports(path) & set(MODULES) for name, path in MODULES.items()}
+    # a package's __init__ may import its own sub-modules; a sub-module importing its
+    # package root then closes no circle only if the root is lazy, which the walk sees
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                pytest.fail("import circle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_no_test_imports_a_script():
+    for path in (ROOT / "tests").rglob("*.py"):
+        text = path.read_text()
+        for script_dir in ("benchmarks", "experiments"):
+            assert f'sys.path.insert(0, str(REPO / "{script_dir}"' not in text, path
+            assert f'"{script_dir}" / f"' not in text, path
+        if path.name != "test_layout.py":
+            assert "spec_from_file_location" not in text, path
