@@ -60,8 +60,9 @@ def test_torchrun_writes_the_run_folder_once(uninterrupted):
     assert [json.loads(m)["epoch"] for m in metrics] == [0, 1, 2]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["processes"] == 2
-    assert {"config.json", "checkpoint.pt", "checkpoint.prev.pt", "curves.png"} <= {
-        p.name for p in out.iterdir()}
+    names = {p.name for p in out.iterdir()}
+    assert {"config.json", "checkpoint.pt", "curves.png"} <= names
+    assert "checkpoint.prev.pt" not in names and ".lock" not in names  # finished: one checkpoint
     assert not list(out.glob(".*.tmp"))
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 
 import typer
 
@@ -45,9 +47,17 @@ def _register() -> None:
     app.command("demo")(demo.demo)
 
 
+def _terminated(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning GenlabError into one line on stderr and exit code 2."""
     _register()
+    # SIGTERM ends the command as an exception would: locks, temporary files and the
+    # superseded checkpoint are cleaned up on the way out (SIGKILL cannot be; see locks).
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
     if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 speaks for the group
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
     try:

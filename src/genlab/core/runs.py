@@ -140,6 +140,8 @@ class RunDir:
         self._finalizer = weakref.finalize(self, locks.release, key)
         existing = self.path / CONFIG
         if not existing.exists():
+            if resume:
+                warn(f"{self.path} holds no run to resume; starting a new one")
             write_json(existing, self.config)
             self._remove_temporaries()
             return None, 0
@@ -241,10 +243,17 @@ class RunDir:
         save_checkpoint(self.path / CHECKPOINT, state, keep_previous=self.path / PREVIOUS)
 
     def write_summary(self, summary: dict) -> None:
-        """summary.json (rank 0 writes); adds ``processes`` (how many ran) to ``summary`` itself."""
+        """summary.json (rank 0 writes); adds ``processes`` (how many ran) to ``summary`` itself.
+
+        The run is finished: its superseded checkpoint (checkpoint.prev.pt) is removed, so a
+        finished folder holds one checkpoint."""
         summary["processes"] = self.processes
         if self.is_main:
             write_json(self.path / SUMMARY, summary)
+            try:
+                (self.path / PREVIOUS).unlink(missing_ok=True)
+            except OSError:
+                pass  # a read-only folder keeps it: harmless
 
     def save_figure(self, fig, name: str) -> Path:
         """Save a matplotlib figure as PNG in the run folder (atomically) and close it."""
@@ -262,7 +271,8 @@ class RunDir:
         return target
 
     def close(self) -> None:
-        """Flush TensorBoard events and release the folder's lock (also done when collected)."""
+        """Flush TensorBoard events and release the folder's lock, removing the lock file
+        (also done when collected and at exit)."""
         if self._tensorboard is not None:
             self._tensorboard.close()
             self._tensorboard = None

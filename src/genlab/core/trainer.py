@@ -54,9 +54,14 @@ BatchSource = Callable[[int], Iterable]  # epoch -> iterable of (inputs, targets
 
 @dataclass
 class TrainResult:
+    """A fit's records; ``seconds`` is the training time over every segment of the run (a
+    resumed run adds the segments before it, as far as their last checkpoint), ``segments``
+    the seconds of each."""
+
     history: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     processes: int = 1
+    segments: list[float] = field(default_factory=list)
 
 
 @torch.no_grad()
@@ -126,6 +131,8 @@ class Trainer:
                  global_batchnorm: bool = True, model_record: dict | None = None):
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.model_record = model_record  # what rebuilds the model (core.checkpoints)
+        self._segments: list[float] = []  # seconds of earlier segments (from a checkpoint)
+        self._t0 = time.perf_counter()
         self.device = torch.device(device)
         self.scheduler, self.augment, self.seed = scheduler, augment, seed
         self.progress_bar, self.name = progress_bar, name
@@ -138,6 +145,7 @@ class Trainer:
         extra = {MODEL_RECORD: self.model_record} if self.model_record is not None else {}
         return {
             **extra,
+            "segments": [*self._segments, time.perf_counter() - self._t0],
             "epoch": epoch,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -153,6 +161,7 @@ class Trainer:
             self.scheduler.load_state_dict(state["scheduler"])
         self.precision.load_state_dict(state.get("amp", {}))
         restore_rng_state(state["rng"])
+        self._segments = [float(x) for x in state.get("segments", [])]
         return int(state["epoch"]) + 1
 
     # -- one step --------------------------------------------------------------------
@@ -220,7 +229,7 @@ class Trainer:
         if run is not None and run.resumed_state is not None:
             start = self.load_state(run.resumed_state)
         result = TrainResult(processes=info.world_size)
-        t0 = time.perf_counter()
+        self._t0 = time.perf_counter()
         self.model.to(self.device).train()
         if self.channels_last:
             self.model.to(memory_format=torch.channels_last)
@@ -236,7 +245,8 @@ class Trainer:
                     run.log(record)
                     run.save(self.state(epoch))
                 tick(1, loss=record["train_loss"])
-        result.seconds = time.perf_counter() - t0
+        result.segments = [*self._segments, time.perf_counter() - self._t0]
+        result.seconds = sum(result.segments)
         return result
 
     def _epoch(self, train_batches: BatchSource, epoch: int, steps_per_epoch: int | None,
