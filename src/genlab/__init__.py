@@ -5,7 +5,7 @@
 - genlab.gaze: MoEGaze, appearance-routed experts for cross-domain gaze estimation.
 """
 
-__version__ = "0.1.0"
+from genlab.version import __version__
 
 __all__ = ["__version__", "load", "LoadedRun"]
 

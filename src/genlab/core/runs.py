@@ -31,7 +31,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from genlab import __version__
 from genlab.core import errors as _errors
 from genlab.core import locks
 from genlab.core.checkpoints import (
@@ -51,6 +50,7 @@ from genlab.core.files import (
     read_json,
     write_json,
 )
+from genlab.version import __version__
 
 __all__ = ["CHECKPOINT", "CONFIG", "METRICS", "PREVIOUS", "SUMMARY", "RunDir",
            "atomic_write_bytes", "config_differences", "load_checkpoint", "read_json",
