@@ -45,12 +45,12 @@ def test_render_is_deterministic_by_seed():
 def test_render_is_independent_of_thread_count():
     s = sample_subjects("broad-g", 3, 0)
     rng = np.random.default_rng(5)
-    gaze, head = sample_gaze_head(DOMAINS.get("broad-g"), 20, rng)
+    gaze, head = sample_gaze_head(DOMAINS["broad-g"], 20, rng)
     traits = [s[i % 3] for i in range(20)]
-    one = render_eyes(gaze, traits, head, np.random.default_rng(1),
-                      conditions=DOMAINS.get("broad-g"), workers=1)
-    two = render_eyes(gaze, traits, head, np.random.default_rng(1),
-                      conditions=DOMAINS.get("broad-g"), workers=2)
+    one = render_eyes(gaze, traits, head, np.random.default_rng(1), conditions=DOMAINS["broad-g"],
+                      workers=1)
+    two = render_eyes(gaze, traits, head, np.random.default_rng(1), conditions=DOMAINS["broad-g"],
+                      workers=2)
     np.testing.assert_array_equal(one, two)
 
 
@@ -130,7 +130,7 @@ def test_targets_hold_appearances_rare_not_absent_in_sources():
         assert 0.0 < frac(src, dark) < frac("narrow-m", dark)
         assert 0.0 < frac(src, glasses) < frac("narrow-d", glasses)
     rng = np.random.default_rng(0)
-    spread = {d: np.degrees(sample_gaze_head(DOMAINS.get(d), 4000, rng)[0]).std(0) for d in CROSS}
+    spread = {d: np.degrees(sample_gaze_head(DOMAINS[d], 4000, rng)[0]).std(0) for d in CROSS}
     assert spread["broad-g"][1] > spread["broad-e"][1] > spread["narrow-m"][1]
     assert spread["broad-e"][1] > spread["narrow-d"][1]
 
@@ -217,7 +217,7 @@ def test_iris_gain_scales_the_iris_displacement():
 def _differing_fields(a, b):
     from dataclasses import asdict
 
-    da, db = asdict(DOMAINS.get(a)), asdict(DOMAINS.get(b))
+    da, db = asdict(DOMAINS[a]), asdict(DOMAINS[b])
     return {k for k in da if da[k] != db[k]} - {"name", "description", "subject_offset",
                                                  "n_subjects"}
 
@@ -231,4 +231,4 @@ def test_worlds_shift_only_what_they_say():
                                    "light_colour_std", "light_dir_std", "side_shadow",
                                    "blur_sigma", "resolution_scale", "noise_std",
                                    "jpeg_quality"}
-    assert not DOMAINS.get("ctrl-s").clusters and len(DOMAINS.get("app-m").clusters) == 4
+    assert not DOMAINS["ctrl-s"].clusters and len(DOMAINS["app-m"].clusters) == 4
