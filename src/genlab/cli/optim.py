@@ -3,19 +3,65 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from genlab.cli import optim_studies
 from genlab.cli.optim_studies import OUT, RESUME
+from genlab.core.registry import import_path
 
-app = typer.Typer(no_args_is_help=True)
+CHOICES = "{choices}"  # in a help text: replaced by the names of the option's registry
+
+
+#: option -> the "module:attribute" of the names it takes (imported only when needed)
+CHOICE_SOURCES = {"arch": "genlab.optim.studies.models:ARCHS",
+                  "optimizer": "genlab.optim.optimizers.registry:OPTIMIZERS",
+                  "noise_kind": "genlab.optim.studies.noise:NOISE_KINDS",
+                  "bn_mode": "genlab.optim.measures.per_sample:BN_MODES"}
+
+
+class _Group(TyperGroup):
+    """Fills each CHOICES help text from its registry when a command is looked up, so the
+    help lists every registered name while ``genlab`` starts without importing torch."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        for param in getattr(command, "params", ()):
+            help_text = getattr(param, "help", None)
+            if help_text and CHOICES in help_text:
+                names = import_path(CHOICE_SOURCES[param.name])
+                param.help = help_text.replace(CHOICES, " | ".join(names))
+        return command
+
+
+app = typer.Typer(no_args_is_help=True, cls=_Group)
+
+MEASURE_OUT = typer.Option(..., "--out", help="Run folder to write (config.json and "
+                           "summary.json: scores, gaps and every measure).")
+
+
+def aligned_table(rows: Sequence[dict], digits: int = 5) -> str:
+    """Rows as plain columns for a terminal: a header, numbers right-aligned."""
+    from genlab.core.report import fmt
+
+    columns = list(rows[0])
+    cells = [[fmt(row.get(c), digits) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(row.get(c), (int, float)) for row in rows) for c in columns]
+
+    def line(values):
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+
+    return "\n".join([line(columns), line(["-" * w for w in widths]), *map(line, cells)])
 
 
 def _print_trained(summary: dict, out: Path) -> None:
     """Scores and gaps on one line, then the measures as a table."""
-    from genlab.core.report import markdown_table
     from genlab.optim.measures import MEASURE_NAMES
 
     typer.echo(" ".join(f"{k}={summary[k]:.4f}" for k in ("train_loss", "train_acc",
@@ -24,8 +70,7 @@ def _print_trained(summary: dict, out: Path) -> None:
     m = summary.get("measures")
     if m:
         typer.echo(f"measures on {m['n_samples']} training samples (BatchNorm: {m['bn_mode']})")
-        typer.echo(markdown_table([{"measure": k, "value": m[k]} for k in MEASURE_NAMES],
-                                  digits=5))
+        typer.echo(aligned_table([{"measure": k, "value": m[k]} for k in MEASURE_NAMES]))
     typer.echo(f"outputs: {out}")
 
 
@@ -56,11 +101,10 @@ def toy(out: Path = OUT, resume: bool = RESUME,
 
 @app.command()
 def train(out: Path = OUT, resume: bool = RESUME,
-          arch: str = typer.Option("mlp", help="mlp, cnn or transformer."),
+          arch: str = typer.Option("mlp", help=f"Architecture: {CHOICES}."),
           width: int = typer.Option(64, help="Hidden width / channels / embedding size."),
           depth: int = typer.Option(2, help="Hidden layers / conv blocks / attention blocks."),
-          optimizer: str = typer.Option("sgd", help="sgd, sam, asam, cov, samgcm, "
-                                        "csam_identity, csam, acsam_identity."),
+          optimizer: str = typer.Option("sgd", help=f"Optimiser: {CHOICES}."),
           lr: float = typer.Option(0.05), momentum: float = typer.Option(0.9),
           weight_decay: float = typer.Option(0.0), batch_size: int = typer.Option(32),
           epochs: int = typer.Option(20),
@@ -68,8 +112,8 @@ def train(out: Path = OUT, resume: bool = RESUME,
           lam: float = typer.Option(0.1, help="COV penalty weight."),
           xi: float = typer.Option(1e-6, help="SAMGCM covariance damping."),
           label_noise: float = typer.Option(0.0, help="Fraction of training labels flipped."),
-          noise_kind: str = typer.Option("symmetric", help="symmetric or asymmetric "
-                                         "(digits map 7->1, 4->9, 5->6, 3<->8)."),
+          noise_kind: str = typer.Option("symmetric", help=f"Label noise: {CHOICES} "
+                                         "(asymmetric on digits: 7->1, 4->9, 5->6, 3<->8)."),
           measure: bool = typer.Option(True, help="Compute every measure at the end."),
           measure_samples: int = typer.Option(512, help="Training samples the measures use."),
           measure_iterations: int = typer.Option(30, help="Power iterations (lambda_max, s)."),
@@ -91,7 +135,7 @@ def train(out: Path = OUT, resume: bool = RESUME,
 @app.command()
 def measure(checkpoint: Path = typer.Argument(..., help="checkpoint.pt of an `optim train` "
                                               "run (or its folder)."),
-            out: Path = OUT, resume: bool = RESUME,
+            out: Path = MEASURE_OUT, resume: bool = RESUME,
             config: Path = typer.Option(None, help="config.json of the training, for its "
                                         "data (default: next to the checkpoint); the model "
                                         "comes from the checkpoint's model record."),
@@ -99,7 +143,8 @@ def measure(checkpoint: Path = typer.Argument(..., help="checkpoint.pt of an `op
             iterations: int = typer.Option(30, help="Power iterations (lambda_max, s)."),
             probes: int = typer.Option(20, help="Hutchinson probes for tr H."),
             bn_mode: str = typer.Option("eval", help="BatchNorm during lambda_max, tr H and "
-                                        "sharpness: eval (running stats) or batch."),
+                                        f"sharpness: {CHOICES} (eval: running statistics; "
+                                        "batch: each chunk's)."),
             seed: int = typer.Option(0)):
     """Every nonuniformity and sharpness measure of a trained model."""
     from genlab.optim.measures import MeasureConfig
@@ -124,7 +169,6 @@ def sparse(out: Path = OUT, resume: bool = RESUME,
            cov_lam: float = typer.Option(10.0, help="COV penalty weight (our choice)."),
            seed: int = typer.Option(0, help="First seed.")):
     """Sparse regression with a diagonal net: SGD vs SAM vs SAMGCM vs COV (official setup)."""
-    from genlab.core.report import markdown_table
     from genlab.optim.studies.sparse import SparseConfig, run_sparse
 
     cfg = SparseConfig(n=n, d=d, k=k, lr=lr, batch_size=batch_size, epochs=epochs,
@@ -141,7 +185,7 @@ def sparse(out: Path = OUT, resume: bool = RESUME,
             row[key] = f"{r[key]:.{digits}f} ± {r[key + '_std']:.{digits}f}"
         row["support_recovered"] = f"{r['support_recovered']:.0%}"
         rows.append(row)
-    typer.echo(markdown_table(rows))
+    typer.echo(aligned_table(rows))
     typer.echo(f"outputs: {out}")
 
 

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 
 from torch import nn
 
-from genlab.core.errors import require_positive
+from genlab.core.errors import require_choice, require_positive
+from genlab.optim.limits import MAX_ITERATIONS, require_at_most
 from genlab.optim.measures.hessian import (
     TraceEstimate,
     curvature_nonuniformity,
@@ -26,6 +27,7 @@ from genlab.optim.measures.hessian import (
     hvp,
 )
 from genlab.optim.measures.per_sample import (
+    BN_MODES,
     collect,
     gradient_diversity,
     gradient_noise_stats,
@@ -76,6 +78,9 @@ class MeasureConfig:
                      "trace_probes", "rho", "m", "sharpness_samples", "ascent_steps", "sigma",
                      "draws", "chunk_size"):
             require_positive(name, getattr(self, name))
+        for name in ("power_iterations", "trace_probes", "ascent_steps", "draws"):
+            require_at_most(name, getattr(self, name), MAX_ITERATIONS)
+        require_choice("bn_mode", self.bn_mode, BN_MODES)
 
 
 def all_measures(model: nn.Module, loss_fn: Callable, inputs, targets=None,

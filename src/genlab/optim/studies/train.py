@@ -16,7 +16,8 @@ per-sample ones use the per-layer per-sample gradients of genlab.optim.measures.
 
 Every checkpoint carries a model record (kind ``"optim train"``, builder
 :func:`~genlab.optim.studies.models.build_model`), so ``genlab.load(folder)`` rebuilds the
-trained model; :func:`load_trained` (``genlab optim measure``) goes through it.
+trained model; :func:`load_trained` (``genlab optim measure``) rebuilds it from that record
+after checking its kind.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from genlab.core.checkpoints import MODEL_RECORD, model_record
+from genlab.core.checkpoints import MODEL_RECORD, build_from_record, model_record
 from genlab.core.data import Batches, Split
 from genlab.core.errors import CheckpointError, ConfigError, require_choice, require_positive
 from genlab.core.registry import path_of
@@ -35,10 +36,18 @@ from genlab.core.report import figure
 from genlab.core.runs import CONFIG, RunDir, load_checkpoint, read_json
 from genlab.core.seeding import seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
-from genlab.loading import load
+from genlab.loading import checkpoint_path
+from genlab.optim.limits import (
+    MAX_DEPTH,
+    MAX_EPOCHS,
+    MAX_ITERATIONS,
+    MAX_PARAMETERS,
+    MAX_WIDTH,
+    require_at_most,
+)
 from genlab.optim.measures import MeasureConfig, all_measures
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS, make_optimizer
-from genlab.optim.studies.models import HEAD, build_model
+from genlab.optim.studies.models import ARCHS, HEAD, build_model
 from genlab.optim.studies.noise import NOISE_KINDS
 from genlab.optim.studies.tasks import SPLITS, TASKS, TaskData, task_data
 
@@ -84,6 +93,11 @@ class TrainConfig:
                      "curvature_samples", "measure_iterations", "measure_probes"):
             require_positive(name, getattr(self, name))
         require_positive("lam", self.lam, allow_zero=True)
+        for name, limit in (("width", MAX_WIDTH), ("depth", MAX_DEPTH), ("epochs", MAX_EPOCHS),
+                            ("measure_iterations", MAX_ITERATIONS),
+                            ("measure_probes", MAX_ITERATIONS)):
+            require_at_most(name, getattr(self, name), limit)
+        require_choice("arch", self.arch, ARCHS)
         require_choice("optimizer", self.optimizer, OPTIMIZERS)
         require_choice("noise_kind", self.noise_kind, NOISE_KINDS)
         require_choice("schedule", self.schedule, SCHEDULES)
@@ -93,6 +107,7 @@ class TrainConfig:
             raise ConfigError(f"per_class must be >= 0, got {self.per_class}")
         if not 0 <= self.label_noise < 1:
             raise ConfigError(f"label_noise must be in [0, 1), got {self.label_noise}")
+        self.measure_config().validate()
 
     def measure_config(self) -> MeasureConfig:
         return MeasureConfig(n_samples=self.measure_samples,
@@ -149,10 +164,22 @@ def prepare(cfg: TrainConfig) -> tuple[TaskData, nn.Module]:
     """(task data, model) for a config, seeded; the model starts from ``init_from`` if set."""
     seed_everything(cfg.seed)
     data = load_task(cfg)
-    model = build_model(**model_args(cfg, data))
+    args = model_args(cfg, data)
+    check_model_size(args)
+    model = build_model(**args)
     if cfg.init_from:
         _load_backbone(model, Path(cfg.init_from))
     return data, model
+
+
+def check_model_size(args: dict) -> None:
+    """ConfigError when the model of build_model(**args) would exceed MAX_PARAMETERS
+    (counted on the meta device: nothing is allocated)."""
+    with torch.device("meta"):
+        n = sum(p.numel() for p in build_model(**args).parameters())
+    if n > MAX_PARAMETERS:
+        raise ConfigError(f"--width {args['width']} and --depth {args['depth']} give the "
+                          f"{args['arch']} {n:,} parameters; the limit is {MAX_PARAMETERS:,}")
 
 
 def _load_backbone(model: nn.Module, checkpoint: Path) -> None:
@@ -173,8 +200,8 @@ def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
     """Train, evaluate and measure one digits model; writes a run folder and returns summary."""
     cfg.validate()
     device = resolve_device(cfg.device)
-    run = RunDir(out, {"command": "optim train", **asdict(cfg)}, resume=resume)
-    data, model = prepare(cfg)
+    data, model = prepare(cfg)  # sizes and init_from checked before the folder is touched
+    run = RunDir(out, {"command": KIND, **asdict(cfg)}, resume=resume)
     model.to(device)
     optimizer = build_optimizer(cfg, model, len(data.fit))
     scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
@@ -239,7 +266,18 @@ def read_train_config(config: Path) -> TrainConfig:
     """The TrainConfig stored in an ``optim train`` run's config.json (CheckpointError if not)."""
     if not config.is_file():
         raise CheckpointError(f"{config}: no config.json to go with the checkpoint")
-    raw = read_json(config)
+    try:
+        raw = read_json(config)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError included
+        raise CheckpointError(f"{config}: unreadable ({exc}); give the config.json of an "
+                              f"`{KIND}` run") from exc
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{config}: not a JSON object; give the config.json of an "
+                              f"`{KIND}` run")
+    command = raw.get("command", KIND)
+    if command != KIND:
+        raise CheckpointError(f"{config} is {_a(command)} run; optim measure needs "
+                              f"{_a(KIND)} run")
     known = {k: v for k, v in raw.items() if k in TrainConfig.__dataclass_fields__}
     try:
         cfg = TrainConfig(**known)
@@ -249,36 +287,51 @@ def read_train_config(config: Path) -> TrainConfig:
     return cfg
 
 
+def _a(kind: str) -> str:
+    """``kind`` with its indefinite article: "a gaze train", "an optim train"."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
+
+
 def load_trained(checkpoint: str | Path, config: str | Path | None = None
                  ) -> tuple[nn.Module, TrainConfig]:
-    """The model of an ``optim train`` run (genlab.load: rebuilt from its checkpoint's model
-    record) and its TrainConfig (config.json next to the checkpoint, or ``config``).
+    """The model of an ``optim train`` run (rebuilt from its checkpoint's model record, as
+    genlab.load does) and its TrainConfig (config.json next to the checkpoint, or ``config``).
 
-    An explicit ``config`` must describe the checkpoint's model (CheckpointError otherwise).
+    A checkpoint or config of another kind of run is refused, naming its kind; an explicit
+    ``config`` must describe the checkpoint's model (CheckpointError otherwise).
     """
-    loaded = load(checkpoint, kind=KIND)
-    config = Path(config) if config is not None else loaded.checkpoint.parent / CONFIG
+    file = checkpoint_path(checkpoint)
+    state = load_checkpoint(file)
+    record = state.get(MODEL_RECORD) if isinstance(state, dict) else None
+    kind = record.get("kind") if isinstance(record, dict) else None
+    if kind != KIND:  # said before anything of another kind's model is rebuilt
+        what = (f"is {_a(kind)} run" if kind else
+                "holds no model record (not a genlab training, or an earlier genlab's)")
+        raise CheckpointError(f"{file} {what}; optim measure needs {_a(KIND)} run")
+    config = Path(config) if config is not None else file.parent / CONFIG
     cfg = read_train_config(config)
-    built = loaded.state[MODEL_RECORD]["args"]
+    built = record["args"]
     described = {"arch": cfg.arch, "width": cfg.width, "depth": cfg.depth}
     if any(built[k] != v for k, v in described.items()):
         raise CheckpointError(
-            f"{loaded.checkpoint}: holds a {built['arch']} (width {built['width']}, depth "
+            f"{file}: holds a {built['arch']} (width {built['width']}, depth "
             f"{built['depth']}), not the {cfg.arch} (width {cfg.width}, depth {cfg.depth}) "
             f"described by {config}")
-    return loaded.model.train(), cfg  # the mode of a freshly built model, as measured before
+    model = build_from_record(record, state, source=str(file))
+    return model.train(), cfg  # the mode of a freshly built model, as measured before
 
 
 def measure_checkpoint(checkpoint: str | Path, out: str | Path, *,
                        config: str | Path | None = None,
                        measure: MeasureConfig | None = None, resume: bool = False) -> dict:
     """Every measure (and the gaps) of a trained model, in a new run folder."""
+    if measure is not None:
+        measure.validate()  # every check before the folder is touched
     model, cfg = load_trained(checkpoint, config)
     mcfg = measure or cfg.measure_config()
-    mcfg.validate()
+    data = load_task(cfg)
     run = RunDir(out, {"command": "optim measure", "checkpoint": str(checkpoint),
                        "train_config": asdict(cfg), **asdict(mcfg)}, resume=resume)
-    data = load_task(cfg)
     device = torch.device("cpu")
     summary = finish(model, data, device, replace(cfg, measure=False))
     order = torch.randperm(len(data.fit), generator=torch.Generator().manual_seed(cfg.seed))

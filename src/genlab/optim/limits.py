@@ -1,0 +1,21 @@
+"""Upper limits of the sizes and counts genlab.optim accepts, checked before a run starts.
+
+A width whose tensors would not fit in memory, or a step count that would run for
+centuries, is refused up front with the limit in the message (ConfigError).
+"""
+
+from __future__ import annotations
+
+from genlab.core.errors import ConfigError
+
+MAX_WIDTH = 65_536  # hidden width / channels / embedding size
+MAX_DEPTH = 1_024  # hidden layers / blocks per stage
+MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights, before optimiser state and measures
+MAX_EPOCHS = 10_000
+MAX_ITERATIONS = 100_000  # power iterations, probes, ascent steps, draws, toy steps
+
+
+def require_at_most(name: str, value: float, limit: float) -> None:
+    """Raise ConfigError unless ``value`` <= ``limit`` (the message states the limit)."""
+    if value > limit:
+        raise ConfigError(f"{name} must be <= {limit:,}, got {value:,}")
