@@ -65,6 +65,12 @@ def require_positive(name: str, value: float, *, allow_zero: bool = False) -> No
         raise ConfigError(f"{name} must be {bound}, got {value}")
 
 
+def require_at_most(name: str, value: float, limit: float) -> None:
+    """Raise ConfigError unless ``value`` <= ``limit`` (the message states the limit)."""
+    if value > limit:
+        raise ConfigError(f"{name} must be <= {limit:,}, got {value:,}")
+
+
 def require_positive_ints(**values) -> None:
     """Raise ConfigError unless every keyword value is a positive integer."""
     for name, value in values.items():

@@ -6,7 +6,7 @@ centuries, is refused up front with the limit in the message (ConfigError).
 
 from __future__ import annotations
 
-from genlab.core.errors import ConfigError
+from genlab.core.errors import require_at_most
 
 MAX_WIDTH = 65_536  # hidden width / channels / embedding size
 MAX_DEPTH = 1_024  # hidden layers / blocks per stage
@@ -15,7 +15,5 @@ MAX_EPOCHS = 10_000
 MAX_ITERATIONS = 100_000  # power iterations, probes, ascent steps, draws, toy steps
 
 
-def require_at_most(name: str, value: float, limit: float) -> None:
-    """Raise ConfigError unless ``value`` <= ``limit`` (the message states the limit)."""
-    if value > limit:
-        raise ConfigError(f"{name} must be <= {limit:,}, got {value:,}")
+__all__ = ["MAX_DEPTH", "MAX_EPOCHS", "MAX_ITERATIONS", "MAX_PARAMETERS", "MAX_WIDTH",
+           "require_at_most"]
