@@ -47,13 +47,16 @@ def render(
     count: int = typer.Option(64, help="Number of images."),
     seed: int = typer.Option(0, help="Rendering seed."),
     size: str = typer.Option("64x96", help="Image size HEIGHTxWIDTH."),
+    png: int = typer.Option(0, help="Also write the first N images as single-eye PNG files "
+                            "(eyes/eye_0000.png ..., labels in eyes.csv) that gaze predict "
+                            "takes."),
 ):
     """Render synthetic eye images with exact gaze labels into a folder."""
     from genlab.core.errors import require_positive
     from genlab.gaze.synth.dataset import render_to_folder
 
     require_positive("count", count)
-    info = render_to_folder(count, domain, seed, out, tuple(parse_size(size)))
+    info = render_to_folder(count, domain, seed, out, tuple(parse_size(size)), png=png)
     typer.echo(json.dumps(info, indent=2, default=str))
     typer.echo(f"rendered {count} images of {domain} into {out}")
 
@@ -157,17 +160,23 @@ def eval_(
 
 @app.command()
 def predict(
-    checkpoint: Path = typer.Argument(..., help="Run folder or its checkpoint.pt."),
-    image: Path = typer.Argument(..., help="Image file (PNG/JPEG; colour or grey)."),
-    out: Path = typer.Option(None, help="Write the image with the gaze arrow here (PNG)."),
+    checkpoint: Path = typer.Argument(..., help="Run folder of gaze train or its checkpoint.pt."),
+    images: list[Path] = typer.Argument(..., help="Image files (PNG/JPEG; colour or grey), "
+                                        "each one eye of about the run's input shape "
+                                        "(gaze render --png N writes such files); several "
+                                        "are predicted as one batch."),
+    out: Path = typer.Option(None, help="Write a picture of the images with their predicted "
+                             "gaze arrows (scaled up, with a legend) here: a .png or .jpg "
+                             "name."),
 ):
-    """Predict the gaze of one image; print pitch and yaw in degrees."""
-    from genlab.gaze.predict import predict_file
+    """Predict the gaze of images; print pitch and yaw in degrees, one line per image."""
+    from genlab.gaze.predict import predict_images
 
-    result = predict_file(checkpoint, image, out)
-    typer.echo(f"pitch {result['pitch_deg']:+.2f} deg, yaw {result['yaw_deg']:+.2f} deg")
+    for result in predict_images(checkpoint, images, out):
+        typer.echo(f"{result['image']}: pitch {result['pitch_deg']:+.2f} deg, "
+                   f"yaw {result['yaw_deg']:+.2f} deg")
     if out is not None:
-        typer.echo(f"arrow drawn in {out}")
+        typer.echo(f"picture: {out}")
 
 
 @app.command()

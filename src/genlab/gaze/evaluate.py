@@ -25,7 +25,7 @@ def evaluate_run(checkpoint: str | Path, out: str | Path, *, data: str = "narrow
                  workers: int = 0) -> dict:
     """Errors (where labelled) and predictions of a run on ``data``; writes a folder."""
     dev = resolve_device(device)
-    loaded = open_run(checkpoint, dev)
+    loaded = open_run(checkpoint, dev, command="gaze eval")
     model, cfg = loaded.model, config_from_dict(loaded.config)
     if split_ref(data) is not None:
         dataset = open_real(data, cfg.size, workers=workers, labels="optional")

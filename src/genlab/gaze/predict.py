@@ -1,12 +1,18 @@
-"""Load a trained gaze run (through ``genlab.load``) and predict the gaze of one image file.
+"""Load a trained gaze run (through ``genlab.load``) and predict the gaze of image files.
 
-The image is read with OpenCV (BGR, converted to RGB); grey images are replicated
+An image is read with OpenCV (BGR, converted to RGB); grey images are replicated
 to three channels and an alpha channel is dropped; it is resized to the model's
-input size (config.json ``size`` = [height, width]) with area interpolation.
+input size (config.json ``size`` = [height, width]) with area interpolation. It must
+show one eye (or face) as the run was trained on: an image whose height/width is more
+than :data:`SHAPE_TOLERANCE` times off the run's (a grid of eyes such as ``gaze
+render``'s samples.png) is refused, naming the expected size. Several images are one
+batch (:func:`predict_images`); its picture shows them scaled up, each with its
+predicted arrow, file name and angles, under a legend.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -16,9 +22,10 @@ import torch
 from torch import nn
 
 from genlab.core.checkpoints import MODEL_RECORD
-from genlab.core.errors import CheckpointError, DataError
+from genlab.core.errors import CheckpointError, ConfigError, DataError
 from genlab.core.runs import CHECKPOINT, CONFIG
-from genlab.gaze.data.images import rgb_to_tensor
+from genlab.gaze.data.images import resize_rgb, rgb_to_tensor
+from genlab.gaze.draw import check_image_name, draw_gaze_arrows, write_image
 from genlab.gaze.train import RUN_KIND, config_from_dict
 from genlab.loading import LoadedRun, load
 
@@ -32,19 +39,57 @@ def resolve_run(path: str | Path) -> Path:
     return folder
 
 
-def open_run(path: str | Path, device: str | torch.device = "cpu") -> LoadedRun:
+def read_run_config(folder: Path) -> dict:
+    """A run folder's config.json as a dict; undecodable or unparsable: CheckpointError."""
+    file = folder / CONFIG
+    hint = "pass the folder gaze train wrote, or restore its config.json"
+    try:
+        values = json.loads(file.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise CheckpointError(f"{file}: unreadable ({exc.strerror or exc}); {hint}") from exc
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{file}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                              f"offset {exc.start}); {hint}") from exc
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{file}: not valid JSON ({exc.msg} at line {exc.lineno}, "
+                              f"column {exc.colno}); {hint}") from exc
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{file}: holds a JSON {type(values).__name__}, not a run's "
+                              f"options; {hint}")
+    return values
+
+
+def _check_config(file: Path, cfg: dict) -> None:
+    """CheckpointError unless a config.json has what prediction reads (model, size)."""
+    size = cfg.get("size")
+    if not isinstance(cfg.get("model"), str) or not isinstance(size, list):
+        raise CheckpointError(f"{file}: not a gaze training config (no model or size); pass "
+                              "the folder gaze train wrote")
+    if len(size) != 2 or not all(isinstance(v, int) and v >= 8 for v in size):
+        raise CheckpointError(f"{file}: size must be [height, width] of at least 8 pixels, "
+                              f"got {size!r}; restore the config.json gaze train wrote")
+
+
+def open_run(path: str | Path, device: str | torch.device = "cpu", *,
+             command: str = "gaze predict") -> LoadedRun:
     """A gaze training run (folder or checkpoint) through ``genlab.load``, in eval mode on
     ``device``; its ``config`` is the run's config.json.
 
-    The model is rebuilt from the checkpoint's model record; a config.json that describes
-    another model than the checkpoint holds is refused (CheckpointError).
+    The model is rebuilt from the checkpoint's model record; a run of another kind
+    ("X is a nas train run; ``command`` needs a gaze train run"), an unreadable
+    config.json, or one that describes another model than the checkpoint holds is
+    refused (CheckpointError).
     """
     folder = resolve_run(path)
+    read_run_config(folder)
     file = Path(path) if Path(path).is_file() else folder / CHECKPOINT
-    run = load(file, map_location=str(device), kind=RUN_KIND)
+    run = load(file, map_location=str(device))
+    if run.kind != RUN_KIND:
+        article = "an" if run.kind[:1] in "aeiou" else "a"
+        raise CheckpointError(f"{path} is {article} {run.kind} run; {command} needs a "
+                              f"{RUN_KIND} run")
     cfg = run.config
-    if "model" not in cfg or "size" not in cfg:
-        raise CheckpointError(f"{folder / CONFIG}: not a gaze training config")
+    _check_config(folder / CONFIG, cfg)
     want = config_from_dict(cfg).model_record()["args"]
     have = run.state[MODEL_RECORD]["args"]
     diffs = [k for k in want if k != "init_seed" and have.get(k) != want[k]]
@@ -86,6 +131,29 @@ def read_image_rgb(path: str | Path) -> np.ndarray:
     return np.ascontiguousarray(img[..., ::-1])
 
 
+SHAPE_TOLERANCE = 1.25  # an image's height/width may be this factor off the run's
+
+
+def check_eye_shape(path: str | Path, image: np.ndarray, size) -> None:
+    """DataError unless ``image`` has about the shape of the run's input ``size`` (h, w)."""
+    h, w = image.shape[:2]
+    want = int(size[0]) / int(size[1])
+    lo, hi = want / SHAPE_TOLERANCE, want * SHAPE_TOLERANCE
+    if not lo <= h / w <= hi:
+        raise DataError(f"{path}: {h}x{w} pixels is not one eye image for this run: it takes "
+                        f"{int(size[0])}x{int(size[1])} (height x width) or any size of about "
+                        f"that shape (height/width {lo:.2f} to {hi:.2f}); a grid of eyes "
+                        "(gaze render's samples.png) holds several: pass single-eye images "
+                        "(gaze render --png N writes them)")
+
+
+def read_eye(path: str | Path, size) -> np.ndarray:
+    """:func:`read_image_rgb` of an image that :func:`check_eye_shape` accepts."""
+    rgb = read_image_rgb(path)
+    check_eye_shape(path, rgb, size)
+    return rgb
+
+
 def to_input(image_rgb: np.ndarray, size) -> torch.Tensor:
     """(H,W,3) uint8 RGB -> (1,3,h,w) float [0,1] at the model's input size (h, w)."""
     h, w = int(size[0]), int(size[1])
@@ -93,11 +161,20 @@ def to_input(image_rgb: np.ndarray, size) -> torch.Tensor:
 
 
 @torch.no_grad()
-def predict_array(model: nn.Module, image_rgb: np.ndarray, size) -> tuple[float, float]:
-    """(pitch, yaw) in radians for one RGB uint8 image."""
+def predict_arrays(model: nn.Module, images_rgb: list[np.ndarray], size,
+                   batch_size: int = 256) -> np.ndarray:
+    """(N, 2) (pitch, yaw) radians for RGB uint8 images (any sizes), in batches."""
     model.eval()
     device = next(model.parameters()).device
-    pitch, yaw = model(to_input(image_rgb, size).to(device))[0].tolist()
+    out = [model(torch.cat([to_input(img, size) for img in images_rgb[i:i + batch_size]])
+                 .to(device)).cpu()
+           for i in range(0, len(images_rgb), batch_size)]
+    return torch.cat(out).double().numpy()
+
+
+def predict_array(model: nn.Module, image_rgb: np.ndarray, size) -> tuple[float, float]:
+    """(pitch, yaw) in radians for one RGB uint8 image."""
+    pitch, yaw = predict_arrays(model, [image_rgb], size)[0].tolist()
     return pitch, yaw
 
 
@@ -123,22 +200,64 @@ def draw_arrow(image_rgb: np.ndarray, pitch: float, yaw: float) -> np.ndarray:
     return img
 
 
-def predict_file(run: str | Path, image: str | Path, out: str | Path | None = None) -> dict:
-    """Predict the gaze of an image file; optionally write the image with its arrow to ``out``."""
-    model, cfg = load_run(run)
-    rgb = read_image_rgb(image)
-    pitch, yaw = predict_array(model, rgb, cfg["size"])
-    result = {
-        "image": str(image),
-        "pitch_rad": pitch,
-        "yaw_rad": yaw,
-        "pitch_deg": math.degrees(pitch),
-        "yaw_deg": math.degrees(yaw),
-    }
+PICTURE_TILE_HEIGHT = 192  # pixels of each image in predict_images' picture (at least)
+
+
+def draw_predictions(images_rgb: list[np.ndarray], pitchyaw: np.ndarray, names: list[str],
+                     size) -> np.ndarray:
+    """The batch picture: every image scaled to a tile of the run's input shape at least
+    :data:`PICTURE_TILE_HEIGHT` high, its predicted arrow (red), a caption (name, angles
+    in degrees) and a legend."""
+    scale = max(1, math.ceil(PICTURE_TILE_HEIGHT / int(size[0])))
+    tile = (int(size[0]) * scale, int(size[1]) * scale)
+    tiles = np.stack([resize_rgb(img, tile) for img in images_rgb])
+    deg = np.degrees(pitchyaw)
+    captions = [f"{name}: pitch {p:+.1f}, yaw {y:+.1f}"
+                for name, (p, y) in zip(names, deg, strict=True)]
+    return draw_gaze_arrows(tiles, pred=pitchyaw, ncols=4, upscale=1, captions=captions,
+                            legend=True)
+
+
+def _result(image: Path, pitch: float, yaw: float) -> dict:
+    return {"image": str(image), "pitch_rad": pitch, "yaw_rad": yaw,
+            "pitch_deg": math.degrees(pitch), "yaw_deg": math.degrees(yaw)}
+
+
+def predict_images(run: str | Path, images, out: str | Path | None = None, *,
+                   device: str = "cpu", command: str = "gaze predict") -> list[dict]:
+    """Predict the gaze of image files as one batch; one result dict per image.
+
+    ``out``: a .png/.jpg picture of the batch (:func:`draw_predictions`). Every input is
+    checked (``out``'s name and folder, the run, each image and its shape) before
+    anything is written.
+    """
+    images = [Path(p) for p in images]
+    if not images:
+        raise ConfigError("no image given; pass one or more image files")
     if out is not None:
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if not cv2.imwrite(str(out), draw_arrow(rgb, pitch, yaw)[..., ::-1]):
-            raise DataError(f"{out}: could not write the image (use a .png or .jpg name)")
+        out = check_image_name(out)
+    loaded = open_run(run, device, command=command)
+    size = loaded.config["size"]
+    rgbs = [read_eye(p, size) for p in images]
+    pitchyaw = predict_arrays(loaded.model, rgbs, size)
+    results = [_result(p, *py) for p, py in zip(images, pitchyaw.tolist(), strict=True)]
+    if out is not None:
+        write_image(out, draw_predictions(rgbs, pitchyaw, [p.name for p in images], size))
+        for r in results:
+            r["out"] = str(out)
+    return results
+
+
+def predict_file(run: str | Path, image: str | Path, out: str | Path | None = None) -> dict:
+    """Predict the gaze of an image file; optionally write the image with its arrow (at
+    the image's own size) to ``out`` (.png or .jpg)."""
+    if out is not None:
+        out = check_image_name(out)
+    model, cfg = load_run(run)
+    rgb = read_eye(image, cfg["size"])
+    pitch, yaw = predict_array(model, rgb, cfg["size"])
+    result = _result(Path(image), pitch, yaw)
+    if out is not None:
+        write_image(out, draw_arrow(rgb, pitch, yaw))
         result["out"] = str(out)
     return result

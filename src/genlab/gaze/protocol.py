@@ -35,7 +35,7 @@ from genlab.gaze.data.gazeset import GazeLabels, GazeSet
 from genlab.gaze.data.realdata import open_real, split_ref
 from genlab.gaze.data.splits import hold_out_subjects, subject_fold, take_share
 from genlab.gaze.synth.dataset import SyntheticGaze, render_domain
-from genlab.gaze.synth.domains import get_domain
+from genlab.gaze.synth.domains import DOMAINS, get_domain
 
 WORLDS: Registry[dict[str, tuple[str, str]]] = Registry("world")  # world -> its tasks
 WORLDS.register("realistic", {
@@ -130,6 +130,26 @@ def check_data_ref(ref: str) -> None:
     """ConfigError unless ``ref`` names a synthetic domain or a real ``NAME:ROOT`` data set."""
     if split_ref(ref) is None:
         get_domain(ref)
+
+
+def check_oracle_data(refs: dict[str, list[str]], experts: int) -> None:
+    """ConfigError unless every data reference (by option name: ``{"--source": [...]}``)
+    is a synthetic domain with appearance clusters and ``experts`` covers them: oracle
+    routing sends each sample to the expert of its true cluster."""
+    clustered = ", ".join(name for name, spec in DOMAINS.items() if spec.clusters)
+    for option, values in refs.items():
+        for ref in values:
+            spec = None if split_ref(ref) is not None else get_domain(ref)
+            if spec is None or not spec.clusters:
+                raise ConfigError(
+                    f"--routing oracle: {option} {ref!r} has no appearance clusters to route "
+                    f"by; use domains that have them ({clustered}), e.g. --source app-e "
+                    "--target app-m")
+            if experts < len(spec.clusters):
+                raise ConfigError(
+                    f"--routing oracle: {option} {ref!r} has {len(spec.clusters)} appearance "
+                    f"clusters, one expert each, got --experts {experts}; pass --experts "
+                    f"{len(spec.clusters)}")
 
 
 def open_data(ref: str, count: int, seed: int, size, cfg, cache: SyntheticCache | None):

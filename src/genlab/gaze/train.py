@@ -53,7 +53,7 @@ from genlab.gaze.models.backbones import INPUT_NORMS, STEMS
 from genlab.gaze.models.registry import BUILDER, MODELS, build_gaze_model
 from genlab.gaze.models.routing import BALANCES, ROUTINGS
 from genlab.gaze.plots import save_run_plots
-from genlab.gaze.protocol import check_data_ref
+from genlab.gaze.protocol import check_data_ref, check_oracle_data
 
 RUN_KIND = "gaze train"  # the kind of its checkpoints' model records (genlab.load)
 
@@ -132,6 +132,9 @@ class GazeTrainConfig:
             raise ConfigError("at least one target is needed")
         for ref in (self.source, *self.targets):
             check_data_ref(ref)
+        if MODELS.canonical(self.model) == "moegaze" and ROUTINGS.get(self.routing).oracle:
+            check_oracle_data({"--source": [self.source], "--target": list(self.targets)},
+                              self.experts)
 
     def model_hparams(self) -> dict:
         return {

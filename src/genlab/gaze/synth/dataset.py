@@ -15,17 +15,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import cv2
 import numpy as np
 import torch
 
 from genlab.core.errors import ConfigError, require_positive
+from genlab.core.files import atomic_write_bytes
 from genlab.core.progress import progress as progress_bar
 from genlab.core.runs import RunDir
 from genlab.gaze.data.gazeset import GazeLabels, GazeSet, to_float_image
 from genlab.gaze.data.splits import fraction_indices
 from genlab.gaze.data.xgaze import write_xgaze_h5
-from genlab.gaze.draw import draw_gaze_arrows
+from genlab.gaze.draw import draw_gaze_arrows, write_image
 from genlab.gaze.geometry import pitchyaw_to_vector
 from genlab.gaze.synth.domains import (
     APPEARANCE_NAMES,
@@ -186,8 +186,11 @@ def iris_centre_check(size: tuple[int, int] = (64, 96), max_deg: float = 20.0,
 
 
 def render_to_folder(count: int, domain: str, seed: int, out: str | Path,
-                     size: tuple[int, int] = (64, 96)) -> dict:
-    """Render a domain into ``out``: ETH-XGaze-style h5 files per subject plus a sample grid.
+                     size: tuple[int, int] = (64, 96), png: int = 0) -> dict:
+    """Render a domain into ``out``: ETH-XGaze-style h5 files per subject plus a sample grid
+    (samples.png, several eyes with their true gaze); with ``png`` = N also the first N
+    images as single-eye files eyes/eye_0000.png ... (what ``gaze predict`` takes) and
+    their labels in eyes.csv (file, subject, pitch_deg, yaw_deg).
 
     Returns a summary dict (files, counts, label ranges) that is also written to
     ``out/summary.json``; config.json records the options.
@@ -197,13 +200,23 @@ def render_to_folder(count: int, domain: str, seed: int, out: str | Path,
     require_positive("count", count)
     if len(size) != 2 or min(size) < 8:
         raise ConfigError(f"size must be (height, width) of at least 8 pixels, got {size}")
+    if not 0 <= png <= count:
+        raise ConfigError(f"--png must be in 0..{count} (the --count of images), got {png}")
     run = RunDir(out, {"command": "gaze render", "count": count, "domain": domain,
-                       "seed": seed, "size": list(size)})
+                       "seed": seed, "size": list(size), "png": png})
     batch = render_domain(domain, count, seed, size=size)
     files = write_xgaze_h5(run.path, batch)
     k = min(24, len(batch))
-    grid = draw_gaze_arrows(batch.images[:k], batch.gaze[:k])
-    cv2.imwrite(str(run.file("samples.png")), grid[..., ::-1])
+    write_image(run.file("samples.png"),
+                draw_gaze_arrows(batch.images[:k], batch.gaze[:k], legend=True))
+    if png:
+        deg = np.degrees(batch.gaze[:png])
+        lines = ["file,subject,pitch_deg,yaw_deg"]
+        for i in range(png):
+            name = f"eyes/eye_{i:04d}.png"
+            write_image(run.file(name), batch.images[i])
+            lines.append(f"{name},{int(batch.subject[i])},{deg[i, 0]:.4f},{deg[i, 1]:.4f}")
+        atomic_write_bytes(run.file("eyes.csv"), ("\n".join(lines) + "\n").encode())
     deg = np.degrees(batch.gaze)
     summary = {
         "domain": domain, "count": int(len(batch)), "subjects": int(len(np.unique(batch.subject))),
