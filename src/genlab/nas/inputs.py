@@ -73,8 +73,8 @@ def check_input_size(net: torch.nn.Module, in_channels: int, size: int, what: st
 
 
 def parse_genotype(space, text: str):
-    """``space.parse(text)``; when that fails but another space parses ``text``, the SpecError
-    says which space it looks like and to pass ``--space`` with it."""
+    """``space.parse(text)``; when that fails but another space parses ``text``, its SpecError
+    goes on to say which space it looks like and to pass ``--space`` with it."""
     from genlab.nas.spaces import get_space, space_names
 
     try:
@@ -92,5 +92,5 @@ def parse_genotype(space, text: str):
         if not others:
             raise
         also = f" (it also parses in {', '.join(others[1:])})" if others[1:] else ""
-        raise SpecError(f"the architecture is not a {space.name} genotype; it looks like a "
-                        f"{others[0]} genotype{also}: pass --space {others[0]}") from exc
+        raise SpecError(f"{exc}; it looks like a {others[0]} genotype{also}, not a "
+                        f"{space.name} one: pass --space {others[0]}") from exc
