@@ -42,14 +42,16 @@ def check_input_size(net: torch.nn.Module, in_channels: int, size: int, what: st
                      channels: int | None = None, cells: int | None = None) -> None:
     """ConfigError unless ``net`` takes a ``size`` x ``size`` input, naming the smallest size
     (up to LIMITS["size"]; found by doubling, then bisection) that it takes. The network's
-    mode and every random state are left as they were (the probe runs in eval mode, without
-    gradients)."""
+    mode, its gradients and every random state are left as they were (the probe runs in eval
+    mode; its graph is dropped without a backward pass)."""
     what += f" (C={channels}" + ("" if cells is None else f", N={cells}") + ")"
     device = next(net.parameters()).device
     training, rng = net.training, capture_rng_state()
     net.eval()
     try:
-        with torch.no_grad():
+        # with gradients, as a training pass: forward hooks that watch the diagnostic
+        # (no-grad) passes, as genlab.nas.studies.entropy_peak's, do not see the probe
+        with torch.enable_grad():
             if _runs(net, in_channels, size, device):
                 return
             bad, good = size, None
