@@ -5,33 +5,69 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 
 app = typer.Typer(no_args_is_help=True)
 
 
+def _space_help() -> str:
+    from genlab.nas.spaces import space_names
 
-SPACE_HELP = ("Search space: nb201 | darts | darts-7op | s1 | s2 | s3 | s4 | mobilenet "
-              "(docs/nas_spaces.md).")
+    return f"Search space: {' | '.join(space_names())} (docs/nas_spaces.md; genlab nas spaces)."
+
+
+def _dataset_help() -> str:
+    from genlab.nas.data import DATASETS
+
+    return "; ".join(f"{name}: {entry.description}" + (" (needs --data-root)"
+                                                       if entry.needs_root else "")
+                     for name, entry in DATASETS.items()) + "."
+
+
+def _reg_help() -> str:
+    from genlab.nas.regularizers import regularizer_help
+
+    return regularizer_help()
+
+
+def _regs_help() -> str:
+    from genlab.nas.regularizers import PENALTIES
+
+    return f"Comma-separated regularisers, of: {', '.join(PENALTIES.choices())}."
+
+
+# option -> its help text, made from the registries when help is shown: they import torch,
+# which the CLI does not import at start-up
+REGISTRY_HELP = {"space": _space_help, "dataset": _dataset_help, "reg": _reg_help,
+                 "regs": _regs_help}
+
+
+class RegistryHelp(TyperCommand):
+    """A command whose options named in REGISTRY_HELP get their help from the registries."""
+
+    def format_help(self, ctx, formatter) -> None:
+        for param in self.params:
+            if param.name in REGISTRY_HELP:
+                param.help = REGISTRY_HELP[param.name]()
+        super().format_help(ctx, formatter)
+
+
 TABLE_HELP = "NB201 accuracy CSV (default: $GENLAB_NB201_TABLE); judges the result, never selects."
 THREADS_HELP = ("torch intra-op threads (recorded in config.json); the result depends on them, "
                 "so they are fixed rather than taken from the machine.")
-REG_HELP = ("none (DARTS) | beta (beta-DARTS) | ber (our BER default) | ber-kl | ber-batch | "
-            "ber-lbe | ber-op (the BER variants, our reconstruction; docs/ber.md).")
 PROXY = "default: the space's digits proxy"
 AMP_HELP = ("off | bf16 | fp16: autocast of forward and loss; fp16 adds a GradScaler (its "
             "state in the checkpoint).")
+REGISTRY = "(from the registry)"  # placeholder until RegistryHelp fills it in
 
 
-@app.command()
+@app.command(cls=RegistryHelp)
 def search(
     out: Path = typer.Option(..., help="Run folder to create (or continue with --resume)."),
-    space: str = typer.Option("nb201", help=SPACE_HELP),
-    dataset: str = typer.Option("digits",
-                                help="digits | digits-noisy | digits-clutter (embedded; the last "
-                                     "two are harder proxies, use --size 16) | cifar10 | "
-                                     "cifar100 | imagenet16."),
+    space: str = typer.Option("nb201", help=REGISTRY),
+    dataset: str = typer.Option("digits", help=REGISTRY),
     data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits)."),
-    reg: str = typer.Option("ber", help=REG_HELP),
+    reg: str = typer.Option("ber", help=REGISTRY),
     reg_strength: float = typer.Option(None, help="lambda_0 (default: per regulariser, see docs)."),
     reg_schedule: str = typer.Option(None, help="up | down | constant (BER variants)."),
     reg_hmin: float = typer.Option(None, help="ber-lbe: floor h_min of the node targets."),
@@ -59,7 +95,10 @@ def search(
     resume: bool = typer.Option(False, help="Continue a killed run in --out."),
 ):
     """Search an architecture by bilevel optimisation with the chosen regulariser."""
-    from genlab.nas.search import SearchConfig, run_search
+    from dataclasses import asdict
+
+    from genlab.nas.regularizers import BER, describe_setting
+    from genlab.nas.search import SearchConfig, run_search, search_regularizer
 
     cfg = SearchConfig(space=space, dataset=dataset, data_root=_s(data_root), size=size,
                        channels=channels, cells=cells, batch_size=batch_size, steps=steps,
@@ -69,6 +108,9 @@ def search(
                        arch_weight_decay=arch_weight_decay, augment=augment,
                        hessian_points=hessian_points, nb201_table=_s(nb201_table),
                        threads=threads, amp=amp, channels_last=channels_last)
+    cfg.validate()  # before the line below; run_search checks the rest before making --out
+    if reg == BER:
+        typer.echo(f"--reg ber stands for {describe_setting(asdict(search_regularizer(cfg)))}")
     s = run_search(cfg, out, resume=resume)
     typer.echo(f"genotype        {s['genotype']}")
     hess = "-" if s["hessian_eig"] is None else f"{s['hessian_eig']:.4g}"
@@ -81,14 +123,14 @@ def search(
     typer.echo(f"outputs in {out}")
 
 
-@app.command()
+@app.command(cls=RegistryHelp)
 def train(
     arch: str = typer.Argument(..., help="Genotype text of the space (NB201 string, DARTS "
                                          "Genotype(...), MobileNet choices)."),
     out: Path = typer.Option(..., help="Run folder."),
-    space: str = typer.Option("nb201", help=SPACE_HELP),
-    dataset: str = typer.Option("digits"),
-    data_root: Path = typer.Option(None),
+    space: str = typer.Option("nb201", help=REGISTRY),
+    dataset: str = typer.Option("digits", help=REGISTRY),
+    data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits)."),
     size: int = typer.Option(None, help="Input resolution (default: the search proxy's)."),
     channels: int = typer.Option(None, "--channels", "-C", help="Width (default: the recipe's)."),
     cells: int = typer.Option(None, "--cells", "-N", help="Depth (default: the recipe's)."),
@@ -109,7 +151,7 @@ def train(
     threads: int = typer.Option(1, help=THREADS_HELP),
     amp: str = typer.Option("off", help=AMP_HELP),
     channels_last: bool = typer.Option(False, help="NHWC layout of model and inputs."),
-    resume: bool = typer.Option(False),
+    resume: bool = typer.Option(False, help="Continue a killed run in --out."),
 ):
     """Retrain an architecture from scratch with its space's recipe; test accuracy, params."""
     from genlab.nas.retrain import RetrainConfig, retrain
@@ -145,11 +187,11 @@ def lookup(
 BENCH_REGS = "none,beta,ber,ber-kl,ber-op,ber-lbe,ber-ib"
 
 
-@app.command()
+@app.command(cls=RegistryHelp)
 def bench(
     out: Path = typer.Option(..., help="Bench folder (sub-runs inside; --resume continues)."),
-    space: str = typer.Option("nb201", help=SPACE_HELP),
-    regs: str = typer.Option(BENCH_REGS, help="Comma-separated regularisers."),
+    space: str = typer.Option("nb201", help=REGISTRY),
+    regs: str = typer.Option(BENCH_REGS, help=REGISTRY),
     seeds: str = typer.Option("0,1,2", help="Comma-separated seeds."),
     steps: int = typer.Option(None, help=f"Search steps ({PROXY})."),
     order: int = typer.Option(1, help="1 or 2 (second-order search)."),
@@ -163,7 +205,9 @@ def bench(
     workers: int = typer.Option(1, help="Jobs (search + retraining) run at the same time."),
     address: str = typer.Option(None, help="HOST:PORT of a Ray cluster (--executor ray; "
                                 "default a local Ray instance)."),
-    resume: bool = typer.Option(False),
+    resume: bool = typer.Option(False, help="Continue a stopped bench in --out (same options): "
+                                            "finished searches and retrainings are reused, "
+                                            "unfinished ones resumed."),
 ):
     """Search and retrain every regulariser x seed; write bench.md, bench.json and bench.png."""
     from genlab.nas.bench import BenchConfig, run_bench
@@ -183,13 +227,21 @@ def spaces():
     """List the registered search spaces: alphas, digits-proxy defaults, description."""
     from genlab.nas.spaces import get_space, space_names
 
+    rows = []
     for name in space_names():
         sp = get_space(name)
-        alphas = ", ".join(f"{a} {s.shape[0]}x{s.shape[1]}" for a, s in sp.alpha_specs().items())
         p = sp.proxy
-        typer.echo(f"{name:10} alphas {alphas:28} proxy: {p.size}x{p.size}, C={p.channels}"
-                   f"{'' if p.cells is None else f', cells={p.cells}'}, {p.steps} steps   "
-                   f"{sp.description}")
+        rows.append((name,
+                     ", ".join(f"{a} {s.shape[0]}x{s.shape[1]}"
+                               for a, s in sp.alpha_specs().items()),
+                     f"{p.size}x{p.size}, C={p.channels}"
+                     + ("" if p.cells is None else f", cells={p.cells}"),
+                     f"{p.steps} steps", sp.description))
+    header = ("space", "alphas", "proxy", "budget", "description")
+    widths = [max(len(r[k]) for r in (header, *rows)) for k in range(len(header) - 1)]
+    for row in (header, *rows):
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False))
+                   + "  " + row[-1])
 
 
 def _s(path) -> str | None:

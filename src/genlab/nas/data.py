@@ -67,10 +67,21 @@ def register_dataset(name: str, description: str, *, needs_root: bool = False):
 def load_image_data(name: str, root: str | Path | None = None, *, size: int = 8,
                     seed: int = 0) -> ImageData:
     """The registered data set ``name``; those read from disk need ``root``."""
+    return check_dataset(name, root).builder(root=root, size=size, seed=seed)
+
+
+def check_dataset(name: str, root: str | Path | None = None) -> DatasetEntry:
+    """The entry of ``name``, or ConfigError for an unknown name or a missing ``--data-root``
+    (options checked before a run folder is made)."""
+    if name not in DATASETS:
+        raise ConfigError(f"unknown --dataset {name!r}; expected one of: "
+                          f"{', '.join(DATASETS.choices())}")
     entry = DATASETS.get(name)
     if entry.needs_root and root is None:
-        raise ConfigError(f"dataset {name!r} needs --data-root pointing at its files")
-    return entry.builder(root=root, size=size, seed=seed)
+        embedded = ", ".join(n for n, e in DATASETS.items() if not e.needs_root)
+        raise ConfigError(f"--dataset {name} reads files: pass --data-root pointing at its "
+                          f"{entry.description}, or use an embedded one ({embedded})")
+    return entry
 
 
 def load_imagenet16(root: str | Path, seed: int = 0, val_fraction: float = 0.5,

@@ -33,7 +33,8 @@ from genlab.core.report import figure
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
-from genlab.nas.data import load_image_data
+from genlab.nas.data import check_dataset, load_image_data
+from genlab.nas.inputs import check_input_size, check_limits, parse_genotype
 from genlab.nas.spaces import build_space_network, get_space
 from genlab.nas.spaces.nb201.network import count_parameters
 
@@ -80,7 +81,10 @@ class RetrainConfig:
 
     def validate(self) -> None:
         space = get_space(self.space)
-        space.parse(self.arch)
+        parse_genotype(space, self.arch)
+        check_limits(size=self.size, channels=self.channels, cells=self.cells,
+                     epochs=self.epochs, batch_size=self.batch_size)
+        check_dataset(self.dataset, self.data_root)
         require_choice("eval_on", self.eval_on, ("test", "val"))
         require_choice("amp", self.amp, tuple(PRECISIONS))
         space.check_size_options(self.channels, self.cells)
@@ -220,6 +224,8 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
                     "in_channels": data.in_channels, "channels": cfg.channels,
                     "cells": cfg.cells, "options": network_options(space, cfg)}
     model = build_space_network(**builder_args).to(device)
+    check_input_size(model, data.in_channels, cfg.size, f"the {space.name} network",
+                     cfg.channels, cfg.cells)
     record = model_record("nas train", path_of(build_space_network), builder_args)
     run = RunDir(out, asdict(cfg), resume=resume)  # after every check of the options
     opt = ClippedSGD(model.parameters(), max_norm=cfg.grad_clip, lr=cfg.lr,

@@ -41,8 +41,9 @@ from genlab.core.seeding import (
 from genlab.core.trainer import resolve_device
 from genlab.nas import diagnostics as diag
 from genlab.nas.architect import bilevel_step
-from genlab.nas.data import load_image_data
+from genlab.nas.data import check_dataset, load_image_data
 from genlab.nas.ddp import SearchParallel
+from genlab.nas.inputs import check_input_size, check_limits
 from genlab.nas.regularizers import Regularizer, make_regularizer
 from genlab.nas.spaces import SearchSpace, build_space_supernet, get_space
 
@@ -105,6 +106,9 @@ class SearchConfig:
             if value is not None:
                 require_positive(name.replace("_", "-"), value)
         space.check_size_options(self.channels, self.cells)
+        check_limits(size=self.size, channels=self.channels, cells=self.cells,
+                     batch_size=self.batch_size, steps=self.steps)
+        check_dataset(self.dataset, self.data_root)
         require_positive("hessian-points", self.hessian_points, allow_zero=True)
         require_positive("force-every", self.force_every, allow_zero=True)
         if self.amp == "fp16":
@@ -189,7 +193,6 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, out, *,
     table = space_table(space, cfg.nb201_table)
     device = resolve_device(cfg.device)
     config = run_config(cfg, reg)
-    run = RunDir(out, config, resume=resume, resume_free=RESUME_FREE)
 
     seed_everything(cfg.seed)
     data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
@@ -197,6 +200,9 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, out, *,
                     "in_channels": data.in_channels, "channels": cfg.channels,
                     "cells": cfg.cells, "options": dict(space.proxy.options)}
     net = build_space_supernet(**builder_args).to(device)
+    check_input_size(net, data.in_channels, cfg.size, f"the {space.name} supernet",
+                     cfg.channels, cfg.cells)
+    run = RunDir(out, config, resume=resume, resume_free=RESUME_FREE)  # after every check
     rebuild = model_record("nas search", path_of(build_space_supernet), builder_args,
                           state_key="net")
     precision = make_precision(cfg.amp, device)

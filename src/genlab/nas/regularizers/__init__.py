@@ -132,6 +132,24 @@ def preset_of(name: str) -> dict:
     return dict(BER_DEFAULT) if name == BER else {"name": entry.name, **entry.preset}
 
 
+def describe_setting(settings: dict) -> str:
+    """``"ber-kl (strength 0.3, schedule down)"``: a preset_of() dict or a Regularizer's
+    asdict(), in words (the settings that ``--reg`` help and the search's ber line show)."""
+    keys = ("strength", "schedule", *(("h_min",) if "h_min" in
+                                      PENALTIES.get(settings["name"]).preset else ()))
+    extra = ", ".join(f"{k.replace('_', '-')} {settings[k]}" for k in keys if k in settings)
+    return f"{settings['name']} ({extra})" if extra else settings["name"]
+
+
+def regularizer_help() -> str:
+    """The ``--reg`` help: every registered regulariser, then each alias and what it stands for."""
+    aliases = "; ".join(f"{alias} is an alias of the chosen setting, "
+                        f"{describe_setting(preset_of(alias))}"
+                        for alias in PENALTIES.aliases())
+    return (f"{' | '.join(PENALTIES.choices())}: none is DARTS, beta beta-DARTS, ber-* the BER "
+            f"variants (our reconstruction; docs/ber.md); {aliases}.")
+
+
 def make_regularizer(name: str, strength: float | None = None, schedule: str | None = None,
                      steps_per_epoch: int = 1, h_min: float | None = None) -> Regularizer:
     """Build a regulariser from CLI values; ``ber`` resolves to BER_DEFAULT and the unset
@@ -147,5 +165,5 @@ def make_regularizer(name: str, strength: float | None = None, schedule: str | N
 
 
 __all__ = ["BER", "BER_DEFAULT", "PENALTIES", "PRESETS", "REGULARIZERS", "SCHEDULES", "Alphas",
-           "Penalty", "Regularizer", "make_regularizer", "named", "per_alpha_sum",
-           "preset_of", "schedule_factor", "zero_like"]
+           "Penalty", "Regularizer", "describe_setting", "make_regularizer", "named",
+           "per_alpha_sum", "preset_of", "regularizer_help", "schedule_factor", "zero_like"]

@@ -133,22 +133,33 @@ def _read_rows(p: Path) -> dict[str, dict[str, float]]:
         fh = p.open(newline="", encoding="utf-8")
     except OSError as exc:
         raise DataError(f"cannot read NAS-Bench-201 table {p}: {exc}") from exc
-    with fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        missing = [c for c in REQUIRED if c not in header]
-        if missing:
-            raise DataError(f"NAS-Bench-201 table {p} lacks column(s) {', '.join(missing)}; "
-                            f"expected columns {', '.join(REQUIRED)}")
-        rows = {}
-        for lineno, row in enumerate(reader, start=2):
-            try:
-                arch = row[ARCH_COLUMN].strip()
-                rows[arch] = {ds: float(row[col]) for ds, col in COLUMNS.items()}
-            except (TypeError, ValueError, AttributeError) as exc:
-                raise DataError(f"NAS-Bench-201 table {p}, line {lineno}: cannot parse row "
-                                f"({exc}); expected numbers in {', '.join(COLUMNS.values())}"
-                                ) from exc
+    try:
+        with fh:
+            return _parse_rows(p, csv.DictReader(fh))
+    except UnicodeDecodeError as exc:
+        raise DataError(f"NAS-Bench-201 table {p} is not UTF-8 text (byte {exc.start}: "
+                        f"{exc.reason}); pass the accuracy CSV") from exc
+    except csv.Error as exc:
+        raise DataError(f"NAS-Bench-201 table {p} is not a readable CSV ({exc}); pass the "
+                        "accuracy CSV") from exc
+
+
+def _parse_rows(p: Path, reader: csv.DictReader) -> dict[str, dict[str, float]]:
+    """The rows of an open table (see _read_rows)."""
+    header = reader.fieldnames or []
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise DataError(f"NAS-Bench-201 table {p} lacks column(s) {', '.join(missing)}; "
+                        f"expected columns {', '.join(REQUIRED)}")
+    rows = {}
+    for lineno, row in enumerate(reader, start=2):
+        try:
+            arch = row[ARCH_COLUMN].strip()
+            rows[arch] = {ds: float(row[col]) for ds, col in COLUMNS.items()}
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise DataError(f"NAS-Bench-201 table {p}, line {lineno}: cannot parse row "
+                            f"({exc}); expected numbers in {', '.join(COLUMNS.values())}"
+                            ) from exc
     if not rows:
         raise DataError(f"NAS-Bench-201 table {p} has no rows")
     return rows

@@ -1,0 +1,98 @@
+"""Up-front checks of the NAS commands' options, run before a run folder is made.
+
+- ``check_limits``: sizes and budgets above which a run would not fit in memory or would
+  never end (``LIMITS``), refused with the limit in the message;
+- ``check_input_size``: one forward pass of a single blank image through the built network;
+  an input too small for its stem and reductions is refused with the smallest size that works;
+- ``parse_genotype``: a space's genotype text, with a hint naming the space it belongs to when
+  it is another space's genotype.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from genlab.core.errors import ConfigError, SpecError
+from genlab.core.seeding import capture_rng_state, restore_rng_state
+
+# option -> the largest value accepted (DARTS upstream: 20 cells, C=36, 600 epochs; a
+# CIFAR-10 search of 50 epochs is about 20,000 steps)
+LIMITS = {"size": 1024, "channels": 1024, "cells": 100, "steps": 10**6, "epochs": 10**4,
+          "batch_size": 65536}
+
+
+def check_limits(**values) -> None:
+    """ConfigError for the first option (``LIMITS`` key) whose value is above its limit."""
+    for name, value in values.items():
+        if value is not None and value > LIMITS[name]:
+            flag = name.replace("_", "-")
+            raise ConfigError(f"--{flag} {value:,} is above the limit of {LIMITS[name]:,}; "
+                              f"pass --{flag} {LIMITS[name]} or less")
+
+
+def _runs(net: torch.nn.Module, in_channels: int, size: int, device) -> bool:
+    try:
+        net(torch.zeros(1, in_channels, size, size, device=device))
+    except RuntimeError:
+        return False
+    return True
+
+
+def check_input_size(net: torch.nn.Module, in_channels: int, size: int, what: str,
+                     channels: int | None = None, cells: int | None = None) -> None:
+    """ConfigError unless ``net`` takes a ``size`` x ``size`` input, naming the smallest size
+    (up to LIMITS["size"]; found by doubling, then bisection) that it takes. The network's
+    mode, its gradients and every random state are left as they were (the probe runs in eval
+    mode; its graph is dropped without a backward pass)."""
+    what += f" (C={channels}" + ("" if cells is None else f", N={cells}") + ")"
+    device = next(net.parameters()).device
+    training, rng = net.training, capture_rng_state()
+    net.eval()
+    try:
+        # with gradients, as a training pass: forward hooks that watch the diagnostic
+        # (no-grad) passes, as genlab.nas.studies.entropy_peak's, do not see the probe
+        with torch.enable_grad():
+            if _runs(net, in_channels, size, device):
+                return
+            bad, good = size, None
+            while good is None and bad < LIMITS["size"]:
+                trial = min(2 * bad, LIMITS["size"])
+                if _runs(net, in_channels, trial, device):
+                    good = trial
+                else:
+                    bad = trial
+            while good is not None and good - bad > 1:
+                mid = (bad + good) // 2
+                bad, good = (bad, mid) if _runs(net, in_channels, mid, device) else (mid, good)
+    finally:
+        net.train(training)
+        restore_rng_state(rng)
+    if good is None:
+        raise ConfigError(f"--size {size} is too small for {what}, and so is every size up to "
+                          f"{LIMITS['size']}; use fewer cells")
+    raise ConfigError(f"--size {size} is too small for {what}: the smallest input it takes is "
+                      f"{good}x{good}; pass --size {good} or more")
+
+
+def parse_genotype(space, text: str):
+    """``space.parse(text)``; when that fails but another space parses ``text``, its SpecError
+    goes on to say which space it looks like and to pass ``--space`` with it."""
+    from genlab.nas.spaces import get_space, space_names
+
+    try:
+        return space.parse(text)
+    except SpecError as exc:
+        others = []
+        for name in space_names():
+            if name == space.name:
+                continue
+            try:
+                get_space(name).parse(text)
+            except SpecError:
+                continue
+            others.append(name)
+        if not others:
+            raise
+        also = f" (it also parses in {', '.join(others[1:])})" if others[1:] else ""
+        raise SpecError(f"{exc}; it looks like a {others[0]} genotype{also}, not a "
+                        f"{space.name} one: pass --space {others[0]}") from exc
