@@ -104,3 +104,9 @@ def test_no_test_imports_a_script():
             assert f'"{script_dir}" / f"' not in text, path
         if path.name != "test_layout.py":
             assert "spec_from_file_location" not in text, path
+
+
+def test_test_modules_have_unique_names():
+    """The test folders are not packages: two test files with one name break collection."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
