@@ -242,6 +242,21 @@ class RunDir:
         state["metrics_lines"] = self.metrics_lines()
         save_checkpoint(self.path / CHECKPOINT, state, keep_previous=self.path / PREVIOUS)
 
+    def finished_summary(self) -> dict | None:
+        """The summary of the run this folder already finished (None when it has none).
+
+        A command resumed on a finished run returns it and rewrites nothing:
+        ``if (done := run.finished_summary()) is not None: run.close(); return done``.
+        """
+        path = self.path / SUMMARY
+        if not path.is_file():
+            return None
+        try:
+            return read_json(path)
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{path}: unreadable ({exc}); remove it to finish the run "
+                                  "again") from exc
+
     def write_summary(self, summary: dict) -> None:
         """summary.json (rank 0 writes); adds ``processes`` (how many ran) to ``summary`` itself.
 

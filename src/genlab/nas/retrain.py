@@ -228,6 +228,9 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
                      cfg.channels, cfg.cells)
     record = model_record("nas train", path_of(build_space_network), builder_args)
     run = RunDir(out, asdict(cfg), resume=resume)  # after every check of the options
+    if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
+        run.close()
+        return done
     opt = ClippedSGD(model.parameters(), max_norm=cfg.grad_clip, lr=cfg.lr,
                      momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                      nesterov=cfg.nesterov)

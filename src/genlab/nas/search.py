@@ -203,6 +203,9 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, out, *,
     check_input_size(net, data.in_channels, cfg.size, f"the {space.name} supernet",
                      cfg.channels, cfg.cells)
     run = RunDir(out, config, resume=resume, resume_free=RESUME_FREE)  # after every check
+    if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
+        run.close()
+        return done
     rebuild = model_record("nas search", path_of(build_space_supernet), builder_args,
                           state_key="net")
     precision = make_precision(cfg.amp, device)

@@ -202,6 +202,9 @@ def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
     device = resolve_device(cfg.device)
     data, model = prepare(cfg)  # sizes and init_from checked before the folder is touched
     run = RunDir(out, {"command": KIND, **asdict(cfg)}, resume=resume)
+    if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
+        run.close()
+        return done
     model.to(device)
     optimizer = build_optimizer(cfg, model, len(data.fit))
     scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
