@@ -215,3 +215,18 @@ def test_genlab_load_rebuilds_the_trained_model(tiny_task, tmp_path):
     assert genlab.load(tmp_path / "run", kind="gaze train").summary["steps"] == 3
     with pytest.raises(CheckpointError, match="a nas train run is needed"):
         genlab.load(tmp_path / "run", kind="nas train")
+
+
+def test_a_run_no_better_than_the_constant_predictor_says_so(tmp_path, tiny_task, capsys):
+    cfg = GazeTrainConfig(source="app-e", targets=["app-m", "app-d"],
+                          **{**TINY, "steps": 3, "eval_every": 3, "lr": 1e-12})
+    _, summary = train_gaze(cfg, tiny_task, tmp_path / "r", plots=False)
+    assert summary["val_mean_deg"] >= summary["constant_val_mean_deg"]  # it cannot learn
+    assert "not below the constant predictor" in summary["warning"]
+    err = capsys.readouterr().err
+    assert err.count("genlab: warning: validation error") == 1
+    stored = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert stored["warning"] == summary["warning"]
+    _, trained = train_gaze(GazeTrainConfig(source="app-e", targets=["app-m", "app-d"], **TINY),
+                            tiny_task, tmp_path / "t", plots=False)
+    assert ("warning" in trained) == (trained["val_mean_deg"] >= trained["constant_val_mean_deg"])
