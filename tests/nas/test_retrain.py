@@ -101,3 +101,18 @@ def test_bad_options_stop_before_anything_is_written(tmp_path, kw, needle):
         retrain(RetrainConfig(epochs=1, **kw), tmp_path / "r")
     assert needle in str(info.value)
     assert not (tmp_path / "r").exists()
+
+
+def test_a_retraining_no_better_than_the_majority_class_says_so(tmp_path, capsys):
+    from genlab.nas.retrain import RetrainConfig, retrain
+
+    arch = "|nor_conv_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|avg_pool_3x3~0|none~1|nor_conv_3x3~2|"
+    cfg = RetrainConfig(arch=arch, channels=4, cells=1, epochs=1, lr=1e-12, seed=0)
+    s = retrain(cfg, tmp_path / "r", progress_bar=False)
+    assert 0 < s["constant_test_acc"] < 20  # digits: ten balanced classes
+    assert s["test_acc"] <= s["constant_test_acc"] + 1e-4  # lr ~0: it cannot learn
+    assert "not above the constant predictor" in s["warning"]
+    assert capsys.readouterr().err.count("genlab: warning: test accuracy") == 1
+    learnt = retrain(RetrainConfig(arch=arch, channels=4, cells=1, epochs=2, seed=0),
+                     tmp_path / "t", progress_bar=False)
+    assert learnt["test_acc"] > learnt["constant_test_acc"] and "warning" not in learnt

@@ -30,7 +30,7 @@ from genlab.core.data import Batches, augment_images
 from genlab.core.errors import ConfigError, require_choice, require_positive
 from genlab.core.registry import path_of
 from genlab.core.report import figure
-from genlab.core.runs import RunDir
+from genlab.core.runs import RunDir, warn
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.nas.data import check_dataset, load_image_data
@@ -248,14 +248,25 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
 
     result = trainer.fit(batches.epoch, cfg.epochs, run=run, on_epoch=on_epoch)
     final = run.metrics()[-1]
+    # the sanity row: always answer the training split's majority class
+    majority = torch.bincount(fit_split.labels).argmax()
+    constant = 100 * float((score_split.labels == majority).float().mean())
     summary = {
         "arch": cfg.arch,
         "space": cfg.space,
         f"{cfg.eval_on}_acc": final[f"{cfg.eval_on}_acc"],
+        f"constant_{cfg.eval_on}_acc": constant,
         "params": count_parameters(model),
         "train_seconds": result.seconds,
         "seed": cfg.seed,
     }
+    if summary[f"{cfg.eval_on}_acc"] <= constant + 1e-4:  # float32 ties count as not above
+        summary["warning"] = (
+            f"{cfg.eval_on} accuracy {summary[f'{cfg.eval_on}_acc']:.2f}% is not above the "
+            f"constant predictor's {constant:.2f}% (the majority class): the network has not "
+            f"learnt (after {cfg.epochs} epochs; train longer or check the data)")
+        if run.is_main:
+            warn(summary["warning"])
     _plot_curves(run)
     run.write_summary(summary)
     return summary
