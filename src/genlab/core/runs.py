@@ -257,6 +257,13 @@ class RunDir:
             raise CheckpointError(f"{path}: unreadable ({exc}); remove it to finish the run "
                                   "again") from exc
 
+    def sanity_warning(self, summary: dict, text: str) -> None:
+        """A run that does not beat its sanity row: ``text`` goes into ``summary["warning"]``
+        and, once (rank 0), onto stderr as a warning line."""
+        summary["warning"] = text
+        if self.is_main:
+            warn(text)
+
     def write_summary(self, summary: dict) -> None:
         """summary.json (rank 0 writes); adds ``processes`` (how many ran) to ``summary`` itself.
 

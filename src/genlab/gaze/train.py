@@ -43,7 +43,7 @@ from genlab.core.checkpoints import model_record
 from genlab.core.data_parallel import global_batch_statistics
 from genlab.core.distributed import global_sum
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
-from genlab.core.runs import RunDir, warn
+from genlab.core.runs import RunDir
 from genlab.core.seeding import seed_everything
 from genlab.core.trainer import Trainer, resolve_device
 from genlab.gaze.data.gazeset import GazeLabels
@@ -347,12 +347,10 @@ def finish_run(run: RunDir, model, data, device, cfg: GazeTrainConfig, *,
     if not all(math.isfinite(v) for v in (val["mean_deg"], train["mean_deg"])):
         raise DataError(f"{run.path}: non-finite evaluation error")
     if val["mean_deg"] >= val["constant"]["mean_deg"]:  # the sanity row beats the model
-        summary["warning"] = (
+        run.sanity_warning(summary, (
             f"validation error {val['mean_deg']:.2f} deg is not below the constant "
             f"predictor's {val['constant']['mean_deg']:.2f} deg: the model has not learnt "
-            f"(after {cfg.steps} steps; train longer or check the data)")
-        if run.is_main:
-            warn(summary["warning"])
+            f"(after {cfg.steps} steps; train longer or check the data)"))
     if plots:
         save_run_plots(run, model, data, device, summary)
     return summary

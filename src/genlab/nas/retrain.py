@@ -30,7 +30,7 @@ from genlab.core.data import Batches, augment_images
 from genlab.core.errors import ConfigError, require_choice, require_positive
 from genlab.core.registry import path_of
 from genlab.core.report import figure
-from genlab.core.runs import RunDir, warn
+from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.nas.data import check_dataset, load_image_data
@@ -261,12 +261,10 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
         "seed": cfg.seed,
     }
     if summary[f"{cfg.eval_on}_acc"] <= constant + 1e-4:  # float32 ties count as not above
-        summary["warning"] = (
+        run.sanity_warning(summary, (
             f"{cfg.eval_on} accuracy {summary[f'{cfg.eval_on}_acc']:.2f}% is not above the "
             f"constant predictor's {constant:.2f}% (the majority class): the network has not "
-            f"learnt (after {cfg.epochs} epochs; train longer or check the data)")
-        if run.is_main:
-            warn(summary["warning"])
+            f"learnt (after {cfg.epochs} epochs; train longer or check the data)"))
     _plot_curves(run)
     run.write_summary(summary)
     return summary
