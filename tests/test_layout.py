@@ -42,8 +42,8 @@ def imports(path: Path) -> set[str]:
 
 
 def test_method_packages_keep_their_top_levels_small():
-    for package in ("nas", "gaze", "optim"):
-        top = [p for p in (SRC / "genlab" / package).glob("*.py") if p.name != "__init__.py"]
+    for package in ("nas", "gaze", "optim", "core", "optim/studies"):
+        top = list((SRC / "genlab" / package).glob("*.py"))  # __init__ counted too
         assert len(top) <= 16, (package, sorted(p.name for p in top))
     flat = [p.name for p in (SRC / "genlab").rglob("*.py")
             if p.name.startswith(("darts_", "synth_"))]

@@ -28,7 +28,7 @@ def _entry(rank: int, world: int, port: int, fn, folder: str, args: tuple) -> No
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GENLAB_QUIET="1")
     torch.set_num_threads(1)
-    from genlab.core.distributed import init_distributed
+    from genlab.core.parallel.distributed import init_distributed
 
     init_distributed(timeout_s=120)
     result = fn(rank, world, Path(folder), *args)
@@ -71,8 +71,8 @@ def small_bn_net(seed: int) -> nn.Module:
 
 def bn_gradient_case(rank: int, world: int, n: int) -> dict:
     """Gradients and running statistics of a BN net on this rank's share of an n-batch."""
-    from genlab.core.data_parallel import GradientSync, convert_batchnorm
-    from genlab.core.distributed import shard_batch
+    from genlab.core.parallel.data_parallel import GradientSync, convert_batchnorm
+    from genlab.core.parallel.distributed import shard_batch
 
     g = torch.Generator().manual_seed(11)
     x = torch.randn(n, 1, 8, 8, generator=g, dtype=torch.float64) * 2 + 1
@@ -91,7 +91,7 @@ def bn_gradient_case(rank: int, world: int, n: int) -> dict:
 
 
 def helpers_case(rank: int, world: int) -> dict:
-    from genlab.core.distributed import (
+    from genlab.core.parallel.distributed import (
         all_gather,
         broadcast_module,
         broadcast_object,
@@ -249,7 +249,7 @@ def sam_reference(world: int) -> dict:
     every batch, e_r = rho g_r / (||g_r|| + 1e-12) from the share's own gradient, then the
     share's gradient at w + e_r; the update uses sum_r (n_r / N) of those (SGD, momentum)."""
     from genlab.core.data import Batches
-    from genlab.core.distributed import shard_slice
+    from genlab.core.parallel.distributed import shard_slice
     from genlab.optim.studies.train import prepare
 
     cfg = optim_config("sam")

@@ -12,8 +12,8 @@ import ddp_cases
 import pytest
 import torch
 
-from genlab.core.distributed import shard_batch, shard_slice
 from genlab.core.errors import ConfigError
+from genlab.core.parallel.distributed import shard_batch, shard_slice
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from genlab.core.errors import ConfigError
-from genlab.optim.studies import toy
 from genlab.optim.studies.models import build_model
 from genlab.optim.studies.noise import DIGITS_ASYMMETRIC_MAP, corrupt_labels
+from genlab.optim.studies.synthetic import toy
 from genlab.optim.studies.train import TrainConfig, build_optimizer
 
 
@@ -82,7 +82,12 @@ def test_build_optimizer_passes_each_its_options():
 
 
 def test_sparse_problem_and_diagonal_net():
-    from genlab.optim.studies.sparse import DiagonalNet, SparseConfig, fit_one, make_problem
+    from genlab.optim.studies.synthetic.sparse import (
+        DiagonalNet,
+        SparseConfig,
+        fit_one,
+        make_problem,
+    )
 
     cfg = SparseConfig(n=30, d=20, k=3, epochs=2, seeds=1)
     prob = make_problem(cfg, 0)

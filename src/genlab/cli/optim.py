@@ -90,7 +90,7 @@ def toy(out: Path = OUT, resume: bool = RESUME,
         cov_lam: float = typer.Option(1.0, help="Full-batch COV penalty weight (0: no COV "
                                       "run); x = 1 is unstable for COV when lam > 0.823.")):
     """1-D two-minima toy: SGD escapes the minimum of high nonuniformity (x=1), GD stays."""
-    from genlab.optim.studies.toy import ToyConfig, run_toy
+    from genlab.optim.studies.synthetic.toy import ToyConfig, run_toy
 
     cfg = ToyConfig(lr=lr, x0=x0, iterations=iterations, seeds=seeds, seed=seed,
                     cov_lam=cov_lam)
@@ -169,7 +169,7 @@ def sparse(out: Path = OUT, resume: bool = RESUME,
            cov_lam: float = typer.Option(10.0, help="COV penalty weight (our choice)."),
            seed: int = typer.Option(0, help="First seed.")):
     """Sparse regression with a diagonal net: SGD vs SAM vs SAMGCM vs COV (official setup)."""
-    from genlab.optim.studies.sparse import SparseConfig, run_sparse
+    from genlab.optim.studies.synthetic.sparse import SparseConfig, run_sparse
 
     cfg = SparseConfig(n=n, d=d, k=k, lr=lr, batch_size=batch_size, epochs=epochs,
                        sam_rho=sam_rho, samgcm_rho=samgcm_rho, samgcm_xi=samgcm_xi,

@@ -9,7 +9,7 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from genlab.core.distributed import is_main_process
+from genlab.core.parallel.distributed import is_main_process
 
 console = Console(stderr=True)
 

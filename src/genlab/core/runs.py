@@ -40,7 +40,6 @@ from genlab.core.checkpoints import (
     load_latest,
     save_checkpoint,
 )
-from genlab.core.distributed import broadcast_object, init_distributed, is_distributed
 from genlab.core.errors import CheckpointError, GenlabError, RunExistsError
 from genlab.core.files import (
     append_line,
@@ -50,6 +49,7 @@ from genlab.core.files import (
     read_json,
     write_json,
 )
+from genlab.core.parallel.distributed import broadcast_object, init_distributed, is_distributed
 from genlab.version import __version__
 
 __all__ = ["CHECKPOINT", "CONFIG", "METRICS", "PREVIOUS", "SUMMARY", "RunDir",

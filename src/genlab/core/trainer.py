@@ -7,10 +7,10 @@ run resumed from its folder ends exactly like an uninterrupted one (batches are 
 from per-epoch seeded streams). A non-finite loss stops training with
 DivergedError and leaves the last good checkpoint in place.
 
-Under torchrun the same loop is data-parallel (genlab.core.distributed): every rank
+Under torchrun the same loop is data-parallel (genlab.core.parallel.distributed): every rank
 draws the same global batch, augments it with the same per-step generator, keeps its
 share, and the gradients are all-reduced weighted by the shares; BatchNorm layers
-normalise over the global batch (genlab.core.data_parallel). P processes at a
+normalise over the global batch (genlab.core.parallel.data_parallel). P processes at a
 global batch B therefore train the model one process trains at B, up to float
 rounding. The logged training loss is the global batch's.
 
@@ -32,9 +32,10 @@ from torch import nn
 
 from genlab.core.amp import make_precision
 from genlab.core.checkpoints import MODEL_RECORD
-from genlab.core.data_parallel import GradientSync, convert_batchnorm
 from genlab.core.devices import resolve_device
-from genlab.core.distributed import (
+from genlab.core.errors import DivergedError, require_positive
+from genlab.core.parallel.data_parallel import GradientSync, convert_batchnorm
+from genlab.core.parallel.distributed import (
     broadcast_module,
     global_sum,
     init_distributed,
@@ -42,7 +43,6 @@ from genlab.core.distributed import (
     shard_batch,
     shard_slice,
 )
-from genlab.core.errors import DivergedError, require_positive
 from genlab.core.progress import progress
 from genlab.core.runs import CHECKPOINT, RunDir
 from genlab.core.seeding import capture_rng_state, make_generator, restore_rng_state

@@ -40,9 +40,9 @@ import torch.nn.functional as F
 
 from genlab.core.amp import PRECISIONS
 from genlab.core.checkpoints import model_record
-from genlab.core.data_parallel import global_batch_statistics
-from genlab.core.distributed import global_sum
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
+from genlab.core.parallel.data_parallel import global_batch_statistics
+from genlab.core.parallel.distributed import global_sum
 from genlab.core.runs import RunDir
 from genlab.core.seeding import seed_everything
 from genlab.core.trainer import Trainer, resolve_device

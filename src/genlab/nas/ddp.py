@@ -2,7 +2,7 @@
 
 Every rank draws the same global train and validation batches (same seed, same step) and
 augments them with the same per-step generators; :meth:`SearchParallel.shard` keeps this
-rank's contiguous share of each. Two :class:`~genlab.core.data_parallel.GradientSync`
+rank's contiguous share of each. Two :class:`~genlab.core.parallel.data_parallel.GradientSync`
 objects all-reduce the gradients, weighted by the share of the batch they came from: one
 on the architecture parameters (the validation batch's share), one on the weights (the
 training batch's share), so a last batch split unevenly still gives the one-process
@@ -10,7 +10,7 @@ gradient. Gradient clipping runs after the all-reduce, on the global gradient.
 
 Inside :meth:`SearchParallel.step`, BatchNorm layers normalise over the global batch
 (GlobalBatchNorm; its share of the batch follows from the sample counts) and batch
-statistics read through :func:`genlab.core.data_parallel.batch_moments` are global too:
+statistics read through :func:`genlab.core.parallel.data_parallel.batch_moments` are global too:
 the ``ber-batch`` regulariser's batch entropy of the cells' inputs and outputs is the
 entropy of the global batch, its gradient exact (the variance is all-reduced with the
 weighted backward of the module above). ``beta`` and ``ber-kl`` read alpha only, which is
@@ -29,9 +29,18 @@ from __future__ import annotations
 
 import contextlib
 
-from genlab.core.data_parallel import GradientSync, convert_batchnorm, global_batch_statistics
-from genlab.core.distributed import broadcast_module, global_sum, is_distributed, shard_batch
 from genlab.core.errors import ConfigError
+from genlab.core.parallel.data_parallel import (
+    GradientSync,
+    convert_batchnorm,
+    global_batch_statistics,
+)
+from genlab.core.parallel.distributed import (
+    broadcast_module,
+    global_sum,
+    is_distributed,
+    shard_batch,
+)
 
 
 class SearchParallel:

@@ -37,8 +37,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from genlab.core.data_parallel import batch_moments
 from genlab.core.errors import ConfigError
+from genlab.core.parallel.data_parallel import batch_moments
 
 
 def edge_entropy(arch_params: torch.Tensor) -> torch.Tensor:
@@ -89,8 +89,9 @@ def label_information(t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def gaussian_batch_entropy(t: torch.Tensor) -> torch.Tensor:
     """genlab's earlier estimator, mean_j 0.5 ln(2 pi e v_j + 1) (population variance).
 
-    Under torchrun, inside ``genlab.core.data_parallel.global_batch_statistics``, v_j is the
-    variance of the global batch (the data-parallel search's regulariser).
+    Under torchrun, inside
+    ``genlab.core.parallel.data_parallel.global_batch_statistics``, v_j is the variance of
+    the global batch (the data-parallel search's regulariser).
     """
     _, var = batch_moments(_units(t), [0])
     return 0.5 * torch.log(2 * math.pi * math.e * var + 1).mean()

@@ -36,8 +36,8 @@ import torch.nn.functional as F
 from sklearn.metrics import normalized_mutual_info_score
 from torch import nn
 
-from genlab.core.data_parallel import gather_batch
 from genlab.core.errors import ConfigError, DataError, require_positive
+from genlab.core.parallel.data_parallel import gather_batch
 from genlab.gaze.data.gazeset import GazeLabels
 from genlab.gaze.data.splits import ordered_batches
 from genlab.gaze.metrics import predict

@@ -42,8 +42,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genlab.core.data_parallel import gather_batch
 from genlab.core.errors import ConfigError, require_positive
+from genlab.core.parallel.data_parallel import gather_batch
 from genlab.core.registry import Registry
 from genlab.core.seeding import make_generator
 
@@ -148,7 +148,7 @@ def route(soft: torch.Tensor, mode: str, training: bool) -> torch.Tensor:
 def switch_balance_loss(soft: torch.Tensor) -> torch.Tensor:
     """K * sum_k f_k P_k (Switch Transformer): 1 when top-1 load and probability are uniform.
 
-    f and P are fractions of the global batch under torchrun (genlab.core.data_parallel's
+    f and P are fractions of the global batch under torchrun (genlab.core.parallel.data_parallel's
     gather_batch inside global_batch_statistics), so P processes balance what one balances.
     """
     soft = gather_batch(soft)

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 from genlab.core.report import Report
-from genlab.optim.studies.sparse import SparseConfig, run_sparse
-from genlab.optim.studies.toy import ToyConfig, run_toy
+from genlab.optim.studies.synthetic.sparse import SparseConfig, run_sparse
+from genlab.optim.studies.synthetic.toy import ToyConfig, run_toy
 from genlab.optim.studies.train import TrainConfig, train_digits
 
 MEASURE_ROWS = [

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genlab.core.data_parallel import batch_norm
+from genlab.core.parallel.data_parallel import batch_norm
 from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell, edge_name
 from genlab.nas.nodesum import NodeSum
 from genlab.nas.ops import DIL_CONVS, SEP_CONVS, draw_noise, shifted

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genlab.core.data_parallel import batch_norm
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
+from genlab.core.parallel.data_parallel import batch_norm
 from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell, edge_name
 from genlab.nas.nodesum import NodeSum
 from genlab.nas.ops import CONV_KERNELS, Head, ResidualBlock, Stem, make_op, stage_channels

@@ -12,7 +12,7 @@ Sharding keeps the mathematics of one process: every rank draws the same global 
 (same seed, same step) and keeps its contiguous share (``torch.tensor_split``: shares
 differ by at most one sample). A statistic over the global batch is the all-reduced
 sum of the shares' sums (:func:`global_sum`), and gradients are the shares' gradients
-weighted by their share of the batch (genlab.core.data_parallel).
+weighted by their share of the batch (genlab.core.parallel.data_parallel).
 """
 
 from __future__ import annotations

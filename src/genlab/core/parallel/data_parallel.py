@@ -36,7 +36,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from genlab.core.distributed import global_sum, is_distributed, world_size
+from genlab.core.parallel.distributed import global_sum, is_distributed, world_size
 
 
 class GradientSync:
