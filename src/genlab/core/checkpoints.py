@@ -18,6 +18,7 @@ import torch
 
 from genlab.core.errors import CheckpointError
 from genlab.core.files import atomic_write_bytes
+from genlab.core.registry import import_path
 
 CHECKPOINT = "checkpoint.pt"
 PREVIOUS = "checkpoint.prev.pt"
@@ -100,8 +101,6 @@ def model_record(kind: str, builder: str, args: dict, *, state_key: str = "model
 
 def build_from_record(record: dict, state: dict | None = None, *, source: str = "checkpoint"):
     """The model a record describes; with ``state``, its weights loaded from ``state``."""
-    from genlab.core.registry import import_path
-
     try:
         builder = import_path(record["builder"])
         model = builder(**record["args"])

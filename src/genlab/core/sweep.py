@@ -43,6 +43,7 @@ from genlab.core.errors import ConfigError, GenlabError
 from genlab.core.files import read_json, write_json
 from genlab.core.progress import progress
 from genlab.core.registry import Registry, import_path
+from genlab.core.runs import config_differences
 
 FINISHED, SKIPPED, FAILED = "finished", "skipped", "failed"
 CONFIG, SUMMARY = "config.json", "summary.json"
@@ -104,8 +105,6 @@ def check_folder(spec: RunSpec) -> None:
     """ConfigError if ``spec.out`` holds a run made with other options than ``spec.expect``."""
     if spec.expect is None or not spec.started:
         return
-    from genlab.core.runs import config_differences
-
     out = Path(spec.out)
     try:
         old = read_json(out / CONFIG)
