@@ -18,7 +18,14 @@ def test_fixed_threads_sets_and_restores():
     assert torch.get_num_threads() == before
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
-def test_fixed_threads_refuses_non_positive_integers(bad):
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_fixed_threads_refuses_negative_and_non_integers(bad):
     with pytest.raises(ConfigError, match="threads"), fixed_threads(bad):
         pass
+
+
+def test_fixed_threads_zero_leaves_torchs_default():
+    before = torch.get_num_threads()
+    with fixed_threads(0):
+        assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == before

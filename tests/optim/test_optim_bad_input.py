@@ -50,7 +50,7 @@ CASES = {
     "absurd epochs": (TRAIN + ["--epochs", str(10**12)], "epochs must be <= "),
     "absurd measure iterations": (TRAIN + ["--measure-iterations", str(10**9)], "<= "),
     "transformer width": (TRAIN + ["--arch", "transformer", "--width", "7"], "heads"),
-    "bn mode": (["optim", "measure", "{root}/run", "--bn-mode", "foo"], "bn_mode"),
+    "bn mode": (["optim", "measure", "{root}/run", "--bn-mode", "foo"], "--bn-mode"),
     "absurd probes": (["optim", "measure", "{root}/run", "--probes", str(10**9)], "<= "),
     "missing checkpoint": (["optim", "measure", "{root}/nonexist.pt"], "nonexist.pt"),
     "non-UTF-8 config": (["optim", "measure", "{root}/nonutf8"], "config.json"),

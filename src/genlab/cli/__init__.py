@@ -16,7 +16,9 @@ app = typer.Typer(
     help="BER architecture search, nonuniformity measures/optimisers and MoEGaze.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: wraps at any width, prints [brackets]
     add_completion=False,
+    context_settings={"max_content_width": 120},  # the terminal's width up to this
 )
 
 
@@ -63,5 +65,27 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv)
     except GenlabError as exc:
-        print(f"genlab: {exc.kind}: {exc}", file=sys.stderr)
+        message = option_spelling(str(exc), sys.argv[1:] if argv is None else argv)
+        print(f"genlab: {exc.kind}: {message}", file=sys.stderr)
         sys.exit(2)
+
+
+def option_spelling(message: str, argv: list[str]) -> str:
+    """Spell the invoked command's options as on its command line: the library names a
+    field ``batch_size`` (or ``batch-size``), the line printed to the user ``--batch-size``."""
+    import re
+
+    _register()
+    command = typer.main.get_command(app)
+    for token in argv:  # walk down the groups to the command that ran
+        sub = getattr(command, "commands", {}).get(token)
+        if sub is None:
+            continue
+        command = sub
+    for param in getattr(command, "params", ()):
+        flags = [o for o in getattr(param, "opts", ()) if o.startswith("--")]
+        if not flags or "_" not in (param.name or ""):
+            continue
+        words = re.escape(param.name).replace("_", "[_-]")
+        message = re.sub(rf"(?<![\w-]){words}(?![\w-])", flags[0], message)
+    return message

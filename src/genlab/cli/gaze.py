@@ -9,7 +9,7 @@ import typer
 
 from genlab.core.errors import ConfigError
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
 
 RECON = (
     "MoEGaze's architecture is our reconstruction of the AAAI-26 abstract (no code or "

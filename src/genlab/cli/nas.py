@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
 
 
 def _space_help() -> str:

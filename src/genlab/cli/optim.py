@@ -38,7 +38,7 @@ class _Group(TyperGroup):
         return command
 
 
-app = typer.Typer(no_args_is_help=True, cls=_Group)
+app = typer.Typer(no_args_is_help=True, cls=_Group, rich_markup_mode=None)
 
 MEASURE_OUT = typer.Option(..., "--out", help="Run folder to write (config.json and "
                            "summary.json: scores, gaps and every measure).")

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from genlab.core.errors import require_positive_ints
+from genlab.core.errors import ConfigError
 
 
 def seed_everything(seed: int) -> None:
@@ -105,12 +105,17 @@ def generator_for(tensor: torch.Tensor, seed: int, *streams: int) -> torch.Gener
 def fixed_threads(threads: int) -> Iterator[None]:
     """Run the body with torch's intra-op thread count set to ``threads``; restore it after.
 
+    ``threads=0`` leaves torch's default (the machine's cores) as it is.
+
     Inter-op threads are left alone: eager CPU kernels do not use them, and torch refuses to
     change their number once any parallel work has run.
     """
-    require_positive_ints(threads=threads)
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+        raise ConfigError(f"threads must be an integer >= 0 (0: torch's default), got "
+                          f"{threads!r}")
     before = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    if threads:
+        torch.set_num_threads(threads)
     try:
         yield
     finally:

@@ -1,0 +1,49 @@
+"""The shared CLI parsers (genlab.cli.options) and the option spelling of error lines."""
+
+import pytest
+
+from genlab.cli import option_spelling
+from genlab.cli.options import parse_seeds, parse_size
+from genlab.core.errors import ConfigError
+
+
+@pytest.mark.parametrize(("text", "seeds"), [("0,1,2", [0, 1, 2]), ("0-4", [0, 1, 2, 3, 4]),
+                                             ("3", [3]), ("0-2, 7", [0, 1, 2, 7]),
+                                             ("5-5", [5])])
+def test_parse_seeds_lists_and_ranges(text, seeds):
+    assert parse_seeds(text) == seeds
+
+
+@pytest.mark.parametrize("text", ["", "a", "4-2", "0,0", "-1", "1.5", "0-"])
+def test_parse_seeds_refuses_with_the_option_name(text):
+    with pytest.raises(ConfigError, match="--seeds"):
+        parse_seeds(text)
+
+
+@pytest.mark.parametrize(("text", "size"), [("32", (32, 32)), ("32x48", (32, 48)),
+                                            ("32X48", (32, 48)), (16, (16, 16))])
+def test_parse_size_square_or_height_by_width(text, size):
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "32x", "x48", "32x48x3", "big", "0", "4x0"])
+def test_parse_size_refuses(text):
+    with pytest.raises(ConfigError, match="--size"):
+        parse_size(text)
+
+
+def test_parse_size_square_only_and_minimum():
+    with pytest.raises(ConfigError, match="square"):
+        parse_size("32x48", square=True)
+    with pytest.raises(ConfigError, match=">= 8"):
+        parse_size("4x48", minimum=8)
+
+
+def test_option_spelling_uses_the_invoked_commands_flags():
+    argv = ["nas", "search", "--out", "x", "--batch-size", "0"]
+    assert option_spelling("batch_size must be > 0", argv) == "--batch-size must be > 0"
+    assert option_spelling("batch-size must be > 0", argv) == "--batch-size must be > 0"
+    assert option_spelling("--batch-size must be > 0", argv) == "--batch-size must be > 0"
+    # a word of another command, or inside a longer name, is left alone
+    assert option_spelling("my_batch_size_x", argv) == "my_batch_size_x"
+    assert option_spelling("data_seed", argv) == "data_seed"
