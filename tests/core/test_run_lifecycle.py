@@ -36,6 +36,20 @@ def test_a_closed_run_leaves_no_lock_and_a_finished_one_one_checkpoint(tmp_path)
     assert not (tmp_path / "r" / ".lock").exists()
 
 
+def test_writing_the_summary_releases_the_folder_while_the_object_lives(tmp_path):
+    """A library caller that keeps the RunDir (or a reference cycle that delays its
+    collection) leaves no .lock once the run is finished; a second writer can take it."""
+    run = RunDir(tmp_path / "r", {"x": 1})
+    run.save({"step": 0})
+    run.write_summary({"done": True})
+    assert not (tmp_path / "r" / ".lock").exists()
+    other = RunDir(tmp_path / "r", {"x": 1}, resume=True)
+    assert (tmp_path / "r" / ".lock").exists()
+    other.close()
+    run.close()  # a second close is harmless
+    assert not (tmp_path / "r" / ".lock").exists()
+
+
 def test_a_lock_file_removed_under_a_waiting_opener_is_not_trusted(tmp_path, monkeypatch):
     """acquire() locks again when the file it locked is no longer the folder's lock file."""
     from genlab.core import locks

@@ -46,7 +46,7 @@ def _register() -> None:
                   help="Nonuniformity measures and optimisers (SAM, COV, CSAM...).")
     app.add_typer(gaze.app, name="gaze",
                   help="MoEGaze: appearance-routed experts for gaze estimation.")
-    app.command("demo")(demo.demo)
+    app.command("demo", short_help="Every method on embedded data, one report.")(demo.demo)
 
 
 def _terminated(signum, frame) -> None:

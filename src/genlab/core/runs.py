@@ -268,7 +268,9 @@ class RunDir:
         """summary.json (rank 0 writes); adds ``processes`` (how many ran) to ``summary`` itself.
 
         The run is finished: its superseded checkpoint (checkpoint.prev.pt) is removed, so a
-        finished folder holds one checkpoint."""
+        finished folder holds one checkpoint, and the folder is released (``close``): a
+        library caller leaves no .lock behind however long it keeps the object. Nothing
+        writes a finished folder again (``finished_summary`` answers a resume)."""
         summary["processes"] = self.processes
         if self.is_main:
             write_json(self.path / SUMMARY, summary)
@@ -276,6 +278,7 @@ class RunDir:
                 (self.path / PREVIOUS).unlink(missing_ok=True)
             except OSError:
                 pass  # a read-only folder keeps it: harmless
+        self.close()
 
     def save_figure(self, fig, name: str) -> Path:
         """Save a matplotlib figure as PNG in the run folder (atomically) and close it."""
