@@ -47,3 +47,12 @@ def test_option_spelling_uses_the_invoked_commands_flags():
     # a word of another command, or inside a longer name, is left alone
     assert option_spelling("my_batch_size_x", argv) == "my_batch_size_x"
     assert option_spelling("data_seed", argv) == "data_seed"
+
+
+def test_option_spelling_of_one_word_options_only_where_they_name_the_option():
+    argv = ["optim", "train", "--out", "x", "--arch", "foo"]
+    assert option_spelling("unknown arch 'foo'; expected one of: mlp", argv) == \
+        "unknown --arch 'foo'; expected one of: mlp"
+    assert option_spelling("width must be <= 65,536", argv) == "--width must be <= 65,536"
+    assert option_spelling("the arch of the run", argv) == "the arch of the run"
+    assert option_spelling("unknown --arch 'foo'", argv) == "unknown --arch 'foo'"

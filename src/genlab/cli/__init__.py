@@ -84,8 +84,12 @@ def option_spelling(message: str, argv: list[str]) -> str:
         command = sub
     for param in getattr(command, "params", ()):
         flags = [o for o in getattr(param, "opts", ()) if o.startswith("--")]
-        if not flags or "_" not in (param.name or ""):
+        if not flags or not param.name:
             continue
         words = re.escape(param.name).replace("_", "[_-]")
-        message = re.sub(rf"(?<![\w-]){words}(?![\w-])", flags[0], message)
+        if "_" in param.name:  # a field name is the option wherever it stands
+            message = re.sub(rf"(?<![\w-]){words}(?![\w-])", flags[0], message)
+        else:  # one plain word only where it names the option: "unknown arch", "seed must"
+            message = re.sub(rf"(?<![\w-])(?:(?<=unknown ){words}|{words}(?= must\b|:))"
+                             rf"(?![\w-])", flags[0], message)
     return message
