@@ -16,6 +16,16 @@ SECTIONS = [
 ]
 
 
+def timing_reading(timings: list[dict]) -> str:
+    """The timing table's reading: the total and the longest section."""
+    if not timings:
+        return "No section ran."
+    longest = max(timings, key=lambda t: t["seconds"])
+    total = sum(t["seconds"] for t in timings)
+    return (f"{len(timings)} section(s) in {total:.0f} s; the longest: {longest['section']} "
+            f"({longest['seconds']:.0f} s).")
+
+
 def demo(
     out: Path = typer.Option(Path("runs/demo"), help="Output folder of the demo report."),
     nb201_table: Path = typer.Option(None, help="NB201 accuracy CSV to judge searched cells."),
@@ -41,7 +51,8 @@ def demo(
         section(out / key, report, quick=not full, **kwargs)
         timings.append({"section": title, "seconds": time.perf_counter() - t0})
         report.write(out)  # keep a readable report after each section
-    report.heading("Timing")
+    report.heading("Wall-clock time per section (seconds, this machine)")
     report.table(timings, digits=0)
+    report.reading(timing_reading(timings))
     path = report.write(out)
     typer.echo(f"report: {path} (and {out / 'report.md'})")

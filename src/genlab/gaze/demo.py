@@ -20,16 +20,59 @@ from genlab.gaze.studies.runs import run_study, train_spec
 from genlab.gaze.studies.stats import Cell, Draws, cell_summary, fmt_ci, paired
 from genlab.gaze.train import GazeTrainConfig
 
+CURVE_POINTS = 10  # held-out evaluations per run: the points of loss_curves.png
+
 
 def demo_specs(out_dir: Path, quick: bool) -> list[RunSpec]:
     source, target = WORLDS.get("appearance")["E->M"]
-    base = GazeTrainConfig(source=source, targets=[target], steps=150 if quick else 300,
+    steps = 150 if quick else 300
+    base = GazeTrainConfig(source=source, targets=[target], steps=steps,
+                           eval_every=max(1, steps // CURVE_POINTS),
                            train_count=2000 if quick else 3000,
                            test_count=600 if quick else 1000)
     cache = SyntheticCache(out_dir / "data")
     return [train_spec(f"{model}_s{seed}", replace(base, model=model, seed=seed),
                        out_dir / f"{model}_s{seed}", cache=cache)
             for seed in range(3 if quick else 5) for model in ("baseline", "moegaze")]
+
+
+def _versus(diff: float, ci: tuple[float, float] | None) -> str:
+    """One row's seed-paired MoEGaze - baseline difference, in words, from its numbers."""
+    d = round(diff, 2)
+    where = "" if ci is None else f" (interval [{ci[0]:+.2f}, {ci[1]:+.2f}])"
+    if d > 0:
+        return f"{d:.2f} deg above the baseline's{where}: at this budget it does not beat it"
+    if d == 0:
+        return f"equal to the baseline's to 0.01 deg{where}: no gain"
+    if ci is not None and ci[1] < 0:
+        return (f"{-d:.2f} deg below the baseline's and the interval [{ci[0]:+.2f}, "
+                f"{ci[1]:+.2f}] excludes 0: lower here")
+    if ci is None:
+        return f"{-d:.2f} deg below the baseline's (no interval)"
+    return (f"{-d:.2f} deg below the baseline's, but the interval [{ci[0]:+.2f}, "
+            f"{ci[1]:+.2f}] includes 0: not a clear gain")
+
+
+def reading(numbers: list[dict], quick: bool = True) -> str:
+    """The table's reading: per row, MoEGaze against the baseline, then the constant row.
+
+    ``numbers`` holds per row "label", "constant", "baseline", "moegaze", "diff" and
+    "diff_ci" (the figures the table prints).
+    """
+    run = "In this quick run" if quick else "In this run"
+    parts = [f"on {n['label']} MoEGaze's error is {_versus(n['diff'], n['diff_ci'])}"
+             for n in numbers]
+    text = f"{run} " + "; ".join(parts) + "."
+    above = [n["label"] for n in numbers
+             if max(n["baseline"], n["moegaze"]) >= n["constant"]]
+    if above:
+        text += (" Not below the constant predictor (the source mean) on: "
+                 + ", ".join(above) + ".")
+    else:
+        worst = min(n["constant"] - max(n["baseline"], n["moegaze"]) for n in numbers)
+        text += (f" Both models are at least {worst:.2f} deg below the constant predictor "
+                 "on every row.")
+    return text
 
 
 def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
@@ -48,7 +91,7 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
                 per.append((res["constant"] if what == "constant" else res)["per_subject"])
         return Cell.from_runs(per, f"demo {model} on {where}")
 
-    rows, diffs = [], {}
+    rows, diffs, numbers = [], {}, []
     for where, label in (("val", "held-out source subjects"), (target, f"target {target}")):
         b, m, c = cell("baseline", where), cell("moegaze", where), cell("baseline", where,
                                                                          "constant")
@@ -62,9 +105,14 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
             "MoEGaze": fmt_ci(m.value, cell_summary(m, draws)["ci"]),
             "MoEGaze - baseline": fmt_ci(d["diff"], d["diff_ci"], sign=True),
         })
+        numbers.append({"label": label, "constant": c.value, "baseline": b.value,
+                        "moegaze": m.value, "diff": d["diff"], "diff_ci": d["diff_ci"]})
     seeds = len(specs) // 2
     rel = lambda p: os.path.relpath(p, out_dir.parent)  # noqa: E731
-    report.heading("MoEGaze: appearance-routed gaze experts (synthetic appearance world)")
+    report.heading(f"Gaze error of the baseline and MoEGaze, trained on {specs[0].config.source}, "
+                   f"tested on held-out source subjects and on {target}: "
+                   f"{'one seed' if seeds == 1 else f'{seeds} seeds'}, "
+                   f"{specs[0].config.steps} steps per run")
     report.text(
         f"Task E->M of the appearance world: train on {specs[0].config.source} (eye clusters "
         f"mixed 55/25/15/5%), test on held-out source subjects and on {target} (10/20/30/40%); "
@@ -75,9 +123,10 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
         "`genlab gaze bench --out runs/gaze_bench`."
     )
     report.table(rows)
+    report.reading(reading(numbers, quick))
     moe = out_dir / "moegaze_s0"
     report.image(rel(moe / "gaze_arrows.png"),
                  f"MoEGaze on {target}: labels green, predictions red")
     report.image(rel(moe / "loss_curves.png"), "training losses and held-out source error")
     report.image(rel(moe / "router_assignment.png"), "share of images per expert")
-    return {"rows": rows, "paired": diffs}
+    return {"rows": rows, "paired": diffs, "numbers": numbers}
