@@ -170,7 +170,7 @@ def test_render_png_then_predict_a_batch_with_a_readable_picture(inputs, tmp_pat
                       str(pic)], capsys)
     assert code == 0, res.err
     lines = res.out.strip().splitlines()
-    assert len(lines) == 4 and lines[-1] == f"picture: {pic}"
+    assert len(lines) == 4 and lines[-1] == f"outputs in {pic}"
     for eye, line in zip(eyes, lines, strict=False):
         single = predict_file(inputs / "run", eye)
         assert line == (f"{eye}: pitch {single['pitch_deg']:+.2f} deg, "

@@ -25,7 +25,7 @@ def roots(tmp_path_factory):
 def _paper_args(base, out):
     return ["gaze", "paper", "--out", str(out), "--xgaze", str(base / "xgaze"),
             "--gaze360", str(base / "gaze360"), "--mpii", str(base / "mpii"),
-            "--eyediap", str(base / "eyediap"), "--seeds", "1", "--steps", "2",
+            "--eyediap", str(base / "eyediap"), "--seeds", "0", "--steps", "2",
             "--eval-every", "2", "--batch-size", "4", "--width", "4", "--size", "32x32",
             "--fractions", "1,0.5", "--workers", "0", "--device", "cpu"]
 
