@@ -246,8 +246,8 @@ def _seeds_or_none(text: str | None, option: str, *, allow_empty: bool = False):
 @app.command(cls=RegistryHelp)
 def bench(
     out: Path = typer.Option(..., help="Folder for runs/, data/, bench.json, bench.md, plot."),
-    quick: bool = typer.Option(False, help="The appearance world, seeds 0,1 (reference 0), "
-                               "short runs."),
+    quick: bool = typer.Option(False, "--quick", help="The appearance world, seeds 0,1 "
+                               "(reference 0), short runs."),
     worlds: str = typer.Option(None, help="Comma-separated worlds."),
     seeds: str = options.seeds_option(None, "Default 0-4 (--quick: 0,1)."),
     reference_seeds: str = typer.Option(None, "--reference-seeds", help="Seeds of the "
