@@ -76,6 +76,7 @@ def test_train_predict_eval_end_to_end(tmp_path, capsys):
         capsys,
     )
     assert "target narrow-m: mean angular error" in out and "constant predictor" in out
+    assert out.strip().splitlines()[-1] == f"outputs in {run}"
     cv2.imwrite(str(tmp_path / "eye.png"), np.full((30, 40, 3), 128, np.uint8))
     out = _ok(
         ["gaze", "predict", run, str(tmp_path / "eye.png"), "--out", str(tmp_path / "p.png")],

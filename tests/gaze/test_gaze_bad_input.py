@@ -110,6 +110,16 @@ CASES = {
         PREDICT, lambda root, tmp: [str(root / "run"), str(root / "eye.png"),
                                     str(root / "render" / "samples.png")], "p.png",
         "samples.png"),
+    "eval-optim-checkpoint": (
+        "gaze eval", lambda root, tmp: [str(root / "optim_train" / "checkpoint.pt"), "--count",
+                                        "8"], "ev",
+        "is an optim train run; gaze eval needs a gaze train run"),
+    "eval-nas-run": (
+        "gaze eval", lambda root, tmp: [str(root / "nas_search"), "--count", "8"], "ev",
+        "is a nas search run; gaze eval needs a gaze train run"),
+    "eval-config-not-utf8": (
+        "gaze eval", lambda root, tmp: [*_bad_config(b"\xff{}")(root, tmp)[:1], "--count", "8"],
+        "ev", "not UTF-8"),
     "render-png-more-than-count": (
         "gaze render", lambda root, tmp: ["--count", "4", "--png", "5", "--size", f"{H}x{W}"],
         "eyes", "--png must be in 0..4"),
@@ -170,7 +180,7 @@ def test_render_png_then_predict_a_batch_with_a_readable_picture(inputs, tmp_pat
                       str(pic)], capsys)
     assert code == 0, res.err
     lines = res.out.strip().splitlines()
-    assert len(lines) == 4 and lines[-1] == f"picture: {pic}"
+    assert len(lines) == 4 and lines[-1] == f"outputs in {pic}"
     for eye, line in zip(eyes, lines, strict=False):
         single = predict_file(inputs / "run", eye)
         assert line == (f"{eye}: pitch {single['pitch_deg']:+.2f} deg, "
@@ -180,3 +190,36 @@ def test_render_png_then_predict_a_batch_with_a_readable_picture(inputs, tmp_pat
     legend = drawn[:20]
     red = (legend[..., 2] > 180) & (legend[..., 1] < 80) & (legend[..., 0] < 80)
     assert red.any()  # the legend's red arrow (the prediction)
+
+
+GOOD_RUN = lambda root, tmp: [str(root / "run"), str(root / "eye.png")]  # noqa: E731
+# id of a refused case: (arguments of the corrected command, its --out if not the same)
+CORRECTED = {
+    "predict-out-no-extension": (GOOD_RUN, "noext.png"),
+    "predict-out-folder": (GOOD_RUN, "folder/predicted.png"),  # the name the line suggests
+    **{case: (GOOD_RUN, None) for case in CASES if case.startswith("predict-config")},
+    "predict-nas-run": (GOOD_RUN, None),
+    "predict-optim-checkpoint": (GOOD_RUN, None),
+    "predict-grid-of-eyes": (lambda root, tmp: [str(root / "run"), str(root / "render" / "eyes"
+                                                                     / "eye_0000.png")], None),
+    "eval-optim-checkpoint": (lambda root, tmp: [str(root / "run"), "--count", "8"], None),
+    "eval-nas-run": (lambda root, tmp: [str(root / "run"), "--count", "8"], None),
+    "eval-config-not-utf8": (lambda root, tmp: [str(root / "run"), "--count", "8"], None),
+    "render-png-more-than-count": (lambda root, tmp: ["--count", "4", "--png", "4", "--size",
+                                                      f"{H}x{W}"], None),
+}
+
+
+@pytest.mark.parametrize("case", list(CORRECTED))
+def test_the_corrected_command_succeeds_in_the_same_out(case, inputs, tmp_path, capsys):
+    command, make, out_name, _ = CASES[case]
+    out = tmp_path / out_name
+    if out_name.endswith("/"):
+        out.mkdir()
+    code, res = _run([*command.split(), *make(inputs, tmp_path), "--out", str(out)], capsys)
+    assert code == 2, res.err
+    fix, fixed_out = CORRECTED[case]
+    out = tmp_path / fixed_out if fixed_out else out
+    code, res = _run([*command.split(), *fix(inputs, tmp_path), "--out", str(out)], capsys)
+    assert code == 0, res.err
+    assert res.out.strip().splitlines()[-1] == f"outputs in {out}" and out.exists()

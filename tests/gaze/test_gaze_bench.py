@@ -73,6 +73,8 @@ def test_tiny_bench_runs_and_resumes(tmp_path):
     out = run_bench(cfg, tmp_path / "b", progress_bar=False)
     assert (tmp_path / "b" / "bench.md").read_text() == out["markdown"]
     assert (tmp_path / "b" / "bench_main.png").is_file()
+    recorded = json.loads((tmp_path / "b" / "bench_config.json").read_text())
+    assert recorded["seeds"] == [0] and recorded["reference_seeds"] == [0]  # lists
     assert "| label-shift |" in out["markdown"] and "| capture-shift |" in out["markdown"]
     runs = sorted(p.name for p in (tmp_path / "b" / "runs").iterdir())
     assert runs == ["control__ctrl-capture__reference__f1__s0",

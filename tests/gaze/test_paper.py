@@ -25,7 +25,7 @@ def roots(tmp_path_factory):
 def _paper_args(base, out):
     return ["gaze", "paper", "--out", str(out), "--xgaze", str(base / "xgaze"),
             "--gaze360", str(base / "gaze360"), "--mpii", str(base / "mpii"),
-            "--eyediap", str(base / "eyediap"), "--seeds", "1", "--steps", "2",
+            "--eyediap", str(base / "eyediap"), "--seeds", "0", "--steps", "2",
             "--eval-every", "2", "--batch-size", "4", "--width", "4", "--size", "32x32",
             "--fractions", "1,0.5", "--workers", "0", "--device", "cpu"]
 
@@ -35,6 +35,9 @@ def test_paper_protocol_end_to_end(roots, tmp_path, capsys):
         main(_paper_args(roots, tmp_path / "paper"))
     assert not exc.value.code, capsys.readouterr().err
     out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1] == f"outputs in {tmp_path / 'paper'}"
+    recorded = json.loads((tmp_path / "paper" / "paper_config.json").read_text())
+    assert recorded["seeds"] == [0] and recorded["reference_seeds"] == [0]
     for task in ("E->M", "E->D", "G->M", "G->D"):
         assert f"| {task} |" in out
     result = json.loads((tmp_path / "paper" / "paper.json").read_text())

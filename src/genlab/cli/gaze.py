@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 
-from genlab.core.errors import ConfigError
+from genlab.cli import options
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
 
@@ -16,37 +17,92 @@ RECON = (
     "full text is public): cosine router over k-means prototypes, batched experts, "
     "Switch balance loss, subject-contrastive appearance loss."
 )
-DATA_HELP = ("a synthetic domain (broad-e, broad-g, narrow-m, narrow-d, app-e, app-g, app-m, "
-             "app-d, ctrl-s, ctrl-label, ctrl-capture, mixed) or a real data set as NAME:ROOT "
-             "(xgaze, gaze360, mpii, eyediap; see docs/moegaze.md)")
+STUDY_RESUME_HELP = ("Accepted for the convention's sake, changes nothing: a rerun in the "
+                     "same --out always resumes (finished runs are read back, interrupted "
+                     "ones continued).")
 
 
-def parse_size(text: str) -> list[int]:
-    """'32x48' -> [32, 48] (height x width)."""
-    try:
-        h, w = (int(v) for v in text.lower().split("x"))
-    except ValueError as exc:
-        raise ConfigError(f"--size must look like HEIGHTxWIDTH (e.g. 32x48), got {text!r}") from exc
-    if h < 8 or w < 8:
-        raise ConfigError(f"--size sides must be >= 8 pixels, got {text!r}")
-    return [h, w]
+def _choices(registry) -> str:
+    return " | ".join(registry.choices())
 
 
-def parse_list(text: str, kind=str, option: str = "") -> list:
-    """'a,b' -> [a, b] converted by ``kind``."""
-    try:
-        return [kind(v.strip()) for v in text.split(",") if v.strip()]
-    except ValueError as exc:
-        raise ConfigError(f"{option} must be a comma-separated list, got {text!r}") from exc
+def _data_help() -> str:
+    from genlab.gaze.data.realdata import REAL_DATASETS
+    from genlab.gaze.synth.domains import DOMAINS
+
+    return (f"a synthetic domain ({_choices(DOMAINS)}) or a real data set as NAME:ROOT "
+            f"({_choices(REAL_DATASETS)}; see docs/moegaze.md)")
 
 
-@app.command()
+def _models() -> str:
+    from genlab.gaze.models.registry import MODELS
+
+    return _choices(MODELS)
+
+
+def _routings() -> str:
+    from genlab.gaze.models.routing import ROUTINGS
+
+    return _choices(ROUTINGS)
+
+
+def _balances() -> str:
+    from genlab.gaze.models.routing import BALANCES
+
+    return _choices(BALANCES)
+
+
+def _worlds() -> str:
+    from genlab.gaze.protocol import WORLDS
+
+    return ", ".join(WORLDS.choices())
+
+
+def _domains() -> str:
+    from genlab.gaze.synth.domains import DOMAINS
+
+    return _choices(DOMAINS)
+
+
+# option -> its help text from the registries, made when help is shown (they import torch,
+# which the CLI does not import at start-up)
+REGISTRY_HELP = {
+    "domain": lambda: f"Synthetic domain: {_domains()}.",
+    "model": lambda: f"Model: {_models()}.",
+    "models": lambda: f"Comma-separated models to train, of: {_models()}.",
+    "routing": lambda: (f"Routing: {_routings()} (oracle: the true appearance cluster; "
+                        "appearance world only)."),
+    "balance": lambda: f"Expert balance: {_balances()}.",
+    "source": lambda: f"Training data: {_data_help()}.",
+    "target": lambda: (f"Test data, never trained on (repeat for several; default narrow-m): "
+                       f"{_data_help()}."),
+    "data": lambda: (f"Data to evaluate on: {_data_help()}; unlabelled files (ETH-XGaze "
+                     "test) get predictions only."),
+    "worlds": lambda: f"Comma-separated worlds, of: {_worlds()} (default all).",
+}
+
+
+class RegistryHelp(TyperCommand):
+    """A command whose options named in REGISTRY_HELP get their help from the registries."""
+
+    def format_help(self, ctx, formatter) -> None:
+        for param in self.params:
+            if param.name in REGISTRY_HELP:
+                param.help = REGISTRY_HELP[param.name]()
+        super().format_help(ctx, formatter)
+
+
+def _size(text: str) -> list[int]:
+    return list(options.parse_size(text, minimum=8))
+
+
+@app.command(cls=RegistryHelp)
 def render(
     out: Path = typer.Option(..., help="Folder for the h5 files, sample grid and summary."),
-    domain: str = typer.Option("mixed", help="Synthetic domain (see `genlab gaze train`)."),
+    domain: str = typer.Option("mixed", help="Synthetic domain."),
     count: int = typer.Option(64, help="Number of images."),
     seed: int = typer.Option(0, help="Rendering seed."),
-    size: str = typer.Option("64x96", help="Image size HEIGHTxWIDTH."),
+    size: str = options.size_option("64x96", "of each eye, >= 8 pixels a side"),
     png: int = typer.Option(0, help="Also write the first N images as single-eye PNG files "
                             "(eyes/eye_0000.png ..., labels in eyes.csv) that gaze predict "
                             "takes."),
@@ -56,28 +112,27 @@ def render(
     from genlab.gaze.synth.dataset import render_to_folder
 
     require_positive("count", count)
-    info = render_to_folder(count, domain, seed, out, tuple(parse_size(size)), png=png)
+    info = render_to_folder(count, domain, seed, out, tuple(_size(size)), png=png)
     typer.echo(json.dumps(info, indent=2, default=str))
-    typer.echo(f"rendered {count} images of {domain} into {out}")
+    typer.echo(f"rendered {count} images of {domain}")
+    options.closing(out)
 
 
-@app.command(help="Train a gaze model (baseline or MoEGaze) on a source and test it on "
-             "held-out source subjects and on every target. " + RECON)
+@app.command(cls=RegistryHelp, help="Train a gaze model (baseline or MoEGaze) on a source and "
+             "test it on held-out source subjects and on every target. " + RECON)
 def train(
     out: Path = typer.Option(..., help="Run folder (config.json, metrics.jsonl, "
                              "checkpoint.pt, summary.json, plots)."),
-    model: str = typer.Option("moegaze", help="baseline or moegaze."),
-    source: str = typer.Option("broad-e", help="Training data: " + DATA_HELP + "."),
-    target: list[str] = typer.Option(None, help="Test data, never trained on (repeat for "
-                                     "several; default narrow-m)."),
+    model: str = typer.Option("moegaze", help="Model."),
+    source: str = typer.Option("broad-e", help="Training data."),
+    target: list[str] = typer.Option(None, help="Test data, never trained on."),
     experts: int = typer.Option(4, help="Number of experts K (MoEGaze)."),
-    routing: str = typer.Option("soft", help="soft, hard-train-soft-infer, hard or oracle "
-                                "(the true appearance cluster; appearance world only)."),
-    balance: str = typer.Option("switch", help="switch, rebalance or none."),
+    routing: str = typer.Option("soft", help="Routing."),
+    balance: str = typer.Option("switch", help="Expert balance."),
     temperature: float = typer.Option(0.1, help="Router softmax temperature (> 0)."),
     width: int = typer.Option(8, help="Backbone base width (ResNet-18: 64)."),
-    stem: str = typer.Option("small", help="small (3x3 stride 2) or imagenet (ResNet-18's)."),
-    input_norm: str = typer.Option("half", help="half (x - 0.5) or imagenet (mean/std)."),
+    stem: str = typer.Option("small", help="small (3x3 stride 2) | imagenet (ResNet-18's)."),
+    input_norm: str = typer.Option("half", help="half (x - 0.5) | imagenet (mean/std)."),
     pretrained: Path = typer.Option(None, help="torchvision-layout ResNet state-dict file "
                                     "for the backbone (needs --width 64 --stem imagenet)."),
     group_router_at: float = typer.Option(0.0, help="MoEGaze: at this share of the steps "
@@ -92,18 +147,17 @@ def train(
     train_count: int = typer.Option(3000, help="Synthetic source images rendered (before "
                                     "the subject hold-out)."),
     test_count: int = typer.Option(1000, help="Synthetic target images rendered."),
-    size: str = typer.Option("32x48", help="Input size HEIGHTxWIDTH."),
+    size: str = options.size_option("32x48", "the model's input, >= 8 pixels a side"),
     data_seed: int = typer.Option(0, help="Seed of the rendered data and the subject split."),
     seed: int = typer.Option(0, help="Seed of initialisation, batches and the fraction."),
-    device: str = typer.Option("cpu", help="cpu, cuda or auto."),
-    threads: int = typer.Option(1, help="torch CPU threads (0: torch's default); recorded."),
+    device: str = options.device_option(),
+    threads: int = options.threads_option(),
     workers: int = typer.Option(0, help="DataLoader workers for real data."),
     amp: str = typer.Option("off", help="off | bf16 | fp16: autocast of forward and loss; "
                                         "fp16 adds a GradScaler (its state in the checkpoint)."),
     channels_last: bool = typer.Option(False, help="NHWC layout of model and inputs."),
-    resume: bool = typer.Option(False, help="Continue a killed run in --out."),
+    resume: bool = options.resume_option(),
 ):
-    from genlab.gaze.protocol import load_task_data
     from genlab.gaze.train import GazeTrainConfig, train_gaze
 
     cfg = GazeTrainConfig(
@@ -113,13 +167,13 @@ def train(
         pretrained=str(pretrained) if pretrained else None, group_router_at=group_router_at,
         fraction=fraction, steps=steps,
         warmup_steps=warmup_steps, eval_every=eval_every, batch_size=batch_size, lr=lr,
-        train_count=train_count, test_count=test_count, size=parse_size(size),
+        train_count=train_count, test_count=test_count, size=_size(size),
         data_seed=data_seed, seed=seed, device=device, threads=threads, workers=workers,
         amp=amp, channels_last=channels_last,
     )
-    cfg.validate()
-    data = load_task_data(cfg)
-    _, summary = train_gaze(cfg, data, out, resume=resume)
+    # the data are loaded (and checked) before the folder is touched; a resume of a
+    # finished run skips them and rewrites nothing
+    _, summary = train_gaze(cfg, None, out, resume=resume)
     typer.echo(f"{cfg.model} trained on {cfg.source}: held-out source subjects "
                f"{summary['val_mean_deg']:.2f} deg (constant predictor "
                f"{summary['constant_val_mean_deg']:.2f})")
@@ -130,18 +184,18 @@ def train(
         typer.echo(f"  target {name}: mean angular error {res['mean_deg']:.2f} deg (median "
                    f"{res['median_deg']:.2f}; constant predictor "
                    f"{res['constant']['mean_deg']:.2f})")
-    typer.echo(f"run folder: {out}")
+    options.closing(out)
 
 
-@app.command(name="eval")
+@app.command(name="eval", cls=RegistryHelp)
 def eval_(
-    checkpoint: Path = typer.Argument(..., help="Run folder or its checkpoint.pt."),
+    checkpoint: Path = typer.Argument(..., help="Run folder of gaze train or its "
+                                      "checkpoint.pt."),
     out: Path = typer.Option(..., help="Folder for summary.json, predictions.csv, arrows."),
-    data: str = typer.Option("narrow-m", help="Data to evaluate on: " + DATA_HELP + "; "
-                             "unlabelled files (ETH-XGaze test) get predictions only."),
+    data: str = typer.Option("narrow-m", help="Data to evaluate on."),
     count: int = typer.Option(1000, help="Images rendered from a synthetic domain."),
     data_seed: int = typer.Option(1, help="Seed of the rendered images."),
-    device: str = typer.Option("cpu", help="cpu, cuda or auto."),
+    device: str = options.device_option(),
     workers: int = typer.Option(0, help="DataLoader workers for real data."),
 ):
     """Evaluate a trained run on a synthetic domain or on real data."""
@@ -155,7 +209,7 @@ def eval_(
     else:
         typer.echo(f"{summary['data']}: unlabelled, wrote predictions of "
                    f"{summary['images']} images")
-    typer.echo(f"results in {out}")
+    options.closing(out)
 
 
 @app.command()
@@ -167,50 +221,73 @@ def predict(
                                         "are predicted as one batch."),
     out: Path = typer.Option(None, help="Write a picture of the images with their predicted "
                              "gaze arrows (scaled up, with a legend) here: a .png or .jpg "
-                             "name."),
+                             "name (then the last line is `outputs in` it; without --out "
+                             "nothing is written)."),
+    device: str = options.device_option(),
 ):
     """Predict the gaze of images; print pitch and yaw in degrees, one line per image."""
     from genlab.gaze.predict import predict_images
 
-    for result in predict_images(checkpoint, images, out):
+    for result in predict_images(checkpoint, images, out, device=device):
         typer.echo(f"{result['image']}: pitch {result['pitch_deg']:+.2f} deg, "
                    f"yaw {result['yaw_deg']:+.2f} deg")
     if out is not None:
-        typer.echo(f"picture: {out}")
+        options.closing(out)
 
 
-@app.command()
+def _seeds_or_none(text: str | None, option: str, *, allow_empty: bool = False):
+    if text is None:
+        return None
+    if allow_empty and not text.strip():
+        return []
+    return options.parse_seeds(text, option)
+
+
+@app.command(cls=RegistryHelp)
 def bench(
     out: Path = typer.Option(..., help="Folder for runs/, data/, bench.json, bench.md, plot."),
-    quick: bool = typer.Option(False, help="The appearance world, 2 seeds, short runs."),
-    worlds: str = typer.Option(None, help="Comma-separated worlds (realistic, appearance, "
-                               "control; default all)."),
-    seeds: int = typer.Option(None, help="Seeds per setting (default 5)."),
+    quick: bool = typer.Option(False, "--quick", help="The appearance world, seeds 0,1 "
+                               "(reference 0), short runs."),
+    worlds: str = typer.Option(None, help="Comma-separated worlds."),
+    seeds: str = options.seeds_option(None, "Default 0-4 (--quick: 0,1)."),
+    reference_seeds: str = typer.Option(None, "--reference-seeds", help="Seeds of the "
+                                        "trained-on-target references, a list or a range "
+                                        "(default 0-2; --quick: 0)."),
     steps: int = typer.Option(None, help="Optimiser steps per run (default 300)."),
     workers: int = typer.Option(None, help="Runs trained at the same time (processes)."),
     executor: str = typer.Option("local", help="local (this machine: in this process with "
                                  "one worker, else a process pool) | inline | ray."),
     address: str = typer.Option(None, help="HOST:PORT of a Ray cluster (--executor ray; "
                                 "default a local Ray instance)."),
+    device: str = options.device_option(),
+    threads: int = options.threads_option(),
+    resume: bool = typer.Option(False, "--resume", help=STUDY_RESUME_HELP),
 ):
     """MoEGaze vs the baseline in the synthetic worlds, with references and intervals.
 
-    Resumable: every finished training is recorded; rerunning skips it.
+    Resumable by rerunning the same command: every finished training is recorded and
+    read back, an interrupted one continued (--resume is accepted and changes nothing).
     """
     from genlab.gaze.studies.bench import BenchConfig, run_bench
 
+    del resume  # a rerun always resumes
     cfg = BenchConfig.quick() if quick else BenchConfig()
-    for name, value in (("seeds", seeds), ("steps", steps), ("workers", workers)):
+    values = {"seeds": _seeds_or_none(seeds, "--seeds"),
+              "reference_seeds": _seeds_or_none(reference_seeds, "--reference-seeds"),
+              "steps": steps, "workers": workers}
+    for name, value in values.items():
         if value is not None:
             setattr(cfg, name, value)
+    cfg.device, cfg.threads = device, threads
     if worlds:
-        cfg.worlds = parse_list(worlds, option="--worlds")
+        cfg.worlds = options.parse_list(worlds, option="--worlds")
     result = run_bench(cfg, out, executor=executor, address=address)
     typer.echo(result["markdown"])
-    typer.echo(f"bench results in {out} ({result['seconds']:.0f} s this invocation)")
+    typer.echo(f"{result['seconds']:.0f} s this invocation")
+    options.closing(out)
 
 
-@app.command()
+@app.command(cls=RegistryHelp)
 def paper(
     out: Path = typer.Option(..., help="Folder for runs/, paper.json and paper.md."),
     xgaze: Path = typer.Option(None, help="ETH-XGaze root (train/subject*.h5)."),
@@ -220,34 +297,43 @@ def paper(
     pretrained: Path = typer.Option(None, help="torchvision-layout ResNet-18 state-dict file."),
     models: str = typer.Option("baseline,moegaze", help="Models to train."),
     fractions: str = typer.Option("1,0.1", help="Shares of the source data."),
-    seeds: int = typer.Option(3, help="Seeds per setting."),
-    reference_seeds: int = typer.Option(1, help="Seeds of the trained-on-target reference "
-                                        "(0: none)."),
+    seeds: str = options.seeds_option("0-2"),
+    reference_seeds: str = typer.Option("0", "--reference-seeds", help="Seeds of the "
+                                        "trained-on-target reference, a list or a range "
+                                        "(\"\": none)."),
     steps: int = typer.Option(20000, help="Optimiser steps per run."),
     batch_size: int = typer.Option(64, help="Mini-batch size."),
     lr: float = typer.Option(1e-4, help="AdamW learning rate."),
-    size: str = typer.Option("224x224", help="Face size HEIGHTxWIDTH."),
+    size: str = options.size_option("224", "of the faces, >= 8 pixels a side"),
     width: int = typer.Option(64, help="Backbone width (64: ResNet-18)."),
     eval_every: int = typer.Option(1000, help="Checkpoint and validation interval in steps."),
-    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    device: str = options.device_option("auto"),
+    threads: int = options.threads_option(0),
     workers: int = typer.Option(4, help="DataLoader worker processes."),
+    resume: bool = typer.Option(False, "--resume", help=STUDY_RESUME_HELP),
 ):
     """The paper's protocol on real data: E/G -> M/D, baseline and MoEGaze, 100% and 10%.
 
-    Reads the data sets from your disk (nothing is downloaded); resumable.
+    Reads the data sets from your disk (nothing is downloaded). Resumable by rerunning the
+    same command: finished runs are read back, an interrupted one continued (--resume is
+    accepted and changes nothing).
     """
     from genlab.gaze.studies.paper import PaperConfig, run_paper
 
+    del resume  # a rerun always resumes
     cfg = PaperConfig(
         xgaze=str(xgaze) if xgaze else None, gaze360=str(gaze360) if gaze360 else None,
         mpii=str(mpii) if mpii else None, eyediap=str(eyediap) if eyediap else None,
         pretrained=str(pretrained) if pretrained else None,
-        models=parse_list(models, option="--models"),
-        fractions=parse_list(fractions, float, "--fractions"), seeds=seeds,
-        reference_seeds=reference_seeds, steps=steps, batch_size=batch_size, lr=lr,
-        size=parse_size(size), width=width, eval_every=eval_every, device=device,
-        workers=workers,
+        models=options.parse_list(models, option="--models"),
+        fractions=options.parse_list(fractions, float, "--fractions"),
+        seeds=options.parse_seeds(seeds),
+        reference_seeds=_seeds_or_none(reference_seeds, "--reference-seeds",
+                                       allow_empty=True),
+        steps=steps, batch_size=batch_size, lr=lr,
+        size=_size(size), width=width, eval_every=eval_every, device=device,
+        threads=threads, workers=workers,
     )
     result = run_paper(cfg, out)
     typer.echo(result["markdown"])
-    typer.echo(f"paper results in {out}")
+    options.closing(out)

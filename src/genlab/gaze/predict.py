@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from genlab.core.checkpoints import MODEL_RECORD
+from genlab.core.devices import resolve_device
 from genlab.core.errors import CheckpointError, ConfigError, DataError
 from genlab.core.runs import CHECKPOINT, CONFIG
 from genlab.gaze.data.images import resize_rgb, rgb_to_tensor
@@ -225,7 +226,8 @@ def _result(image: Path, pitch: float, yaw: float) -> dict:
 
 def predict_images(run: str | Path, images, out: str | Path | None = None, *,
                    device: str = "cpu", command: str = "gaze predict") -> list[dict]:
-    """Predict the gaze of image files as one batch; one result dict per image.
+    """Predict the gaze of image files as one batch on ``device`` (cpu, cuda, cuda:N or
+    auto); one result dict per image.
 
     ``out``: a .png/.jpg picture of the batch (:func:`draw_predictions`). Every input is
     checked (``out``'s name and folder, the run, each image and its shape) before
@@ -236,7 +238,7 @@ def predict_images(run: str | Path, images, out: str | Path | None = None, *,
         raise ConfigError("no image given; pass one or more image files")
     if out is not None:
         out = check_image_name(out)
-    loaded = open_run(run, device, command=command)
+    loaded = open_run(run, resolve_device(device), command=command)
     size = loaded.config["size"]
     rgbs = [read_eye(p, size) for p in images]
     pitchyaw = predict_arrays(loaded.model, rgbs, size)

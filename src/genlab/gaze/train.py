@@ -20,7 +20,9 @@ batches in the same order, which pairs a baseline and a MoEGaze run of one seed
 (their shared parts also start equal, see genlab.gaze.models.gaze_model). Every ``eval_every``
 steps a checkpoint is written and the held-out source subjects (at most
 ``curve_val_images`` of them, a seeded share) are evaluated for the curves;
-``resume`` continues from the last checkpoint and ends like an uninterrupted run.
+``resume`` continues from the last checkpoint and ends like an uninterrupted run; on a
+finished run it is a no-op that rewrites nothing and returns the stored summary (and the
+model rebuilt from the final checkpoint).
 
 Summary: errors on the held-out source subjects (``val_*``) and on every target
 (``targets``; the first also as ``target_*``), per subject and per cluster, the router's
@@ -39,12 +41,24 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.amp import PRECISIONS
-from genlab.core.checkpoints import model_record
-from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
+from genlab.core.checkpoints import (
+    CHECKPOINT,
+    MODEL_RECORD,
+    build_from_record,
+    load_checkpoint,
+    model_record,
+)
+from genlab.core.errors import (
+    CheckpointError,
+    ConfigError,
+    DataError,
+    require_choice,
+    require_positive,
+)
 from genlab.core.parallel.data_parallel import global_batch_statistics
 from genlab.core.parallel.distributed import global_sum
-from genlab.core.runs import RunDir
-from genlab.core.seeding import seed_everything
+from genlab.core.runs import SUMMARY, RunDir
+from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, resolve_device
 from genlab.gaze.data.gazeset import GazeLabels
 from genlab.gaze.data.splits import step_batches, take_share
@@ -53,7 +67,7 @@ from genlab.gaze.models.backbones import INPUT_NORMS, STEMS
 from genlab.gaze.models.registry import BUILDER, MODELS, build_gaze_model
 from genlab.gaze.models.routing import BALANCES, ROUTINGS
 from genlab.gaze.plots import save_run_plots
-from genlab.gaze.protocol import check_data_ref, check_oracle_data
+from genlab.gaze.protocol import check_data_ref, check_oracle_data, load_task_data
 
 RUN_KIND = "gaze train"  # the kind of its checkpoints' model records (genlab.load)
 
@@ -239,15 +253,44 @@ def train_gaze(cfg: GazeTrainConfig, data, out: str | Path, *, resume: bool = Fa
                progress_bar: bool | None = None, plots: bool = True):
     """Train ``cfg.model`` on ``data.train``; evaluate on ``data.val`` and ``data.targets``.
 
-    ``data`` is a :class:`genlab.gaze.protocol.TaskData`. Writes a run folder and returns
-    (model, summary).
+    ``data`` is a :class:`genlab.gaze.protocol.TaskData`, or None to load it from ``cfg``
+    (``load_task_data``, before the folder is touched; skipped by a resume of a finished
+    run, which does not need it). Writes a run folder and returns
+    (model, summary). ``cfg.threads`` torch threads (0: torch's default) are used for the
+    run and restored after; ``summary["torch_threads"]`` records the count used.
+    ``resume`` on a finished run rewrites nothing: its stored summary and the model of
+    its final checkpoint.
     """
     cfg.validate()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    run = RunDir(out, asdict(cfg), resume=resume)
-    seed_everything(cfg.seed)
+    with fixed_threads(cfg.threads):  # torch's count is restored afterwards
+        if data is None and not (resume and (Path(out) / SUMMARY).is_file()):
+            data = load_task_data(cfg)
+        return _train_gaze(cfg, data, out, resume=resume, progress_bar=progress_bar,
+                           plots=plots)
+
+
+def trained_model(folder: str | Path, device: str | torch.device = "cpu"):
+    """The model in a finished run's final checkpoint, rebuilt from its model record."""
+    file = Path(folder) / CHECKPOINT
+    state = load_checkpoint(file, map_location=device)
+    record = state.get(MODEL_RECORD) if isinstance(state, dict) else None
+    if not isinstance(record, dict) or record.get("kind") != RUN_KIND:
+        raise CheckpointError(f"{file}: holds no {RUN_KIND} model record; remove "
+                              f"{Path(folder) / 'summary.json'} to finish the run again")
+    return build_from_record(record, state, source=str(file)).to(device)
+
+
+def _train_gaze(cfg: GazeTrainConfig, data, out, *, resume: bool, progress_bar, plots: bool):
     device = resolve_device(cfg.device)
+    run = RunDir(out, asdict(cfg), resume=resume)
+    if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
+        try:
+            return trained_model(run.path, device), done
+        finally:
+            run.close()
+    if data is None:  # the summary went away since train_gaze looked
+        data = load_task_data(cfg)
+    seed_everything(cfg.seed)
     record = cfg.model_record()
     model = build_gaze_model(**record["args"])
     if cfg.pretrained:

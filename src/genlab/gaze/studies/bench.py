@@ -27,7 +27,7 @@ from genlab.core.errors import ConfigError, require_positive
 from genlab.core.runs import write_json
 from genlab.core.sweep import RunSpec
 from genlab.gaze.protocol import WORLDS, SyntheticCache
-from genlab.gaze.studies.runs import run_study, train_spec
+from genlab.gaze.studies.runs import as_seed_list, check_seeds, run_study, train_spec
 from genlab.gaze.studies.tables import bench_tables, plot_main
 from genlab.gaze.synth.domains import get_domain
 from genlab.gaze.train import GazeTrainConfig
@@ -37,11 +37,15 @@ __all__ = ["BenchConfig", "bench_specs", "run_bench"]
 
 @dataclass
 class BenchConfig:
-    """Sizes of the bench (defaults: the README tables)."""
+    """Sizes of the bench (defaults: the README tables).
+
+    ``seeds``: the seeds of the compared runs, ``reference_seeds`` those of the
+    trained-on-target references (lists; an int n, as before, means seeds 0..n-1).
+    """
 
     worlds: list[str] = field(default_factory=lambda: list(WORLDS))
-    seeds: int = 5
-    reference_seeds: int = 3
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
+    reference_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     steps: int = 300
     batch_size: int = 64
     train_count: int = 3000
@@ -53,27 +57,36 @@ class BenchConfig:
     workers: int = 2
     n_boot: int = 2000
     device: str = "cpu"
+    threads: int = 1  # torch threads of each run (0: torch's default)
+
+    def __post_init__(self) -> None:
+        self.seeds = as_seed_list(self.seeds)
+        self.reference_seeds = as_seed_list(self.reference_seeds)
 
     def validate(self) -> None:
         for w in self.worlds:
             WORLDS.canonical(w)
-        for name in ("seeds", "reference_seeds", "steps", "batch_size", "train_count",
+        check_seeds("seeds", self.seeds)
+        check_seeds("reference_seeds", self.reference_seeds)
+        for name in ("steps", "batch_size", "train_count",
                      "test_count", "width", "workers", "n_boot"):
             require_positive(name, getattr(self, name))
+        require_positive("threads", self.threads, allow_zero=True)
         if not 0 < self.small_fraction < 1:
             raise ConfigError(f"small_fraction must be in (0, 1), got {self.small_fraction}")
 
     @classmethod
     def quick(cls) -> BenchConfig:
-        """The appearance world only, 2 seeds, short runs: a smoke version in minutes."""
-        return cls(worlds=["appearance"], seeds=2, reference_seeds=1, steps=60,
+        """The appearance world only, seeds 0 and 1, short runs: a smoke version in minutes."""
+        return cls(worlds=["appearance"], seeds=[0, 1], reference_seeds=[0], steps=60,
                    train_count=800, test_count=300, workers=1, n_boot=500)
 
     def base(self) -> GazeTrainConfig:
         return GazeTrainConfig(
             steps=self.steps, batch_size=self.batch_size, train_count=self.train_count,
             test_count=self.test_count, size=list(self.size), width=self.width,
-            data_seed=self.data_seed, device=self.device, eval_every=100,
+            data_seed=self.data_seed, device=self.device, threads=self.threads,
+            eval_every=100,
         )
 
 
@@ -100,10 +113,10 @@ def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
         specs.append(train_spec(name, replace(base, **kw), runs / name, cache=cache,
                                 plots=False))
 
-    for seed in range(max(cfg.seeds, cfg.reference_seeds)):
+    for seed in sorted({*cfg.seeds, *cfg.reference_seeds}):
         for world in cfg.worlds:
             fractions = (1.0,) if world == "control" else (1.0, cfg.small_fraction)
-            for source, targets in sources_of(world).items() if seed < cfg.seeds else ():
+            for source, targets in sources_of(world).items() if seed in cfg.seeds else ():
                 for model in ("baseline", "moegaze"):
                     for fr in fractions:
                         add(f"{world}__{source}__{model}__f{fr:g}__s{seed}", model=model,
@@ -112,7 +125,7 @@ def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
                 if k:
                     add(f"{world}__{source}__oracle__f1__s{seed}", model="moegaze",
                         routing="oracle", experts=k, source=source, targets=targets, seed=seed)
-            if seed < cfg.reference_seeds:
+            if seed in cfg.reference_seeds:
                 for target in dict.fromkeys(t for _, t in WORLDS.get(world).values()):
                     add(f"{world}__{target}__reference__f1__s{seed}", model="baseline",
                         source=target, targets=[target], seed=seed)

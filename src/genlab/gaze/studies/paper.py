@@ -23,7 +23,13 @@ from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.runs import write_json
 from genlab.core.sweep import RunSpec
 from genlab.gaze.models.registry import MODELS
-from genlab.gaze.studies.runs import run_study, train_spec
+from genlab.gaze.studies.runs import (
+    as_seed_list,
+    check_seeds,
+    run_study,
+    seed_text,
+    train_spec,
+)
 from genlab.gaze.studies.tables import BenchRun, study_tables
 from genlab.gaze.train import GazeTrainConfig
 
@@ -34,7 +40,12 @@ WORLD = "paper protocol"
 
 @dataclass
 class PaperConfig:
-    """Data roots and the training budget of the paper protocol."""
+    """Data roots and the training budget of the paper protocol.
+
+    ``seeds``: the seeds of the compared runs; ``reference_seeds``: those of the
+    trained-on-target reference (may be empty: no reference). Lists; an int n, as before,
+    means seeds 0..n-1.
+    """
 
     xgaze: str | None = None
     gaze360: str | None = None
@@ -42,8 +53,8 @@ class PaperConfig:
     eyediap: str | None = None
     models: list[str] = field(default_factory=lambda: ["baseline", "moegaze"])
     fractions: list[float] = field(default_factory=lambda: [1.0, 0.1])
-    seeds: int = 3
-    reference_seeds: int = 1
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    reference_seeds: list[int] = field(default_factory=lambda: [0])
     steps: int = 20000
     warmup_steps: int = 500
     eval_every: int = 1000
@@ -61,6 +72,10 @@ class PaperConfig:
     threads: int = 0
     data_seed: int = 0
     n_boot: int = 2000
+
+    def __post_init__(self) -> None:
+        self.seeds = as_seed_list(self.seeds)
+        self.reference_seeds = as_seed_list(self.reference_seeds)
 
     def roots(self, table: dict) -> dict[str, str]:
         """{data set name: "name:ROOT"} of the given roots among ``table``'s names."""
@@ -80,9 +95,11 @@ class PaperConfig:
             MODELS.canonical(m)
         if not self.fractions or any(not 0 < f <= 1 for f in self.fractions):
             raise ConfigError(f"fractions must lie in (0, 1], got {self.fractions}")
-        for name in ("seeds", "steps", "batch_size", "width", "n_boot"):
+        check_seeds("seeds", self.seeds)
+        check_seeds("reference_seeds", self.reference_seeds, allow_empty=True)
+        for name in ("steps", "batch_size", "width", "n_boot"):
             require_positive(name, getattr(self, name))
-        require_positive("reference_seeds", self.reference_seeds, allow_zero=True)
+        require_positive("threads", self.threads, allow_zero=True)
 
     def base(self) -> GazeTrainConfig:
         return GazeTrainConfig(
@@ -100,15 +117,15 @@ def paper_specs(cfg: PaperConfig, out: str | Path) -> list[RunSpec]:
     cfg.validate()
     runs, base, specs = Path(out) / "runs", cfg.base(), []
     sources, targets = cfg.roots(SOURCES), cfg.roots(TARGETS)
-    for seed in range(max(cfg.seeds, cfg.reference_seeds)):
-        for key, ref in sources.items() if seed < cfg.seeds else ():
+    for seed in sorted({*cfg.seeds, *cfg.reference_seeds}):
+        for key, ref in sources.items() if seed in cfg.seeds else ():
             for model in cfg.models:
                 for fr in cfg.fractions:
                     name = f"{key}__{model}__f{fr:g}__s{seed}"
                     specs.append(train_spec(name, replace(base, model=model, source=ref,
                                                           targets=list(targets.values()),
                                                           fraction=fr, seed=seed), runs / name))
-        for key, ref in targets.items() if seed < cfg.reference_seeds else ():
+        for key, ref in targets.items() if seed in cfg.reference_seeds else ():
             for fold in range(2):
                 name = f"{key}__reference__fold{fold}__s{seed}"
                 specs.append(train_spec(name, replace(base, model="baseline", source=ref,
@@ -153,7 +170,8 @@ def run_paper(cfg: PaperConfig, out: str | Path, *, progress_bar: bool | None = 
     names = {ref: SOURCES.get(k, TARGETS.get(k, ("", k)))[1]
              for table in (SOURCES, TARGETS) for k, ref in cfg.roots(table).items()}
     header = (f"Real data, the paper's protocol: angular error in degrees, mean over "
-              f"{cfg.seeds} seeds, [95% bootstrap interval over seeds and test subjects]; "
+              f"{len(cfg.seeds)} seeds ({seed_text(cfg.seeds)}), [95% bootstrap interval over "
+              "seeds and test subjects]; "
               f"{cfg.steps} steps of batch {cfg.batch_size}; negative differences = MoEGaze "
               "better.\n")
     small = min(cfg.fractions)

@@ -18,12 +18,46 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from genlab.core.errors import DataError, require_positive
+from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.sweep import RunSpec, run_sweep
 from genlab.gaze.protocol import SyntheticCache, load_task_data
 from genlab.gaze.train import GazeTrainConfig, train_gaze
 
 _DEFAULTS = json.loads(json.dumps(asdict(GazeTrainConfig())))
+
+
+def as_seed_list(value):
+    """A study's seeds as a list: an int n (a count, as studies took before) is seeds
+    0..n-1; anything else is left for :func:`check_seeds` (a dataclass's __post_init__)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return list(range(value))
+    return list(value) if isinstance(value, (list, tuple, range)) else value
+
+
+def check_seeds(name: str, seeds, *, allow_empty: bool = False) -> None:
+    """ConfigError unless ``seeds`` is a list of distinct integers >= 0 (non-empty unless
+    ``allow_empty``)."""
+    if not isinstance(seeds, list) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise ConfigError(f"{name}: expected a list of seeds >= 0 such as [0, 1, 2], got "
+                          f"{seeds!r}")
+    if not seeds and not allow_empty:
+        raise ConfigError(f"{name}: no seed given; give e.g. 0,1,2 or 0-4")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{name}: a seed is repeated in {seeds}")
+
+
+def seed_text(seeds: Sequence[int]) -> str:
+    """[0, 1, 2, 3, 7] -> '0-3,7' (the --seeds spelling)."""
+    parts, ordered = [], sorted(seeds)
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
 
 
 def train_run(config: GazeTrainConfig, out: str | Path, *, resume: bool = False,

@@ -18,6 +18,7 @@ import numpy as np
 
 from genlab.core.report import figure, markdown_table
 from genlab.gaze.protocol import WORLDS
+from genlab.gaze.studies.runs import seed_text
 from genlab.gaze.studies.stats import Cell, Draws, cell_summary, fmt_ci, interval, paired
 
 PAPER_REDUCTION_PCT = 27.6
@@ -254,7 +255,8 @@ def study_tables(runs: list[BenchRun], worlds: dict[str, Tasks], *, n_boot: int,
 
 def bench_tables(specs, results: dict[str, dict], cfg) -> dict:
     """The synthetic bench's tables (one section per world)."""
-    header = (f"Angular error in degrees: mean over {cfg.seeds} seeds of the image-weighted "
+    header = (f"Angular error in degrees: mean over {len(cfg.seeds)} seeds "
+              f"({seed_text(cfg.seeds)}) of the image-weighted "
               "mean, [95% bootstrap interval over seeds and test subjects]. Differences are "
               "paired by seed (shared initialisation and batch order); negative = MoEGaze "
               f"better. {cfg.steps} steps of batch {cfg.batch_size} for every run, 10% runs "
