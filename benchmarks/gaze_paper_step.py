@@ -70,13 +70,13 @@ def main() -> None:
                                   "images_per_s": args.batch_size / med}
         print(f"{name:9s} {med * 1000:9.1f} ms/step  {args.batch_size / med:8.1f} images/s")
     per_image = {k: 1 / v["images_per_s"] for k, v in result["models"].items()}
-    runs = paper.seeds * len(paper.fractions) * 2  # per model, both sources
+    runs = len(paper.seeds) * len(paper.fractions) * 2  # per model, both sources
     images = paper.steps * paper.batch_size
     hours = sum(per_image.values()) * images * runs / 3600
-    hours += per_image["baseline"] * images * 2 * 2 * paper.reference_seeds / 3600
+    hours += per_image["baseline"] * images * 2 * 2 * len(paper.reference_seeds) / 3600
     result["projected_training_hours_paper_defaults"] = hours
     print(f"projected training time of `genlab gaze paper` at its defaults "
-          f"({paper.steps} steps of {paper.batch_size}, {paper.seeds} seeds): {hours:.1f} h "
+          f"({paper.steps} steps of {paper.batch_size}, {len(paper.seeds)} seeds): {hours:.1f} h "
           "plus data loading and evaluation")
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "gaze_paper_step.json", result)

@@ -223,3 +223,15 @@ def test_the_corrected_command_succeeds_in_the_same_out(case, inputs, tmp_path, 
     code, res = _run([*command.split(), *fix(inputs, tmp_path), "--out", str(out)], capsys)
     assert code == 0, res.err
     assert res.out.strip().splitlines()[-1] == f"outputs in {out}" and out.exists()
+
+
+@pytest.mark.parametrize(("option", "value", "limit"), [("--steps", "1000000000000", "10,000,000"),
+                                                        ("--width", "100000", "1,024"),
+                                                        ("--size", "100000x48", "2,048")])
+def test_absurd_sizes_are_refused_before_anything_is_rendered(option, value, limit, tmp_path,
+                                                               capsys):
+    out = tmp_path / "run"
+    code, captured = _run(["gaze", "train", "--out", str(out), option, value], capsys)
+    lines = captured.err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and option in lines[0] and limit in lines[0], lines
+    assert not out.exists()

@@ -62,6 +62,7 @@ from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, resolve_device
 from genlab.gaze.data.gazeset import GazeLabels
 from genlab.gaze.data.splits import step_batches, take_share
+from genlab.gaze.limits import check_limits
 from genlab.gaze.metrics import constant_summary, predict, summarise
 from genlab.gaze.models.backbones import INPUT_NORMS, STEMS
 from genlab.gaze.models.registry import BUILDER, MODELS, build_gaze_model
@@ -142,6 +143,7 @@ class GazeTrainConfig:
             raise ConfigError(f"val_fraction must be in (0, 1), got {self.val_fraction}")
         if len(self.size) != 2 or min(self.size) < 8:
             raise ConfigError(f"size must be two sides >= 8 pixels, got {self.size}")
+        check_limits(self)
         if not self.targets:
             raise ConfigError("at least one target is needed")
         for ref in (self.source, *self.targets):
