@@ -136,13 +136,14 @@ CUT = V2.replace("normal_concat=[2, 3, 4, 5]", "normal_concat=[]")
     ("darts", V2.replace("normal_concat=[2, 3, 4, 5]", "normal_concat=[2, 6]"),
      "normal_concat index 6"),
     ("darts", "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|"
-              "nor_conv_3x3~1|nor_conv_1x1~2|", "not readable"),
+              "nor_conv_3x3~1|nor_conv_1x1~2|",
+     "not a darts genotype: it looks like a nb201 genotype; pass --space nb201"),
     ("s4", V2, "op 'skip_connect' of gene ('skip_connect', 0) in the normal cell is not in "
                "space s4"),
     ("s1", V2, "op 'sep_conv_3x3' of gene ('sep_conv_3x3', 0) in the normal cell is not in "
                "space s1"),
     ("darts-7op", V2.replace("('dil_conv_3x3', 2)", "('none', 2)"), "op 'none'"),
-    ("nb201", V2, "expected 3"),
+    ("nb201", V2, "not a nb201 genotype: it looks like a darts genotype"),
     ("mobilenet", ",".join(["3x3_MBConv3"] * 22), "has 22 choice(s); expected 21"),
     ("mobilenet", ",".join(["3x3_MBConv9"] * 21), "choice '3x3_MBConv9' of block 0"),
 ])

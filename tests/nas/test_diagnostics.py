@@ -97,6 +97,9 @@ def test_ib_point_and_entropy_hand_values():
     probe = CellPairs()
     logits = net(x, probe=probe)
     assert abs(point["val_ce"] - float(F.cross_entropy(logits, y))) < 1e-6
+    # percent: 100 x the count of correct predictions
+    correct = sum(int(p == t) for p, t in zip(logits.argmax(-1).tolist(), y.tolist(), strict=True))
+    assert point["val_acc"] == pytest.approx(100.0 * correct / len(y), abs=1e-9)
     expected = sum(float(gaussian_batch_entropy(o)) for _, o in probe.pairs) / len(probe.pairs)
     assert abs(point["cell_batch_entropy"] - expected) < 1e-6
 

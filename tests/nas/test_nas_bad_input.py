@@ -53,6 +53,17 @@ CASES = [
      f"{LIMITS['steps']:,}"),
     ("absurd-epochs", ["train", NB201, "--out", "OUT", "--epochs", str(10**12)],
      f"{LIMITS['epochs']:,}"),
+    ("absurd-size", ["search", "--out", "OUT", "--size", "5000"], f"{LIMITS['size']:,}"),
+    ("size-not-square", ["search", "--out", "OUT", "--size", "8x6", *TINY_SEARCH], "square"),
+    ("size-not-a-size", ["train", NB201, "--out", "OUT", "--size", "big"], "HEIGHTxWIDTH"),
+    ("nb201-cell-without-space", ["train", NB201, "--space", "darts", "--out", "OUT"],
+     "looks like a nb201 genotype; pass --space nb201"),
+    ("bench-seeds-backwards", ["bench", "--out", "OUT", "--seeds", "3-1", "--steps", "1",
+                               "--retrain-epochs", "0"], "--seeds"),
+    ("bench-seed-repeated", ["bench", "--out", "OUT", "--seeds", "0,0", "--steps", "1",
+                             "--retrain-epochs", "0"], "repeated"),
+    ("bench-absent-device", ["bench", "--out", "OUT", "--device", "cuda:7", "--steps", "1",
+                             "--retrain-epochs", "0"], "--device"),
 ]
 
 
@@ -77,16 +88,65 @@ def test_corrected_search_succeeds_in_the_same_out(tmp_path, capsys, quiet):
     assert code == 0, err
     assert (out / "summary.json").is_file()
     assert "--reg ber stands for ber-kl" in stdout.splitlines()[0]
+    assert stdout.splitlines()[-1] == f"outputs in {out}"
 
 
 def test_corrected_train_succeeds_in_the_same_out(tmp_path, capsys, quiet):
     out = tmp_path / "run"
     code, _, _ = _run(["nas", "train", DARTS_V2, "--out", out, *TINY_TRAIN, "-N", "3"], capsys)
     assert code == 2 and not out.exists()
-    code, _, err = _run(["nas", "train", DARTS_V2, "--space", "darts", "--out", out,
-                         *TINY_TRAIN, "-N", "3"], capsys)
+    code, stdout, err = _run(["nas", "train", DARTS_V2, "--space", "darts", "--out", out,
+                              *TINY_TRAIN, "-N", "3"], capsys)
     assert code == 0, err
     assert (out / "summary.json").is_file()
+    assert stdout.splitlines()[-1] == f"outputs in {out}"
+
+
+def _other_runs(tmp_path) -> dict:
+    """Run folders of every kind nas must not take for its own (config.json as each writes)."""
+    from dataclasses import asdict
+
+    from genlab.core.checkpoints import MODEL_RECORD, model_record, save_checkpoint
+    from genlab.core.runs import write_json
+    from genlab.nas.retrain import RetrainConfig
+    from genlab.nas.search import SearchConfig, run_config
+
+    folders = {}
+    for name, config in (("search", run_config(SearchConfig())),
+                         ("train", asdict(RetrainConfig(arch=NB201))),
+                         ("gaze", {"experts": 2, "size": [36, 60]}),
+                         ("unknown", {"something": 1})):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        write_json(folders[name] / "config.json", config)
+    save_checkpoint(folders["gaze"] / "checkpoint.pt",
+                    {MODEL_RECORD: model_record("gaze train", "x:y", {}), "model": {}})
+    return folders
+
+
+# (command after "nas" with OUT, the folder given as OUT, a word the line must hold)
+OTHER_KIND = [
+    (["train", NB201, "--out", "OUT", "--resume"], "search", "holds a nas search run, not a "
+                                                              "nas train run"),
+    (["bench", "--out", "OUT", "--resume"], "search", "holds a nas search run, not a nas bench"),
+    (["search", "--out", "OUT", "--resume"], "train", "holds a nas train run, not a nas search"),
+    (["search", "--out", "OUT"], "gaze", "holds a gaze train run, not a nas search run"),
+    (["train", NB201, "--out", "OUT", "--resume"], "unknown", "config.json lacks arch"),
+]
+
+
+@pytest.mark.parametrize(("argv", "kind", "word"), OTHER_KIND,
+                         ids=[f"{a[0]}-on-{k}" for a, k, _ in OTHER_KIND])
+def test_a_folder_of_another_kind_is_named_and_left_alone(argv, kind, word, tmp_path, capsys,
+                                                          quiet):
+    folder = _other_runs(tmp_path)[kind]
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    code, _, err = _run(["nas", *(folder if a == "OUT" else a for a in argv)], capsys)
+    assert code == 2, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("genlab: bad checkpoint: "), err
+    assert word in lines[0] and "choose another --out" in lines[0], lines[0]
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
 
 def test_help_lists_every_regulariser_and_the_ber_alias(capsys):

@@ -155,9 +155,6 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path, monkeypatch):
     (["nas", "search", "--out", "{out}", "--space", "nope"], "space"),
     (["nas", "search", "--out", "{out}", "--steps", "0"], "steps"),
     (["nas", "search", "--out", "{out}", "-C", "-4"], "channels"),
-    (["nas", "search", "--out", "{out}", "--threads", "0"], "threads"),
-    (["nas", "train", "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|", "--out", "{out}",
-      "--threads", "0"], "threads"),
     (["nas", "search", "--out", "{out}", "--dataset", "cifar10", "--data-root", "{empty}"],
      "CIFAR"),
     (["nas", "train", "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~9|+|skip_connect~0|"

@@ -7,6 +7,8 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
+from genlab.cli import options
+
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
 
 
@@ -53,9 +55,10 @@ class RegistryHelp(TyperCommand):
 
 
 TABLE_HELP = "NB201 accuracy CSV (default: $GENLAB_NB201_TABLE); judges the result, never selects."
-THREADS_HELP = ("torch intra-op threads (recorded in config.json); the result depends on them, "
-                "so they are fixed rather than taken from the machine.")
+BENCH_RESUME_HELP = ("Continue a stopped bench in --out (same options): finished searches and "
+                     "retrainings are reused, unfinished ones resumed.")
 PROXY = "default: the space's digits proxy"
+SQUARE = "the networks take squares: N or NxN"
 AMP_HELP = ("off | bf16 | fp16: autocast of forward and loss; fp16 adds a GradScaler (its "
             "state in the checkpoint).")
 REGISTRY = "(from the registry)"  # placeholder until RegistryHelp fills it in
@@ -73,8 +76,8 @@ def search(
     reg_hmin: float = typer.Option(None, help="ber-lbe: floor h_min of the node targets."),
     order: int = typer.Option(1, help="1: first-order DARTS; 2: second order (unrolled)."),
     steps: int = typer.Option(None, help=f"Bilevel steps (the budget; {PROXY})."),
-    seed: int = typer.Option(0),
-    size: int = typer.Option(None, help=f"Input resolution; digits are resized ({PROXY})."),
+    seed: int = typer.Option(0, help="The search's seed (data split, init, batches)."),
+    size: str = options.size_option(None, f"{SQUARE}; digits are resized; {PROXY}"),
     channels: int = typer.Option(None, "--channels", "-C",
                                  help=f"Width C of the supernet ({PROXY}; upstream 16)."),
     cells: int = typer.Option(None, "--cells", "-N",
@@ -86,13 +89,13 @@ def search(
     augment: bool = typer.Option(True, help="Augment train and val batches (digits proxy)."),
     hessian_points: int = typer.Option(6, help="How often the alpha-Hessian eigenvalue is "
                                                "computed."),
-    device: str = typer.Option("cpu", help="cpu | cuda | auto."),
-    threads: int = typer.Option(1, help=THREADS_HELP),
+    device: str = options.device_option(),
+    threads: int = options.threads_option(),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
     amp: str = typer.Option("off", help="off | bf16: autocast in the bilevel step (fp16 is "
                                         "refused: no loss scaling in the search)."),
     channels_last: bool = typer.Option(False, help="NHWC layout of supernet and inputs."),
-    resume: bool = typer.Option(False, help="Continue a killed run in --out."),
+    resume: bool = options.resume_option(),
 ):
     """Search an architecture by bilevel optimisation with the chosen regulariser."""
     from dataclasses import asdict
@@ -100,7 +103,7 @@ def search(
     from genlab.nas.regularizers import BER, describe_setting
     from genlab.nas.search import SearchConfig, run_search, search_regularizer
 
-    cfg = SearchConfig(space=space, dataset=dataset, data_root=_s(data_root), size=size,
+    cfg = SearchConfig(space=space, dataset=dataset, data_root=_s(data_root), size=_size(size),
                        channels=channels, cells=cells, batch_size=batch_size, steps=steps,
                        reg=reg, reg_strength=reg_strength, reg_schedule=reg_schedule,
                        reg_hmin=reg_hmin, seed=seed,
@@ -116,11 +119,12 @@ def search(
     hess = "-" if s["hessian_eig"] is None else f"{s['hessian_eig']:.4g}"
     typer.echo(f"param-free ops  {s['param_free_ops']}   skip ops {s['skip_ops']}   mean entropy "
                f"{s['mean_entropy']:.3f}   Hessian eig {hess}   {s['search_seconds']:.0f} s")
+    typer.echo(f"supernet val acc {s['supernet_val_acc']:.2f}%  (the diagnostic val batch)")
     if "nb201" in s:
         n = s["nb201"]
-        accs = f"{n['cifar10']:.2f} / {n['cifar100']:.2f} / {n['imagenet16']:.2f}"
+        accs = f"{n['cifar10']:.2f}% / {n['cifar100']:.2f}% / {n['imagenet16']:.2f}%"
         typer.echo(f"NB201 test acc  {accs}  (CIFAR-10 / CIFAR-100 / ImageNet16-120)")
-    typer.echo(f"outputs in {out}")
+    options.closing(out)
 
 
 @app.command(cls=RegistryHelp)
@@ -131,7 +135,7 @@ def train(
     space: str = typer.Option("nb201", help=REGISTRY),
     dataset: str = typer.Option("digits", help=REGISTRY),
     data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits)."),
-    size: int = typer.Option(None, help="Input resolution (default: the search proxy's)."),
+    size: str = options.size_option(None, f"{SQUARE}; default: the search proxy's"),
     channels: int = typer.Option(None, "--channels", "-C", help="Width (default: the recipe's)."),
     cells: int = typer.Option(None, "--cells", "-N", help="Depth (default: the recipe's)."),
     epochs: int = typer.Option(None, help="Epochs (default: the recipe's)."),
@@ -146,25 +150,25 @@ def train(
     cutout: bool = typer.Option(None, "--cutout/--no-cutout",
                                 help="Cutout of half the image side (DARTS: on)."),
     augment: bool = typer.Option(True, help="Augment training batches (digits)."),
-    seed: int = typer.Option(0),
-    device: str = typer.Option("cpu"),
-    threads: int = typer.Option(1, help=THREADS_HELP),
+    seed: int = typer.Option(0, help="The training's seed (data split, init, batches)."),
+    device: str = options.device_option(),
+    threads: int = options.threads_option(),
     amp: str = typer.Option("off", help=AMP_HELP),
     channels_last: bool = typer.Option(False, help="NHWC layout of model and inputs."),
-    resume: bool = typer.Option(False, help="Continue a killed run in --out."),
+    resume: bool = options.resume_option(),
 ):
     """Retrain an architecture from scratch with its space's recipe; test accuracy, params."""
     from genlab.nas.retrain import RetrainConfig, retrain
 
     cfg = RetrainConfig(arch=arch, space=space, dataset=dataset, data_root=_s(data_root),
-                        size=size, channels=channels, cells=cells, epochs=epochs,
+                        size=_size(size), channels=channels, cells=cells, epochs=epochs,
                         batch_size=batch_size, lr=lr, weight_decay=weight_decay,
                         grad_clip=grad_clip, auxiliary_weight=aux_weight, drop_path=drop_path,
                         cutout=cutout, augment=augment, seed=seed, device=device,
                         threads=threads, amp=amp, channels_last=channels_last)
     s = retrain(cfg, out, resume=resume)
-    typer.echo(f"test accuracy {s['test_acc']:.2f}%   parameters {s['params']:,}   "
-               f"outputs in {out}")
+    typer.echo(f"test accuracy {s['test_acc']:.2f}%   parameters {s['params']:,}")
+    options.closing(out)
 
 
 @app.command()
@@ -183,6 +187,13 @@ def lookup(
     typer.echo(f"{acc['cifar10']:.2f} / {acc['cifar100']:.2f} / {acc['imagenet16']:.2f}")
 
 
+def _bench_resume_option() -> bool:
+    """options.resume_option (a flag, no --no-resume) with what a bench's resume reuses."""
+    option = options.resume_option()
+    option.help = BENCH_RESUME_HELP
+    return option
+
+
 # genlab.nas.bench.DEFAULT_REGS, spelt out so that the CLI starts without importing torch
 BENCH_REGS = "none,beta,ber,ber-kl,ber-op,ber-lbe,ber-ib"
 
@@ -192,34 +203,35 @@ def bench(
     out: Path = typer.Option(..., help="Bench folder (sub-runs inside; --resume continues)."),
     space: str = typer.Option("nb201", help=REGISTRY),
     regs: str = typer.Option(BENCH_REGS, help=REGISTRY),
-    seeds: str = typer.Option("0,1,2", help="Comma-separated seeds."),
+    seeds: str = options.seeds_option("0-2", "One search (and retraining) per seed and "
+                                               "regulariser."),
     steps: int = typer.Option(None, help=f"Search steps ({PROXY})."),
     order: int = typer.Option(1, help="1 or 2 (second-order search)."),
     retrain_epochs: int = typer.Option(30, help="0 skips retraining."),
     random_archs: bool = typer.Option(True, help="Sanity rows: a random architecture of the "
                                                  "space per seed, retrained."),
-    device: str = typer.Option("cpu"),
+    device: str = options.device_option(),
+    threads: int = options.threads_option(),
     nb201_table: Path = typer.Option(None, help=TABLE_HELP),
     executor: str = typer.Option("local", help="local (this machine: in this process with "
                                  "one worker, else a process pool) | inline | ray."),
     workers: int = typer.Option(1, help="Jobs (search + retraining) run at the same time."),
     address: str = typer.Option(None, help="HOST:PORT of a Ray cluster (--executor ray; "
                                 "default a local Ray instance)."),
-    resume: bool = typer.Option(False, help="Continue a stopped bench in --out (same options): "
-                                            "finished searches and retrainings are reused, "
-                                            "unfinished ones resumed."),
+    resume: bool = _bench_resume_option(),
 ):
     """Search and retrain every regulariser x seed; write bench.md, bench.json and bench.png."""
     from genlab.nas.bench import BenchConfig, run_bench
     from genlab.nas.search import SearchConfig
 
-    cfg = BenchConfig(regs=_csv(regs, str), seeds=_csv(seeds, int),
+    cfg = BenchConfig(regs=options.parse_list(regs, str, "--regs"),
+                      seeds=options.parse_seeds(seeds),
                       search=SearchConfig(space=space, steps=steps, order=order, device=device,
-                                          nb201_table=_s(nb201_table)),
+                                          threads=threads, nb201_table=_s(nb201_table)),
                       retrain_epochs=retrain_epochs, random_archs=random_archs)
     run_bench(cfg, out, resume=resume, executor=executor, workers=workers, address=address)
     typer.echo((Path(out) / "bench.md").read_text())
-    typer.echo(f"outputs in {out}")
+    options.closing(out)
 
 
 @app.command()
@@ -248,10 +260,7 @@ def _s(path) -> str | None:
     return None if path is None else str(path)
 
 
-def _csv(text: str, kind):
-    from genlab.core.errors import ConfigError
-
-    try:
-        return [kind(t.strip()) for t in text.split(",") if t.strip()]
-    except ValueError as exc:
-        raise ConfigError(f"cannot read list {text!r}: {exc}") from exc
+def _size(text: str | None) -> int | None:
+    """--size N or NxN (the NAS networks take square inputs); None: the space's default. Too
+    small a size for the network is refused later, with the smallest that works."""
+    return None if text is None else options.parse_size(text, square=True)[0]

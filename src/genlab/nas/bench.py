@@ -27,7 +27,9 @@ from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir, atomic_write_bytes, write_json
 from genlab.core.sweep import RunSpec, run_one, run_sweep
+from genlab.core.trainer import resolve_device
 from genlab.nas.data import load_image_data
+from genlab.nas.inputs import check_run_kind
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import (
     SearchConfig,
@@ -58,6 +60,11 @@ class BenchConfig:
     retrain_channels: int | None = None  # None: the space's retraining recipe
     retrain_cells: int | None = None
     random_archs: bool = True  # sanity rows: a random architecture per seed, retrained
+
+    def __post_init__(self):
+        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool):
+            self.seeds = list(range(self.seeds))  # a count n: seeds 0..n-1
+        self.seeds = [int(s) for s in self.seeds]
 
 
 def run_stage(name: str, target, cfg, folder: Path, expect: dict, **kwargs) -> dict:
@@ -115,7 +122,7 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
                              dataset=cfg.search.dataset, data_root=cfg.search.data_root,
                              size=cfg.search.size, channels=cfg.retrain_channels,
                              cells=cfg.retrain_cells, epochs=cfg.retrain_epochs, seed=job.seed,
-                             device=cfg.search.device)
+                             device=cfg.search.device, threads=cfg.search.threads)
         rsum = retrain_once(rcfg, root / "retrain" / name)
         record["test_acc"] = rsum["test_acc"]
         record["params"] = rsum["params"]
@@ -139,6 +146,8 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
     require_positive("workers", workers)
     space = get_space(cfg.search.space)
     cfg.search.validate(space)
+    resolve_device(cfg.search.device)  # an unknown or absent device before the folder
+    check_run_kind(out, "nas bench")
     run = RunDir(out, asdict(cfg), resume=resume)
     jobs = list(itertools.product(cfg.regs, cfg.seeds))
     if cfg.random_archs:
@@ -174,7 +183,9 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
     write_json(run.file("bench.json"), result)
     atomic_write_bytes(run.file("bench.md"), bench_markdown(result).encode())
     run.save_figure(plot_bench(records, cfg.regs, space), "bench.png")
-    run.write_summary(dict(result["per_reg"]))  # a copy: the summary gains "processes"
+    # a copy (the summary gains "processes"), with the torch threads of the jobs run here
+    threads = torch.get_num_threads() if cfg.search.threads == 0 else cfg.search.threads
+    run.write_summary({**result["per_reg"], "torch_threads": threads})
     return result
 
 
@@ -324,13 +335,14 @@ def plot_bench(records: list[dict], regs: list[str], space=None):
     for ax in axes[0, :2]:
         ax.set_xlabel("step")
     ax = axes[0, 2]
-    key, title = ("cifar10", "NB201 CIFAR-10 test acc. of the derived cell") \
-        if space is not None and space.table else ("test_acc", "retrained test acc. (digits)")
+    key, title = ("cifar10", "NB201 CIFAR-10 test acc. (%) of the derived cell") \
+        if space is not None and space.table else ("test_acc", "retrained test acc. (%, digits)")
     shown = sorted({r["reg"] for r in records}, key=lambda g: regs.index(g) if g in regs else 99)
     for i, reg in enumerate(shown):
         vals = [r.get(key) for r in records if r["reg"] == reg and r.get(key) is not None]
         ax.scatter([i] * len(vals), vals, c=colors.get(reg, "k"))
     ax.set_xticks(range(len(shown)), shown)
+    ax.set_ylabel("accuracy (%)")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig

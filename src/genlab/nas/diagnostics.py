@@ -157,7 +157,8 @@ def hessian_eigenvalue(net, x: torch.Tensor, y: torch.Tensor) -> float:
 
 @torch.no_grad()
 def ib_point(net, x: torch.Tensor, y: torch.Tensor) -> dict:
-    """One point of the IB plane: batch entropy of cell outputs and validation CE/accuracy."""
+    """One point of the IB plane: batch entropy of cell outputs and validation CE/accuracy
+    (``val_acc`` in percent, 0-100)."""
     was_training = net.training
     net.train()
     probe = CellTraces()
@@ -169,7 +170,7 @@ def ib_point(net, x: torch.Tensor, y: torch.Tensor) -> dict:
     drops = [gaussian_batch_entropy(i) - gaussian_batch_entropy(o) for i, o in pairs]
     return {
         "val_ce": float(F.cross_entropy(logits, y)),
-        "val_acc": float((logits.argmax(-1) == y).float().mean()),
+        "val_acc": 100.0 * float((logits.argmax(-1) == y).float().mean()),
         "cell_batch_entropy": float(torch.stack(outs).mean()),
         "cell_compression": float(torch.stack(drops).mean()),
         "node_entropy": [[float(batch_entropy(t)) for t in tr.nodes] for tr in probe.traces],

@@ -5,14 +5,20 @@
 - ``check_input_size``: one forward pass of a single blank image through the built network;
   an input too small for its stem and reductions is refused with the smallest size that works;
 - ``parse_genotype``: a space's genotype text, with a hint naming the space it belongs to when
-  it is another space's genotype.
+  it is another space's genotype (another family's: the hint alone);
+- ``check_run_kind``: a ``--out`` that holds a run of another kind (a nas search folder given
+  to nas train, an optim run...) is refused, naming that kind.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
-from genlab.core.errors import ConfigError, SpecError
+from genlab.core.checkpoints import CHECKPOINT, MODEL_RECORD, load_checkpoint
+from genlab.core.errors import CheckpointError, ConfigError, SpecError
+from genlab.core.files import read_json
 from genlab.core.seeding import capture_rng_state, restore_rng_state
 
 # option -> the largest value accepted (DARTS upstream: 20 cells, C=36, 600 epochs; a
@@ -94,5 +100,54 @@ def parse_genotype(space, text: str):
         if not others:
             raise
         also = f" (it also parses in {', '.join(others[1:])})" if others[1:] else ""
-        raise SpecError(f"{exc}; it looks like a {others[0]} genotype{also}, not a "
-                        f"{space.name} one: pass --space {others[0]}") from exc
+        looks = f"it looks like a {others[0]} genotype{also}"
+        if type(get_space(others[0])).parse is type(space).parse:
+            # a space of the same family: what this space lacks is the point
+            raise SpecError(f"{exc}; {looks}, not a {space.name} one: pass --space "
+                            f"{others[0]}") from exc
+        # another family's text: this space's parse error (e.g. nb201's "1 node(s)
+        # separated by '+'" for a DARTS genotype) would only mislead
+        raise SpecError(f"the architecture is not a {space.name} genotype: {looks}; pass "
+                        f"--space {others[0]}") from exc
+
+
+# run kind -> config.json keys that every run of that kind has (and the others lack)
+RUN_KEYS = {"nas search": ("reg_resolved", "order", "hessian_points"),
+            "nas train": ("arch", "eval_on", "epochs"),
+            "nas bench": ("regs", "seeds", "search", "retrain_epochs"),
+            "nas bench job": ("reg", "seed", "bench", "folder")}
+
+
+def run_kind(folder: Path, config: dict) -> str | None:
+    """The kind of the run in ``folder`` (config.json ``config``): from the config's keys, else
+    from the model record of its checkpoint; None when neither tells."""
+    for kind, keys in RUN_KEYS.items():
+        if all(k in config for k in keys):
+            return kind
+    try:
+        state = load_checkpoint(folder / CHECKPOINT)
+    except (CheckpointError, OSError, RuntimeError, ValueError):
+        return None
+    record = state.get(MODEL_RECORD) if isinstance(state, dict) else None
+    return str(record["kind"]) if isinstance(record, dict) and "kind" in record else None
+
+
+def check_run_kind(out, kind: str) -> None:
+    """CheckpointError when ``out`` holds a run (config.json) that is not a ``kind`` run; a
+    folder without config.json, or one whose config.json cannot be read (the run folder
+    names that problem), passes."""
+    folder = Path(out)
+    try:
+        config = read_json(folder / "config.json")
+    except (OSError, ValueError):
+        return
+    if not isinstance(config, dict) or all(k in config for k in RUN_KEYS[kind]):
+        return
+    other = run_kind(folder, config)
+    if other is None:
+        missing = [k for k in RUN_KEYS[kind] if k not in config]
+        raise CheckpointError(f"{folder}: holds a run that is not a {kind} run (its "
+                              f"config.json lacks {', '.join(missing)}); choose another --out")
+    article = "an" if other[:1] in "aeiou" else "a"
+    raise CheckpointError(f"{folder}: holds {article} {other} run, not a {kind} run; choose "
+                          "another --out")

@@ -34,7 +34,7 @@ from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.nas.data import check_dataset, load_image_data
-from genlab.nas.inputs import check_input_size, check_limits, parse_genotype
+from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, parse_genotype
 from genlab.nas.spaces import build_space_network, get_space
 from genlab.nas.spaces.nb201.network import count_parameters
 
@@ -68,6 +68,7 @@ class RetrainConfig:
     device: str = "cpu"
     eval_on: str = "test"
     threads: int = 1  # torch intra-op threads, fixed so that a rerun gives the same figures
+    # (0: torch's default; summary.json records the count used as torch_threads)
     amp: str = "off"  # off | bf16 | fp16 (GradScaler), see genlab.core.amp
     channels_last: bool = False
 
@@ -88,10 +89,11 @@ class RetrainConfig:
         require_choice("eval_on", self.eval_on, ("test", "val"))
         require_choice("amp", self.amp, tuple(PRECISIONS))
         space.check_size_options(self.channels, self.cells)
-        for name in ("size", "channels", "cells", "epochs", "batch_size", "lr", "threads"):
+        for name in ("size", "channels", "cells", "epochs", "batch_size", "lr"):
             value = getattr(self, name)
             if value is not None:
                 require_positive(name.replace("_", "-"), value)
+        require_positive("threads", self.threads, allow_zero=True)  # 0: torch's default
         for name in ("weight_decay", "grad_clip", "auxiliary_weight", "drop_path", "momentum"):
             value = getattr(self, name)
             if value is not None:
@@ -208,6 +210,7 @@ def retrain(cfg: RetrainConfig, out, *, resume: bool = False, progress_bar=None)
     selection criterion used when tuning the search (never the test split).
     """
     cfg.validate()
+    check_run_kind(out, "nas train")
     cfg = cfg.resolved()
     with fixed_threads(cfg.threads):
         return _retrain(cfg, out, resume=resume, progress_bar=progress_bar)
@@ -259,6 +262,7 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
         "params": count_parameters(model),
         "train_seconds": result.seconds,
         "seed": cfg.seed,
+        "torch_threads": torch.get_num_threads(),  # inside fixed_threads: the count used
     }
     if summary[f"{cfg.eval_on}_acc"] <= constant + 1e-4:  # float32 ties count as not above
         run.sanity_warning(summary, (

@@ -43,7 +43,7 @@ from genlab.nas import diagnostics as diag
 from genlab.nas.architect import bilevel_step
 from genlab.nas.data import check_dataset, load_image_data
 from genlab.nas.ddp import SearchParallel
-from genlab.nas.inputs import check_input_size, check_limits
+from genlab.nas.inputs import check_input_size, check_limits, check_run_kind
 from genlab.nas.regularizers import Regularizer, make_regularizer
 from genlab.nas.spaces import SearchSpace, build_space_supernet, get_space
 
@@ -87,6 +87,7 @@ class SearchConfig:
     hessian_points: int = 6  # Hessian eigenvalue this many times over the run (0: never)
     nb201_table: str | None = None
     threads: int = 1  # torch intra-op threads: fixed, because the search is chaotic in them
+    # (0: torch's default, the machine's cores; summary.json records the count as torch_threads)
     amp: str = "off"  # off | bf16 (autocast in the bilevel step); fp16 is refused (no scaler)
     channels_last: bool = False  # NHWC layout of the supernet and its inputs
     force_every: int = 0  # also log the alpha forces every this many steps (forces.jsonl)
@@ -100,11 +101,11 @@ class SearchConfig:
 
     def validate(self, space: SearchSpace | None = None) -> None:
         space = space or get_space(self.space)
-        for name in ("size", "channels", "cells", "batch_size", "steps", "diag_batch",
-                     "threads"):
+        for name in ("size", "channels", "cells", "batch_size", "steps", "diag_batch"):
             value = getattr(self, name)
             if value is not None:
                 require_positive(name.replace("_", "-"), value)
+        require_positive("threads", self.threads, allow_zero=True)  # 0: torch's default
         space.check_size_options(self.channels, self.cells)
         check_limits(size=self.size, channels=self.channels, cells=self.cells,
                      batch_size=self.batch_size, steps=self.steps)
@@ -167,6 +168,7 @@ def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=Non
     the schedules stay those of the whole budget ``cfg.steps``."""
     space = get_space(cfg.space)
     cfg.validate(space)
+    check_run_kind(out, "nas search")
     cfg = cfg.resolved(space)
     if stop_at is not None:
         require_positive("stop_at", stop_at)
@@ -349,12 +351,13 @@ def _summary(cfg: SearchConfig, space, net, history: list[dict], table, seconds:
         "seed": cfg.seed,
         "steps": cfg.steps,
         "order": cfg.order,
-        "supernet_val_acc": last["val_acc"],
+        "supernet_val_acc": last["val_acc"],  # percent, on the diagnostic val batch
         "arch_weights": last["arch_weights"],
         "alpha": {name: a.detach().cpu().tolist() for name, a in net.alphas().items()},
         "param_free_curve": [h["param_free_ops"] for h in history],
         "entropy_curve": [h["mean_entropy"] for h in history],
         "curve_steps": [h["step"] for h in history],
+        "torch_threads": torch.get_num_threads(),  # inside fixed_threads: the count used
     }
     if table is not None:
         summary[space.table] = table.lookup(genotype)
