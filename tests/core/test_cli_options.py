@@ -56,3 +56,22 @@ def test_option_spelling_of_one_word_options_only_where_they_name_the_option():
     assert option_spelling("width must be <= 65,536", argv) == "--width must be <= 65,536"
     assert option_spelling("the arch of the run", argv) == "the arch of the run"
     assert option_spelling("unknown --arch 'foo'", argv) == "unknown --arch 'foo'"
+
+
+@pytest.mark.parametrize(("argv", "word"), [
+    (["nas", "search", "--out", "x", "--threads", "-1"], "--threads"),
+    (["nas", "search", "--out", "x", "--bogus"], "--bogus"),
+    (["nas", "lookup"], "arch"),
+    (["nas", "searhc"], "searhc"),
+    (["optim", "train", "--out", "x", "--epochs", "abc"], "--epochs"),
+])
+def test_what_click_refuses_is_one_line_and_exit_2(argv, word, tmp_path, capsys, monkeypatch):
+    from genlab.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("genlab: bad option: ") and word in lines[0]
+    assert "--help" in lines[0] and not (tmp_path / "x").exists()

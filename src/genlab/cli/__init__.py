@@ -11,6 +11,11 @@ import typer
 
 from genlab.core.errors import GenlabError
 
+try:  # typer >= 0.22 carries its own click; older ones use the click package
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import exceptions as click_errors
+
 app = typer.Typer(
     name="genlab",
     help="BER architecture search, nonuniformity measures/optimisers and MoEGaze.",
@@ -63,11 +68,24 @@ def main(argv: list[str] | None = None) -> None:
     if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 speaks for the group
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
     try:
-        app(args=argv)
+        code = app(args=argv, standalone_mode=False)
+    except click_errors.NoArgsIsHelpError as exc:  # `genlab nas`: its help
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click_errors.UsageError as exc:  # an option click itself refuses: the same one line
+        where = f"; see {exc.ctx.command_path} --help" if exc.ctx is not None else ""
+        message = option_spelling(exc.format_message().rstrip("."),
+                                  sys.argv[1:] if argv is None else argv)
+        print(f"genlab: bad option: {message}{where}", file=sys.stderr)
+        sys.exit(2)
+    except typer.Abort:
+        print("genlab: aborted", file=sys.stderr)
+        sys.exit(1)
     except GenlabError as exc:
         message = option_spelling(str(exc), sys.argv[1:] if argv is None else argv)
         print(f"genlab: {exc.kind}: {message}", file=sys.stderr)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)  # as click's standalone mode ends
 
 
 def option_spelling(message: str, argv: list[str]) -> str:
