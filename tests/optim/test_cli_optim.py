@@ -19,7 +19,7 @@ def read_summary(folder):
 
 
 def test_toy_cli(tmp_path):
-    assert run_cli(["optim", "toy", "--out", str(tmp_path / "t"), "--seeds", "3",
+    assert run_cli(["optim", "toy", "--out", str(tmp_path / "t"), "--seeds", "0-2",
                     "--iterations", "300"]) in (0, None)
     assert read_summary(tmp_path / "t")["gd_escaped"] is False
 
@@ -32,7 +32,7 @@ def test_train_then_measure_and_wrong_architecture(tmp_path, capsys):
     run = tmp_path / "run"
     assert run_cli(["optim", "train", "--out", str(run), *TINY]) in (0, None)
     summary = read_summary(run)
-    assert 0 <= summary["test_acc"] <= 1 and "trace_sigma" in summary["measures"]
+    assert 0 <= summary["test_acc"] <= 100 and "trace_sigma" in summary["measures"]
     assert (run / "checkpoint.pt").exists() and (run / "curves.png").exists()
     meas = tmp_path / "meas"
     assert run_cli(["optim", "measure", str(run / "checkpoint.pt"), "--out", str(meas),
@@ -60,12 +60,12 @@ def test_train_then_measure_and_wrong_architecture(tmp_path, capsys):
 def test_bad_options_exit_2(tmp_path, capsys):
     assert run_cli(["optim", "train", "--out", str(tmp_path / "x"), "--lr", "-1"]) == 2
     assert "lr" in capsys.readouterr().err
-    assert run_cli(["optim", "toy", "--out", str(tmp_path / "y"), "--seeds", "0"]) == 2
+    assert run_cli(["optim", "toy", "--out", str(tmp_path / "y"), "--seeds", "2-0"]) == 2
 
 
 def test_sparse_cli_and_resume(tmp_path):
     out = tmp_path / "sp"
-    args = ["optim", "sparse", "--out", str(out), "--seeds", "1", "--epochs", "3", "--n", "20",
+    args = ["optim", "sparse", "--out", str(out), "--seeds", "0", "--epochs", "3", "--n", "20",
             "--d", "12", "--optimizers", "sgd,samgcm,cov"]
     assert run_cli(args) in (0, None)
     table = read_summary(out)["table"]
@@ -78,7 +78,7 @@ def test_sparse_cli_and_resume(tmp_path):
     assert run_cli(["optim", "sparse", "--out", str(tmp_path / "b"), "--optimizers", "adam"]) == 2
 
 
-def test_correlate_cli_resumes_a_killed_grid(tmp_path, monkeypatch):
+def test_correlate_cli_resumes_a_killed_grid(tmp_path, monkeypatch, capsys):
     out = tmp_path / "corr"
     args = ["optim", "correlate", "--out", str(out), "--lrs", "0.05", "--batch-sizes", "64",
             "--widths", "4", "--depths", "1", "--optimizers", "sgd,sam", "--epochs", "1",
@@ -96,7 +96,11 @@ def test_correlate_cli_resumes_a_killed_grid(tmp_path, monkeypatch):
     monkeypatch.setattr(grid, "train_digits", killed_after_first)
     assert run_cli(args) == 130  # typer reports the interrupt as exit 130
     monkeypatch.setattr(grid, "train_digits", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    capsys.readouterr()
     assert run_cli([*args, "--resume"]) in (0, None)
+    printed = capsys.readouterr().out
+    assert "|" not in printed and "trace_sigma" in printed  # aligned tables, not Markdown
+    assert printed.strip().splitlines()[-1] == f"outputs in {out}"
     assert len(calls) == 2  # only the unfinished training ran again
     summary = read_summary(out)
     assert summary["trainings"] == 2 and summary["hyperparameters"] == ["optimizer"]

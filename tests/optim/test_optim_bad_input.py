@@ -50,6 +50,13 @@ CASES = {
     "absurd epochs": (TRAIN + ["--epochs", str(10**12)], "epochs must be <= "),
     "absurd measure iterations": (TRAIN + ["--measure-iterations", str(10**9)], "<= "),
     "transformer width": (TRAIN + ["--arch", "transformer", "--width", "7"], "heads"),
+    "unknown device": (["optim", "measure", "{root}/run", "--device", "foo"], "device"),
+    "absurd toy steps": (["optim", "toy", "--iterations", str(10**12)],
+                         "iterations must be <= "),
+    "absurd sparse epochs": (["optim", "sparse", "--epochs", str(10**12)], "epochs must be <= "),
+    "absurd sparse size": (["optim", "sparse", "--n", str(10**6), "--d", str(10**6)], "limit"),
+    "backward seed range": (["optim", "toy", "--seeds", "3-1"], "--seeds"),
+    "seeds not numbers": (["optim", "sparse", "--seeds", "a,b"], "--seeds"),
     "bn mode": (["optim", "measure", "{root}/run", "--bn-mode", "foo"], "--bn-mode"),
     "absurd probes": (["optim", "measure", "{root}/run", "--probes", str(10**9)], "<= "),
     "missing checkpoint": (["optim", "measure", "{root}/nonexist.pt"], "nonexist.pt"),
@@ -94,6 +101,24 @@ def test_corrected_commands_then_succeed_in_the_same_out(trained, tmp_path, caps
     code, _ = run_cli(["optim", "measure", str(out), "--bn-mode", "batch", "--out", str(meas),
                        *MEASURE_TINY], capsys)
     assert code in (0, None) and (meas / "summary.json").exists()
+    # an absurd width, a missing checkpoint, absurd toy steps: refused, then corrected
+    wide = tmp_path / "wide"
+    assert run_cli(TRAIN + ["--width", "1000000000", "--out", str(wide)], capsys)[0] == 2
+    assert not wide.exists()
+    code, captured = run_cli(TRAIN + ["--no-measure", "--out", str(wide)], capsys)
+    assert code in (0, None) and captured.out.strip().splitlines()[-1] == f"outputs in {wide}"
+    again = tmp_path / "again"
+    assert run_cli(["optim", "measure", str(tmp_path / "nonexist.pt"), "--out", str(again)],
+                   capsys)[0] == 2
+    code, _ = run_cli(["optim", "measure", str(wide), "--out", str(again), *MEASURE_TINY],
+                      capsys)
+    assert code in (0, None) and (again / "summary.json").exists()
+    toy = tmp_path / "toy"
+    assert run_cli(["optim", "toy", "--iterations", str(10**12), "--out", str(toy)],
+                   capsys)[0] == 2
+    code, _ = run_cli(["optim", "toy", "--iterations", "20", "--seeds", "0-1", "--out",
+                       str(toy)], capsys)
+    assert code in (0, None) and (toy / "summary.json").exists()
 
 
 def test_help_lists_every_choice_and_what_measure_writes(capsys, monkeypatch):

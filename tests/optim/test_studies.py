@@ -150,7 +150,7 @@ def test_class_subsets_and_few_shot():
     full = task_data("digits", "holdout", data_seed=0)
     assert len(high.test) == int((full.test.labels >= 5).sum())
     counts = torch.bincount(low.fit.labels)
-    expected = float((low.test.labels == int(counts.argmax())).float().mean())
+    expected = 100 * float((low.test.labels == int(counts.argmax())).float().mean())
     assert majority_accuracy(low) == pytest.approx(expected)
     with pytest.raises(ConfigError):
         task_data("digits5-9", "holdout", label_noise=0.2, noise_kind="asymmetric")
@@ -170,12 +170,12 @@ def test_search_budget_equal_and_choice_on_validation():
     specs = search_specs(protocol, ["sgd", "cov"], Path("store"))
     assert len(specs) == 18 and len({s.out for s in specs}) == 18
     assert all(s.config.split == "holdout" and s.config.seed == 0 for s in specs)
-    records = {s.name: {"val_acc": 0.5, "val_loss": 1.0, "test_acc": 0.0} for s in specs}
+    records = {s.name: {"val_acc": 50.0, "val_loss": 1.0, "test_acc": 0.0} for s in specs}
     best_cov = [s for s in specs if s.config.optimizer == "cov"][4]
-    records[best_cov.name].update(val_acc=0.9, test_acc=0.1)
+    records[best_cov.name].update(val_acc=90.0, test_acc=10.0)
     tie = [s for s in specs if s.config.optimizer == "sgd"][2:4]
-    records[tie[0].name].update(val_acc=0.8, val_loss=0.5)
-    records[tie[1].name].update(val_acc=0.8, val_loss=0.4, test_acc=1.0)
+    records[tie[0].name].update(val_acc=80.0, val_loss=0.5)
+    records[tie[1].name].update(val_acc=80.0, val_loss=0.4, test_acc=100.0)
     choices = choose(specs, records)
     assert (choices["cov"]["lr"], choices["cov"]["radius"]) == (best_cov.config.lr,
                                                                 best_cov.config.lam)
@@ -187,13 +187,13 @@ def test_search_budget_equal_and_choice_on_validation():
 def test_stats_intervals():
     from genlab.optim.studies.stats import mean_std, pct, verdict
 
-    m, s = mean_std([0.9, 0.92, 0.94])
-    assert m == pytest.approx(0.92) and s == pytest.approx(0.02)  # sample std (ddof 1)
-    assert mean_std([0.5]) == (0.5, 0.0)
-    assert verdict((0.95, 0.01), (0.90, 0.01)) == "better"
-    assert verdict((0.90, 0.01), (0.95, 0.01)) == "worse"
-    assert verdict((0.92, 0.02), (0.90, 0.01)) == "within intervals"
-    assert pct(0.9234, 0.0123) == "92.3 ± 1.2"
+    m, s = mean_std([90, 92, 94])
+    assert m == pytest.approx(92) and s == pytest.approx(2)  # sample std (ddof 1)
+    assert mean_std([50]) == (50.0, 0.0)
+    assert verdict((95, 1), (90, 1)) == "better"
+    assert verdict((90, 1), (95, 1)) == "worse"
+    assert verdict((92, 2), (90, 1)) == "within intervals"
+    assert pct(92.34, 1.23) == "92.3 ± 1.2"  # percentages, printed as they are
 
 
 def test_store_names_and_execute_order(tmp_path):

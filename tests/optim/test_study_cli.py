@@ -38,12 +38,29 @@ def count_trainings(monkeypatch):
     return calls
 
 
-def test_standard_then_resume_trains_nothing_new(root, count_trainings):
-    out = root / "standard"
-    args = ["optim", "standard", "--out", str(out), "--archs", "cnn", "--optimizers",
-            "sgd,sam", "--seeds", "2", *TINY]
-    assert run_cli(args) in (0, None)
-    assert len(count_trainings) == 4 + 2  # 2 trials x 2 optimisers, then seed 1 of each
+STANDARD = ["--archs", "cnn", "--optimizers", "sgd,sam", "--seeds", "0-1", *TINY]
+
+
+@pytest.fixture(scope="module")
+def standard(root):
+    """The standard study, run once per test process (the later studies reuse its store,
+    whichever test runs first); the configs of the trainings it ran."""
+    calls = []
+    real = grid.train_digits
+    grid.train_digits = lambda cfg, out, **kw: calls.append(cfg) or real(cfg, out, **kw)
+    try:
+        assert run_cli(["optim", "standard", "--out", str(root / "standard"),
+                        *STANDARD]) in (0, None)
+    finally:
+        grid.train_digits = real
+    return root / "standard", calls
+
+
+def test_standard_then_resume_trains_nothing_new(standard, count_trainings, capsys):
+    out, trained = standard
+    args = ["optim", "standard", "--out", str(out), *STANDARD]
+    assert len(trained) == 4 + 2  # 2 trials x 2 optimisers, then seed 1 of each
+    assert read(out / "config.json")["seeds"] == [0, 1]
     summary = read(out / "summary.json")
     (table,) = summary["tables"]
     assert [r["optimizer"] for r in table["rows"]] == ["sgd", "sam"]
@@ -56,16 +73,22 @@ def test_standard_then_resume_trains_nothing_new(root, count_trainings):
         trials = [r for r in search["records"] if r["optimizer"] == opt]
         assert choice["val_acc"] == max(r["val_acc"] for r in trials)
     assert (out / "standard.png").exists() and (out / "table.md").exists()
-    count_trainings.clear()
+    for row in table["rows"]:  # percent, printed as they are stored
+        assert 0 <= row["test_mean"] <= 100
+        assert row["test_acc"] == f"{row['test_mean']:.1f} ± {row['test_std']:.1f}"
+    assert table["sanity"][0]["test_mean"] > 1  # the majority class's share, in percent
+    capsys.readouterr()
     assert run_cli([*args, "--resume"]) in (0, None)
+    printed = capsys.readouterr().out
+    assert "|" not in printed and printed.strip().splitlines()[-1] == f"outputs in {out}"
     assert count_trainings == []
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 6
 
 
-def test_sensitivity_reuses_the_search_trainings(root, count_trainings):
+def test_sensitivity_reuses_the_search_trainings(root, standard, count_trainings):
     out = root / "sensitivity"
     assert run_cli(["optim", "sensitivity", "--out", str(out), "--arch", "cnn",
-                    "--optimizers", "sgd,sam", "--seeds", "2", *TINY]) in (0, None)
+                    "--optimizers", "sgd,sam", "--seeds", "0,1", *TINY]) in (0, None)
     # seed 0 is the standard study's search; at seed 1 the chosen cells are its final runs
     assert len(count_trainings) == 2
     rows = {r["optimizer"]: r for r in read(out / "summary.json")["rows"]}
@@ -74,10 +97,10 @@ def test_sensitivity_reuses_the_search_trainings(root, count_trainings):
     assert (out / "sensitivity.png").exists()
 
 
-def test_labelnoise_and_transfer(root, count_trainings):
+def test_labelnoise_and_transfer(root, standard, count_trainings):
     out = root / "labelnoise"
     assert run_cli(["optim", "labelnoise", "--out", str(out), "--optimizers", "sgd,sam",
-                    "--seeds", "1", "--rates", "0.4", "--asymmetric-rates", "0.2",
+                    "--seeds", "0", "--rates", "0.4", "--asymmetric-rates", "0.2",
                     *TINY]) in (0, None)
     summary = read(out / "summary.json")
     assert summary["settings"] == ["sym 40%", "asym 20%"]
@@ -87,7 +110,7 @@ def test_labelnoise_and_transfer(root, count_trainings):
     out = root / "transfer"
     count_trainings.clear()
     assert run_cli(["optim", "transfer", "--out", str(out), "--optimizers", "sgd,sam",
-                    "--seeds", "1", "--per-class", "3", *TINY]) in (0, None)
+                    "--seeds", "0", "--per-class", "3", *TINY]) in (0, None)
     # pretraining, two fine-tunings from its checkpoint, the from-scratch baseline
     assert [c.task for c in count_trainings] == ["digits0-4"] + ["digits5-9"] * 3
     assert [bool(c.init_from) for c in count_trainings] == [False, True, True, False]
@@ -99,7 +122,7 @@ def test_labelnoise_and_transfer(root, count_trainings):
 def test_depth_width_cli(tmp_path):
     out = tmp_path / "dw"
     assert run_cli(["optim", "depth-width", "--out", str(out), "--archs", "mlp", "--seeds",
-                    "2", "--epochs", "1", "--mlp-depths", "1,2", "--mlp-widths", "4",
+                    "0-1", "--epochs", "1", "--mlp-depths", "1,2", "--mlp-widths", "4",
                     "--measure-samples", "16", "--measure-iterations", "2"]) in (0, None)
     res = read(out / "summary.json")["results"]["mlp"]
     assert [(c["depth"], c["width"], c["seeds"]) for c in res["cells"]] == [(1, 4, 2),
@@ -115,7 +138,9 @@ def test_depth_width_cli(tmp_path):
     ["standard", "--grid", "huge"],
     ["transfer", "--source", "digits5-9"],
     ["labelnoise", "--rates", "1.5"],
-    ["sensitivity", "--seeds", "0"],
+    ["sensitivity", "--seeds", "1-0"],
+    ["transfer", "--seeds", "0,0"],
+    ["correlate", "--min-train-acc", "150"],
     ["depth-width", "--mlp-widths", "4.5"],
 ])
 def test_bad_options_exit_2(tmp_path, capsys, args):

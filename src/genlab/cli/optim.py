@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
 import typer
 from typer.core import TyperGroup
 
-from genlab.cli import optim_studies
-from genlab.cli.optim_studies import OUT, RESUME
+from genlab.cli import optim_studies, options
+from genlab.cli.optim_studies import OUT, RESUME, THREADS, aligned_table
 from genlab.core.registry import import_path
 
 CHOICES = "{choices}"  # in a help text: replaced by the names of the option's registry
@@ -42,42 +41,30 @@ app = typer.Typer(no_args_is_help=True, cls=_Group, rich_markup_mode=None)
 
 MEASURE_OUT = typer.Option(..., "--out", help="Run folder to write (config.json and "
                            "summary.json: scores, gaps and every measure).")
-
-
-def aligned_table(rows: Sequence[dict], digits: int = 5) -> str:
-    """Rows as plain columns for a terminal: a header, numbers right-aligned."""
-    from genlab.core.report import fmt
-
-    columns = list(rows[0])
-    cells = [[fmt(row.get(c), digits) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(row.get(c), (int, float)) for row in rows) for c in columns]
-
-    def line(values):
-        return "  ".join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
-
-    return "\n".join([line(columns), line(["-" * w for w in widths]), *map(line, cells)])
+DEVICE = options.device_option("cpu")
 
 
 def _print_trained(summary: dict, out: Path) -> None:
-    """Scores and gaps on one line, then the measures as a table."""
+    """Scores (accuracies in percent) and gaps as a table, then the measures as a table."""
     from genlab.optim.measures import MEASURE_NAMES
 
-    typer.echo(" ".join(f"{k}={summary[k]:.4f}" for k in ("train_loss", "train_acc",
-                                                         "test_loss", "test_acc", "gap_loss",
-                                                         "gap_acc")))
+    rows = [{"split": "train", "loss": summary["train_loss"], "accuracy (%)": summary["train_acc"]},
+            {"split": "test", "loss": summary["test_loss"], "accuracy (%)": summary["test_acc"]},
+            {"split": "gap", "loss": summary["gap_loss"], "accuracy (%)": summary["gap_acc"]},
+            {"split": "constant predictor (test)", "loss": None,
+             "accuracy (%)": summary["constant_test_acc"]}]
+    typer.echo(aligned_table(rows, digits=4))
     m = summary.get("measures")
     if m:
         typer.echo(f"measures on {m['n_samples']} training samples (BatchNorm: {m['bn_mode']})")
         typer.echo(aligned_table([{"measure": k, "value": m[k]} for k in MEASURE_NAMES]))
-    typer.echo(f"outputs: {out}")
+    options.closing(out)
 
 
 def _print_summary(summary: dict, out: Path, keys: list[str] | None = None) -> None:
     shown = {k: summary[k] for k in keys} if keys else summary
     typer.echo(json.dumps(shown, indent=2, default=str))
-    typer.echo(f"outputs: {out}")
+    options.closing(out)
 
 
 @app.command()
@@ -85,14 +72,13 @@ def toy(out: Path = OUT, resume: bool = RESUME,
         lr: float = typer.Option(0.6, help="Learning rate of SGD and GD."),
         x0: float = typer.Option(1.0001, help="Start, next to the nonuniform minimum x = 1."),
         iterations: int = typer.Option(1000, help="Steps per run."),
-        seeds: int = typer.Option(20, help="SGD runs (seeds seed..seed+seeds-1)."),
-        seed: int = typer.Option(0, help="First seed."),
+        seeds: str = options.seeds_option("0-19", "One SGD run per seed."),
         cov_lam: float = typer.Option(1.0, help="Full-batch COV penalty weight (0: no COV "
                                       "run); x = 1 is unstable for COV when lam > 0.823.")):
     """1-D two-minima toy: SGD escapes the minimum of high nonuniformity (x=1), GD stays."""
     from genlab.optim.studies.synthetic.toy import ToyConfig, run_toy
 
-    cfg = ToyConfig(lr=lr, x0=x0, iterations=iterations, seeds=seeds, seed=seed,
+    cfg = ToyConfig(lr=lr, x0=x0, iterations=iterations, seeds=options.parse_seeds(seeds),
                     cov_lam=cov_lam)
     summary = run_toy(cfg, out, resume=resume)
     _print_summary(summary, out, ["sgd_escape_fraction", "sgd_median_leave_iteration",
@@ -105,7 +91,9 @@ def train(out: Path = OUT, resume: bool = RESUME,
           width: int = typer.Option(64, help="Hidden width / channels / embedding size."),
           depth: int = typer.Option(2, help="Hidden layers / conv blocks / attention blocks."),
           optimizer: str = typer.Option("sgd", help=f"Optimiser: {CHOICES}."),
-          lr: float = typer.Option(0.05), momentum: float = typer.Option(0.9),
+          lr: float = typer.Option(0.05, help="Learning rate (0: the initialisation, scored "
+                                   "and measured)."),
+          momentum: float = typer.Option(0.9),
           weight_decay: float = typer.Option(0.0), batch_size: int = typer.Option(32),
           epochs: int = typer.Option(20),
           rho: float = typer.Option(0.05, help="Radius of SAM/ASAM/SAMGCM; both radii of CSAM."),
@@ -118,8 +106,9 @@ def train(out: Path = OUT, resume: bool = RESUME,
           measure_samples: int = typer.Option(512, help="Training samples the measures use."),
           measure_iterations: int = typer.Option(30, help="Power iterations (lambda_max, s)."),
           measure_probes: int = typer.Option(20, help="Hutchinson probes for tr H."),
-          seed: int = typer.Option(0), device: str = typer.Option("cpu")):
-    """Train a digits classifier with any optimiser; summary.json holds gaps and measures."""
+          seed: int = typer.Option(0), device: str = DEVICE, threads: int = THREADS):
+    """Train a digits classifier with any optimiser; summary.json holds accuracies (percent),
+    gaps, the constant predictor's test accuracy and every measure."""
     from genlab.optim.studies.train import TrainConfig, train_digits
 
     cfg = TrainConfig(arch=arch, width=width, depth=depth, optimizer=optimizer, lr=lr,
@@ -127,7 +116,7 @@ def train(out: Path = OUT, resume: bool = RESUME,
                       epochs=epochs, rho=rho, lam=lam, xi=xi, label_noise=label_noise,
                       noise_kind=noise_kind, measure=measure, measure_samples=measure_samples,
                       measure_iterations=measure_iterations, measure_probes=measure_probes,
-                      seed=seed, device=device)
+                      seed=seed, device=device, threads=threads)
     summary = train_digits(cfg, out, resume=resume)
     _print_trained(summary, out)
 
@@ -145,21 +134,23 @@ def measure(checkpoint: Path = typer.Argument(..., help="checkpoint.pt of an `op
             bn_mode: str = typer.Option("eval", help="BatchNorm during lambda_max, tr H and "
                                         f"sharpness: {CHOICES} (eval: running statistics; "
                                         "batch: each chunk's)."),
-            seed: int = typer.Option(0)):
+            seed: int = typer.Option(0), device: str = DEVICE, threads: int = THREADS):
     """Every nonuniformity and sharpness measure of a trained model."""
     from genlab.optim.measures import MeasureConfig
     from genlab.optim.studies.train import measure_checkpoint
 
     mcfg = MeasureConfig(n_samples=samples, power_iterations=iterations, trace_probes=probes,
                          bn_mode=bn_mode, seed=seed)
-    summary = measure_checkpoint(checkpoint, out, config=config, measure=mcfg, resume=resume)
+    summary = measure_checkpoint(checkpoint, out, config=config, measure=mcfg, resume=resume,
+                                 threads=threads, device=device)
     _print_trained(summary, out)
 
 
 @app.command()
 def sparse(out: Path = OUT, resume: bool = RESUME,
            optimizers: str = typer.Option("sgd,sam,samgcm,cov", help="Comma-separated list."),
-           seeds: int = typer.Option(5, help="Seeds (problem and initialisation)."),
+           seeds: str = options.seeds_option("0-4", "Each seed draws a problem and an "
+                                             "initialisation."),
            epochs: int = typer.Option(400), lr: float = typer.Option(0.05),
            batch_size: int = typer.Option(10),
            n: int = typer.Option(100, help="Training samples."),
@@ -167,7 +158,7 @@ def sparse(out: Path = OUT, resume: bool = RESUME,
            sam_rho: float = typer.Option(0.3), samgcm_rho: float = typer.Option(5e-4),
            samgcm_xi: float = typer.Option(1e-6),
            cov_lam: float = typer.Option(10.0, help="COV penalty weight (our choice)."),
-           seed: int = typer.Option(0, help="First seed.")):
+           threads: int = THREADS):
     """Sparse regression with a diagonal net: SGD vs SAM vs SAMGCM vs COV (official setup)."""
     from genlab.optim.studies.synthetic.sparse import SparseConfig, run_sparse
 
@@ -175,7 +166,7 @@ def sparse(out: Path = OUT, resume: bool = RESUME,
                        sam_rho=sam_rho, samgcm_rho=samgcm_rho, samgcm_xi=samgcm_xi,
                        cov_lam=cov_lam, optimizers=[o.strip() for o in optimizers.split(",")
                                                     if o.strip()],
-                       seeds=seeds, seed=seed)
+                       seeds=options.parse_seeds(seeds), threads=threads)
     summary = run_sparse(cfg, out, resume=resume)
     rows = []
     for r in summary["table"]:
@@ -183,10 +174,10 @@ def sparse(out: Path = OUT, resume: bool = RESUME,
         for key, digits in (("train_loss", 4), ("test_loss", 4), ("beta_l1", 2),
                             ("support_size", 1)):
             row[key] = f"{r[key]:.{digits}f} ± {r[key + '_std']:.{digits}f}"
-        row["support_recovered"] = f"{r['support_recovered']:.0%}"
+        row["support_recovered"] = f"{r['support_recovered']:.0%} of seeds"
         rows.append(row)
     typer.echo(aligned_table(rows))
-    typer.echo(f"outputs: {out}")
+    options.closing(out)
 
 
 for _name, _command in optim_studies.COMMANDS.items():

@@ -30,11 +30,13 @@ from torch.func import grad, jvp, vmap
 
 from genlab.core.errors import require_choice, require_positive
 from genlab.optim.measures.per_sample import (
+    PER_SAMPLE_COPIES,
     chunks,
     collect,
     fill_none,
     flatten,
     measuring,
+    memory_chunk,
     require_per_sample_mode,
     sample_loss_fn,
     trainable,
@@ -199,9 +201,13 @@ def _per_sample_hvp_fn(model: nn.Module, loss_fn: Callable):
 def _second_moment_vmap(model, loss_fn, x, y, v, chunk_size) -> tuple[torch.Tensor, torch.Tensor]:
     """((1/n) sum_i H_i^2 v, (1/n) sum_i H_i v) with vmapped per-sample HVPs.
 
-    Memory: two (chunk, d) sets of per-sample products at a time, reduced per parameter.
+    Memory: a few (chunk, d) sets of per-sample products at a time, reduced per parameter;
+    the chunk shrinks below ``chunk_size`` so that they fit in limits.PER_SAMPLE_BYTES.
     """
     params = trainable(model)
+    d = sum(p.numel() for p in params.values())
+    itemsize = next(iter(params.values())).element_size()
+    chunk_size = memory_chunk(chunk_size, len(x), d, itemsize, PER_SAMPLE_COPIES)
     hv = _per_sample_hvp_fn(model, loss_fn)
     shared = vmap(hv, in_dims=(None, 0, 0, None))
     own = vmap(hv, in_dims=(None, 0, 0, 0))

@@ -38,6 +38,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from genlab.core.errors import ConfigError, DataError, require_choice, require_positive
+from genlab.optim.limits import PER_SAMPLE_BYTES
 from genlab.optim.measures.ghost import (
     LayerPathUnavailable,
     LayerRecorder,
@@ -47,6 +48,9 @@ from genlab.optim.measures.ghost import (
 )
 
 BN_MODES = ("eval", "batch")
+#: (d,)-vectors one sample's vmapped gradient or Hessian-vector products hold at a time
+#: (its products and their intermediates; about 5 measured on an MLP, rounded up)
+PER_SAMPLE_COPIES = 8
 METHODS = ("auto", "layers", "vmap", "loop")
 _BN_TYPES = (nn.modules.batchnorm._BatchNorm,)
 
@@ -78,6 +82,14 @@ def collect(inputs, targets=None,
         require_positive("max_samples", max_samples)
         x, y = x[:max_samples], y[:max_samples]
     return x, y
+
+
+def memory_chunk(chunk_size: int | None, n: int, d: int, itemsize: int, copies: int) -> int:
+    """Samples per chunk when each sample takes ``copies`` vectors of ``d`` elements: at most
+    ``chunk_size`` (all ``n`` when None) and at most what fits in PER_SAMPLE_BYTES (>= 1), so
+    a wide model is measured in smaller chunks instead of running out of memory."""
+    fits = max(1, PER_SAMPLE_BYTES // max(1, copies * d * itemsize))
+    return max(1, min(n if chunk_size is None else chunk_size, fits))
 
 
 def chunks(n: int, size: int | None):
@@ -268,7 +280,8 @@ def gradient_noise_stats(model: nn.Module, loss_fn: Callable, inputs, targets=No
     sum_i g_i, accumulated in float64; tr Sigma = (1/n) sum ||g_i||^2 - ||g||^2 (the sums
     are float64, each ||g_i||^2 is exact to the model's precision). ``"vmap"``/``"loop"``:
     per-sample gradients ``chunk_size`` at a time and ||g_i - g||^2 against the exact mean
-    gradient. Memory is O(chunk) in the first case, O(chunk_size * d) in the others.
+    gradient. Memory is O(chunk) in the first case, O(chunk * d) in the others, the chunk
+    cut below ``chunk_size`` so that it fits in limits.PER_SAMPLE_BYTES (memory_chunk).
     """
     require_choice("method", method, METHODS)
     require_per_sample_mode(model, bn_mode)
@@ -319,7 +332,8 @@ def _noise_sums_materialised(model, loss_fn, x, y, chunk_size, method):
     """(sum ||g_i||^2, ||g||^2, sum ||g_i - g||^2) from (chunk, d) per-sample gradients."""
     g = mean_grad(model, loss_fn, x, y, chunk_size)
     dev_sq, sq = 0.0, 0.0
-    for sl in chunks(len(x), chunk_size):
+    size = memory_chunk(chunk_size, len(x), g.numel(), g.element_size(), PER_SAMPLE_COPIES)
+    for sl in chunks(len(x), size):
         gi = per_sample_grads(model, loss_fn, x[sl], y[sl], method=method)
         dev_sq += float(((gi - g) ** 2).sum())
         sq += float((gi**2).sum())

@@ -8,7 +8,7 @@ its training set. The table gives, per measure, the plain Kendall tau over all m
 the granulated tau (mean over hyper-parameters of the tau within groups where only that
 hyper-parameter varies). Unlike Jiang et al. the models are not trained to a common
 training loss, which leaves the optimisation state as a confounder; the tables are also
-given over the "converged" models only (training accuracy >= ``min_train_acc``), a
+given over the "converged" models only (training accuracy >= ``min_train_acc`` percent), a
 stand-in for Jiang et al.'s common stopping criterion; with a cosine learning rate
 (``schedule``) and enough epochs every model of the grid reaches it (the summary gives the
 lowest and highest training accuracy).
@@ -54,10 +54,13 @@ class CorrelateConfig:
     curvature_samples: int = 64
     measure_iterations: int = 15
     measure_probes: int = 10
-    min_train_acc: float = 0.99  # the "converged" subset (a stand-in for a common train loss)
+    min_train_acc: float = 99.0  # percent: the "converged" subset (stand-in for a common loss)
+    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
 
     def validate(self) -> None:
         require_choice("arch", self.arch, ARCHS)
+        if not 0 <= self.min_train_acc <= 100:
+            raise ConfigError(f"min_train_acc is a percentage (0-100), got {self.min_train_acc}")
         for name in ("lrs", "batch_sizes", "widths", "depths", "optimizers"):
             if not getattr(self, name):
                 raise ConfigError(f"{name}: give at least one value")
@@ -75,7 +78,7 @@ class CorrelateConfig:
                            rho=self.rho, seed=self.seed, measure_samples=self.measure_samples,
                            curvature_samples=self.curvature_samples,
                            measure_iterations=self.measure_iterations,
-                           measure_probes=self.measure_probes)
+                           measure_probes=self.measure_probes, threads=self.threads)
 
 
 def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False,
@@ -98,7 +101,7 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
     (run.path / "table.md").write_text(
         tables_markdown(tables, f"all {len(finished)} trainings")
         + tables_markdown(tables_converged, f"{len(converged)} converged trainings "
-                                            f"(training accuracy >= {cfg.min_train_acc})"))
+                                            f"(training accuracy >= {cfg.min_train_acc:g}%)"))
     summary = {"arch": cfg.arch, "trainings": len(records),
                "diverged": len(records) - len(finished), "hyperparameters": varying,
                "train_acc_min": min(r["train_acc"] for r in finished),

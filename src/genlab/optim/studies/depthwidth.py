@@ -23,11 +23,12 @@ from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.measures.correlation import kendall_tau, kendall_tau_interval
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
-from genlab.optim.studies.stats import mean_std
+from genlab.optim.studies.stats import mean_std, seed_list
 from genlab.optim.studies.train import TrainConfig
 
 MEASURES = ("trace_sigma", "curvature_nonuniformity", "hessian_top_eigenvalue")
 GAPS = ("gap_loss", "gap_acc")
+CELL_COLUMNS = ["depth", "width", *MEASURES, *GAPS, "train_acc"]  # the cells' table
 #: architecture -> (depths, widths, lr) of the default grids (ours)
 GRIDS: Registry[tuple[list[int], list[int], float]] = Registry("depth-width grid")
 GRIDS.register("mlp", ([1, 2, 3, 4], [16, 32, 64, 128], 0.05))
@@ -37,7 +38,7 @@ GRIDS.register("cnn", ([1, 2, 3], [8, 16, 32], 0.05))
 @dataclass
 class DepthWidthConfig:
     archs: list[str] = field(default_factory=lambda: ["mlp", "cnn"])
-    seeds: int = 3
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # an int n: seeds 0..n-1
     epochs: int = 30
     batch_size: int = 64
     depths: dict = field(default_factory=lambda: {a: g[0] for a, g in GRIDS.items()})
@@ -47,10 +48,16 @@ class DepthWidthConfig:
     curvature_samples: int = 64
     measure_iterations: int = 20
     measure_probes: int = 10
+    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
+            self.seeds = seed_list(self.seeds)
 
     def validate(self) -> None:
-        if self.seeds < 1 or not self.archs:
-            raise ConfigError("depth-width: seeds >= 1 and at least one architecture")
+        self.seeds = seed_list(self.seeds)
+        if not self.archs:
+            raise ConfigError("depth-width: give at least one architecture")
         for a in self.archs:
             if a not in self.depths or a not in self.widths or a not in self.lrs:
                 raise ConfigError(f"depth-width: no grid for architecture {a!r} "
@@ -68,13 +75,13 @@ class DepthWidthConfig:
                            measure_samples=self.measure_samples,
                            curvature_samples=self.curvature_samples,
                            measure_iterations=self.measure_iterations,
-                           measure_probes=self.measure_probes)
+                           measure_probes=self.measure_probes, threads=self.threads)
 
 
 def depthwidth_specs(cfg: DepthWidthConfig, arch: str, store: Path) -> list:
     """The run specs of one architecture's grid: every (depth, width) at every seed."""
     return [stored(store, f"{arch}-d{d}-w{w}", cfg.config(arch, d, w, s))
-            for d in cfg.depths[arch] for w in cfg.widths[arch] for s in range(cfg.seeds)]
+            for d in cfg.depths[arch] for w in cfg.widths[arch] for s in cfg.seeds]
 
 
 def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path | None = None,
@@ -105,8 +112,7 @@ def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path 
         _plot(run, arch, cells, cfg)
     text = ""
     for arch, res in results.items():
-        text += (f"### {arch}\n\n" + markdown_table(res["cells"], ["depth", "width",
-                 *MEASURES, *GAPS, "train_acc"], digits=4)
+        text += (f"### {arch}\n\n" + markdown_table(res["cells"], CELL_COLUMNS, digits=4)
                  + "\n" + markdown_table(res["taus"], digits=2) + "\n")
     (run.path / "table.md").write_text(text)
     summary = {"results": results, "seeds": cfg.seeds, "store": str(store)}

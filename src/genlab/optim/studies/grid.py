@@ -116,7 +116,7 @@ def execute(specs: list[RunSpec], log: StudyLog | None = None, *,
         records[spec.name] = {"name": spec.name, "folder": str(spec.out),
                               **{k: v for k, v in asdict(spec.config).items()
                                  if k != "measure"},
-                              **flat(outcome.summary)}
+                              **flat(in_percent(outcome.summary))}
         if log is not None:
             log.finished(spec.name, records[spec.name])
 
@@ -139,6 +139,16 @@ def run_grid(run: RunDir, jobs: list[tuple[dict, TrainConfig]], *,
     return [{"key": spec.name, **values, **{k: v for k, v in records[spec.name].items()
                                             if k not in values}}
             for spec, (values, _) in zip(specs, jobs, strict=True)]
+
+
+def in_percent(summary: dict) -> dict:
+    """A training's summary with its accuracies in percent. A summary written before they
+    were (it has accuracies but no ``constant_test_acc``: a store filled by an earlier
+    genlab) has every ``*_acc*`` figure scaled by 100, so one table never mixes units."""
+    if "train_acc" not in summary or "constant_test_acc" in summary:
+        return summary
+    return {k: 100 * v if "_acc" in k and isinstance(v, (int, float))
+            and not isinstance(v, bool) else v for k, v in summary.items()}
 
 
 def flat(summary: dict) -> dict:

@@ -28,7 +28,7 @@ from genlab.optim.studies.search import (
     with_choice,
 )
 from genlab.optim.studies.standard import FLATNESS
-from genlab.optim.studies.stats import mean_std, pct, verdict
+from genlab.optim.studies.stats import mean_std, pct, seed_list, verdict
 from genlab.optim.studies.tasks import majority_accuracy, task_data
 
 
@@ -37,24 +37,30 @@ class LabelNoiseConfig:
     rates: list[float] = field(default_factory=lambda: [0.2, 0.4, 0.6])
     asymmetric_rates: list[float] = field(default_factory=lambda: [0.4])
     optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
-    seeds: int = 3
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # an int n: seeds 0..n-1
     arch: str = "cnn"
     epochs: int | None = None
     width: int | None = None
     depth: int | None = None
     grid: str = "full"
+    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
+            self.seeds = seed_list(self.seeds)
 
     def protocol(self) -> Protocol:
         return Protocol.for_arch(self.arch, epochs=self.epochs, width=self.width,
-                                 depth=self.depth, grid=self.grid)
+                                 depth=self.depth, grid=self.grid, threads=self.threads)
 
     def settings(self) -> list[tuple[str, float]]:
         return ([("symmetric", r) for r in self.rates]
                 + [("asymmetric", r) for r in self.asymmetric_rates])
 
     def validate(self) -> None:
-        if not self.settings() or not self.optimizers or self.seeds <= 0:
-            raise ConfigError("labelnoise needs noise rates, optimizers and seeds > 0")
+        self.seeds = seed_list(self.seeds)
+        if not self.settings() or not self.optimizers:
+            raise ConfigError("labelnoise needs noise rates and optimizers")
         for kind, rate in self.settings():
             if kind not in NOISE_KINDS or not 0 < rate < 1:
                 raise ConfigError(f"label noise rate must be in (0, 1), got {rate}")
@@ -76,7 +82,7 @@ def noise_specs(cfg: LabelNoiseConfig, choices: dict, store: Path) -> list[tuple
     out = []
     for kind, rate in cfg.settings():
         for opt in cfg.optimizers:
-            for s in range(cfg.seeds):
+            for s in cfg.seeds:
                 c = replace(with_choice(protocol.base(), choices[opt]), label_noise=rate,
                             noise_kind=kind, seed=s)
                 out.append((setting_name(kind, rate), opt,
@@ -145,8 +151,8 @@ def _plot(run: RunDir, rows: list[dict], settings: list[str]) -> None:
     for row in rows:
         if f"mean {settings[0]}" not in row:
             continue
-        ax.errorbar(range(len(settings)), [100 * row[f"mean {s}"] for s in settings],
-                    yerr=[100 * row[f"std {s}"] for s in settings], marker="o", capsize=3,
+        ax.errorbar(range(len(settings)), [row[f"mean {s}"] for s in settings],
+                    yerr=[row[f"std {s}"] for s in settings], marker="o", capsize=3,
                     label=row["optimizer"])
     ax.set_xticks(range(len(settings)), settings)
     ax.set(xlabel="label noise", ylabel="clean test accuracy (%)")

@@ -86,6 +86,7 @@ class Protocol:
     schedule: str = "cosine"
     data_seed: int = 0
     grid: str = "full"
+    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
 
     @classmethod
     def for_arch(cls, arch: str, **overrides) -> Protocol:
@@ -103,7 +104,7 @@ class Protocol:
                           epochs=self.epochs, batch_size=self.batch_size,
                           momentum=self.momentum, weight_decay=self.weight_decay,
                           schedule=self.schedule, split="holdout", data_seed=self.data_seed,
-                          seed=0, measure=False)
+                          seed=0, measure=False, threads=self.threads)
         return replace(cfg, **changes)
 
 

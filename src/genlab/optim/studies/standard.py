@@ -2,7 +2,8 @@
 
 Per architecture: the hyper-parameter search of search.py (9 trainings per optimiser,
 chosen on validation accuracy), then each optimiser with its choice over ``seeds`` seeds
-(seed 0 is the search training itself: same config, same store folder). Reported: training
+(seed 0, where listed, is the search training itself: same config, same store folder).
+Accuracies are percent. Reported: training
 accuracy reached (convergence), validation accuracy of the choice, clean test accuracy mean
 +- std over seeds, and whether each optimiser differs from SGD and from the best
 flatness-based method (SAM/ASAM) beyond the mean +- std intervals (stats.py). Sanity rows:
@@ -27,7 +28,7 @@ from genlab.optim.studies.search import (
     run_search,
     with_choice,
 )
-from genlab.optim.studies.stats import mean_std, pct, verdict
+from genlab.optim.studies.stats import mean_std, pct, seed_list, verdict
 from genlab.optim.studies.tasks import majority_accuracy
 from genlab.optim.studies.train import prepare, split_scores
 
@@ -38,23 +39,27 @@ FLATNESS = ("sam", "asam")  # the flatness-based reference methods
 class StandardConfig:
     archs: list[str] = field(default_factory=lambda: ["cnn", "transformer"])
     optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
-    seeds: int = 3
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # an int n: seeds 0..n-1
     epochs: int | None = None  # None: search.ARCH_DEFAULTS per architecture
     width: int | None = None
     depth: int | None = None
     grid: str = "full"
+    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
+            self.seeds = seed_list(self.seeds)
 
     def protocols(self) -> list[Protocol]:
         return [Protocol.for_arch(a, epochs=self.epochs, width=self.width, depth=self.depth,
-                                  grid=self.grid) for a in self.archs]
+                                  grid=self.grid, threads=self.threads) for a in self.archs]
 
     def validate(self) -> None:
         if not self.archs or not self.optimizers:
             raise ConfigError("standard: give at least one architecture and one optimiser")
         if "sgd" not in self.optimizers:
             raise ConfigError("standard: the optimisers must include sgd (the baseline)")
-        if self.seeds < 1:
-            raise ConfigError(f"seeds must be >= 1, got {self.seeds}")
+        self.seeds = seed_list(self.seeds)
         for o in self.optimizers:
             if o not in OPTIMIZER_REGISTRY:
                 raise ConfigError(f"optimizer: unknown {o!r}; expected one of "
@@ -63,24 +68,25 @@ class StandardConfig:
             p.validate()
 
 
-def final_specs(protocol: Protocol, choices: dict, seeds: int, store: Path,
+def final_specs(protocol: Protocol, choices: dict, seeds: list[int], store: Path,
                 label: str = "") -> list:
-    """Each optimiser with its choice, seeds 0..seeds-1 (seed 0 = the search training)."""
+    """Each optimiser with its choice at each seed (seed 0 = the search training)."""
     return [stored(store, f"{protocol.arch}-{opt}{label}",
                    replace(with_choice(protocol.base(), choice), seed=s))
-            for opt, choice in choices.items() for s in range(seeds)]
+            for opt, choice in choices.items() for s in seeds]
 
 
-def untrained_accuracy(protocol: Protocol, seeds: int) -> tuple[float, float]:
-    """Test accuracy of the models at initialisation (mean, std over seeds)."""
+def untrained_accuracy(protocol: Protocol, seeds: list[int]) -> tuple[float, float]:
+    """Test accuracy (percent) of the models at initialisation (mean, std over seeds)."""
     accs = []
-    for s in range(seeds):
+    for s in seeds:
         data, model = prepare(replace(protocol.base(), seed=s))
         accs.append(split_scores(model, data.test, torch.device("cpu"))["acc"])
     return mean_std(accs)
 
 
-def summarise(protocol: Protocol, choices: dict, specs, records: dict, seeds: int) -> dict:
+def summarise(protocol: Protocol, choices: dict, specs, records: dict,
+              seeds: list[int]) -> dict:
     """Table rows (one per optimiser plus sanity rows) of one architecture."""
     by_opt: dict[str, list[dict]] = {}
     for spec in specs:
@@ -145,8 +151,8 @@ def _plot(run: RunDir, tables: list[dict]) -> None:
     fig, axes = figure(ncols=len(tables), width=4.6, height=3.4)
     for ax, t in zip(axes[0], tables, strict=True):
         names = [r["optimizer"] for r in t["rows"]]
-        means = [100 * r["test_mean"] for r in t["rows"]]
-        stds = [100 * r["test_std"] for r in t["rows"]]
+        means = [r["test_mean"] for r in t["rows"]]
+        stds = [r["test_std"] for r in t["rows"]]
         ax.bar(range(len(names)), means, yerr=stds, capsize=3,
                color=["0.5" if n == "sgd" else "tab:blue" if n in FLATNESS else "tab:green"
                       for n in names])

@@ -107,6 +107,6 @@ def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
 
 
 def majority_accuracy(data: TaskData) -> float:
-    """Test accuracy of the constant predictor of the fit set's most frequent label."""
+    """Test accuracy (percent) of the constant predictor of the fit set's most frequent label."""
     counts = np.bincount(data.fit.labels.numpy(), minlength=data.num_classes)
-    return float((data.test.labels == int(counts.argmax())).float().mean())
+    return 100 * float((data.test.labels == int(counts.argmax())).float().mean())

@@ -5,9 +5,12 @@ fit/validation hold-out, a class subset, a few images per class, noisy labels) t
 genlab.core.trainer.Trainer (atomic per-epoch checkpoints, resume), with a constant or
 cosine learning rate, optionally from the weights of an earlier run (``init_from``; the
 classifier ``head`` is re-initialised). At the end the summary holds train (noisy labels),
-validation and clean test loss/accuracy, the generalization gaps
-``gap_loss = test_loss - train_loss`` and ``gap_acc = train_acc - test_acc``, and every
-measure of :func:`genlab.optim.measures.all_measures` on the training set (training labels).
+validation and clean test loss/accuracy (accuracies in percent, 0-100), the generalization
+gaps ``gap_loss = test_loss - train_loss`` and ``gap_acc = train_acc - test_acc`` (points),
+the sanity row ``constant_test_acc`` (the test accuracy of always answering the training
+labels' majority class; a model not above it gets a ``warning``), and every measure of
+:func:`genlab.optim.measures.all_measures` on the training set (training labels). torch
+runs with ``threads`` intra-op threads (0: torch's default), recorded as ``torch_threads``.
 
 Optimisers whose closure returns per-sample losses (their registry entry's ``per_sample``:
 COV, SAMGCM) get a per-sample closure; every other optimiser the Trainer's mean-loss
@@ -34,7 +37,7 @@ from genlab.core.errors import CheckpointError, ConfigError, require_choice, req
 from genlab.core.registry import path_of
 from genlab.core.report import figure
 from genlab.core.runs import CONFIG, RunDir, load_checkpoint, read_json
-from genlab.core.seeding import seed_everything
+from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.loading import checkpoint_path
 from genlab.optim.limits import (
@@ -84,9 +87,11 @@ class TrainConfig:
     measure_iterations: int = 30
     measure_probes: int = 20
     device: str = "cpu"
+    threads: int = 1  # torch intra-op CPU threads (0: torch's default, the machine's cores)
 
     def validate(self) -> None:
-        require_positive("lr", self.lr)
+        require_positive("lr", self.lr, allow_zero=True)  # lr 0: the initialisation, scored
+        require_positive("threads", self.threads, allow_zero=True)
         require_positive("momentum", self.momentum, allow_zero=True)
         require_positive("weight_decay", self.weight_decay, allow_zero=True)
         for name in ("width", "depth", "batch_size", "epochs", "rho", "xi", "measure_samples",
@@ -139,10 +144,16 @@ class PerSampleTrainer(Trainer):
 
 
 def split_scores(model: nn.Module, split: Split, device, batch_size: int = 512) -> dict:
-    """Mean cross-entropy and accuracy over a split (eval mode)."""
+    """Mean cross-entropy and accuracy in percent (0-100) over a split (eval mode)."""
     batches = Batches(split, batch_size, shuffle=False)
     res = evaluate(model, batches, nn.CrossEntropyLoss(), device, metric=accuracy)
-    return {"loss": res["loss"], "acc": res["metric"]}
+    return {"loss": res["loss"], "acc": 100 * res["metric"]}
+
+
+def constant_accuracy(fit: Split, test: Split) -> float:
+    """Test accuracy (percent) of always answering the most frequent label of ``fit``."""
+    majority = int(torch.bincount(fit.labels).argmax())
+    return 100 * float((test.labels == majority).float().mean())
 
 
 def load_task(cfg: TrainConfig) -> TaskData:
@@ -200,11 +211,17 @@ def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
     """Train, evaluate and measure one digits model; writes a run folder and returns summary."""
     cfg.validate()
     device = resolve_device(cfg.device)
-    data, model = prepare(cfg)  # sizes and init_from checked before the folder is touched
-    run = RunDir(out, {"command": KIND, **asdict(cfg)}, resume=resume)
-    if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
-        run.close()
-        return done
+    with fixed_threads(cfg.threads):
+        data, model = prepare(cfg)  # sizes and init_from checked before the folder is touched
+        run = RunDir(out, {"command": KIND, **asdict(cfg)}, resume=resume)
+        if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
+            run.close()
+            return done
+        return _train(cfg, run, data, model, device, progress_bar)
+
+
+def _train(cfg: TrainConfig, run: RunDir, data: TaskData, model: nn.Module, device,
+           progress_bar: bool | None) -> dict:
     model.to(device)
     optimizer = build_optimizer(cfg, model, len(data.fit))
     scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
@@ -227,18 +244,29 @@ def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
     result = trainer.fit(batches.epoch, cfg.epochs, run=run, on_epoch=on_epoch)
     summary = finish(model, data, device, cfg)
     summary["train_seconds"] = result.seconds
+    summary["torch_threads"] = torch.get_num_threads()
+    if summary["test_acc"] <= summary["constant_test_acc"] + 1e-4:  # float ties: not above
+        run.sanity_warning(summary, (
+            f"test accuracy {summary['test_acc']:.2f}% is not above the constant "
+            f"predictor's {summary['constant_test_acc']:.2f}% (the training labels' majority "
+            f"class): the model has not learnt (after {cfg.epochs} "
+            f"epoch{'s' if cfg.epochs != 1 else ''} at lr {cfg.lr:g}; "
+            f"train longer, raise the learning rate or check the data)"))
     _plot_curves(run)
     run.write_summary(summary)
     return summary
 
 
 def finish(model: nn.Module, data: TaskData, device, cfg: TrainConfig) -> dict:
-    """Scores, gaps and (if cfg.measure) every measure of a trained model."""
+    """Scores (accuracies in percent), gaps, the constant predictor's test accuracy and (if
+    cfg.measure) every measure of a trained model."""
     train = data.fit.to(device)
     tr, te = split_scores(model, train, device), split_scores(model, data.test, device)
     summary = {"train_loss": tr["loss"], "train_acc": tr["acc"], "test_loss": te["loss"],
                "test_acc": te["acc"], "gap_loss": te["loss"] - tr["loss"],
-               "gap_acc": tr["acc"] - te["acc"], "n_train": len(train)}
+               "gap_acc": tr["acc"] - te["acc"],
+               "constant_test_acc": constant_accuracy(data.fit, data.test),
+               "n_train": len(train)}
     if data.val is not None:
         va = split_scores(model, data.val, device)
         summary.update(val_loss=va["loss"], val_acc=va["acc"])
@@ -261,7 +289,7 @@ def _plot_curves(run: RunDir) -> None:
     axes[0][0].plot([r["epoch"] for r in rows], [r["train_loss"] for r in rows])
     axes[0][0].set(xlabel="epoch", ylabel="train loss", yscale="log")
     axes[0][1].plot([r["epoch"] for r in rows], [r["test_acc"] for r in rows])
-    axes[0][1].set(xlabel="epoch", ylabel="clean test accuracy")
+    axes[0][1].set(xlabel="epoch", ylabel="clean test accuracy (%)")
     run.save_figure(fig, "curves.png")
 
 
@@ -326,19 +354,27 @@ def load_trained(checkpoint: str | Path, config: str | Path | None = None
 
 def measure_checkpoint(checkpoint: str | Path, out: str | Path, *,
                        config: str | Path | None = None,
-                       measure: MeasureConfig | None = None, resume: bool = False) -> dict:
-    """Every measure (and the gaps) of a trained model, in a new run folder."""
+                       measure: MeasureConfig | None = None, resume: bool = False,
+                       threads: int = 1, device: str = "cpu") -> dict:
+    """Every measure (and the gaps) of a trained model, in a new run folder; torch runs with
+    ``threads`` intra-op threads (0: torch's default) on ``device``."""
+    require_positive("threads", threads, allow_zero=True)
+    dev = resolve_device(device)
     if measure is not None:
         measure.validate()  # every check before the folder is touched
-    model, cfg = load_trained(checkpoint, config)
-    mcfg = measure or cfg.measure_config()
-    data = load_task(cfg)
-    run = RunDir(out, {"command": "optim measure", "checkpoint": str(checkpoint),
-                       "train_config": asdict(cfg), **asdict(mcfg)}, resume=resume)
-    device = torch.device("cpu")
-    summary = finish(model, data, device, replace(cfg, measure=False))
-    order = torch.randperm(len(data.fit), generator=torch.Generator().manual_seed(cfg.seed))
-    summary["measures"] = all_measures(model, nn.CrossEntropyLoss(), data.fit.images[order],
-                                       data.fit.labels[order], mcfg)
-    run.write_summary(summary)
+    with fixed_threads(threads):
+        model, cfg = load_trained(checkpoint, config)
+        mcfg = measure or cfg.measure_config()
+        data = load_task(cfg)
+        run = RunDir(out, {"command": "optim measure", "checkpoint": str(checkpoint),
+                           "train_config": asdict(cfg), **asdict(mcfg), "threads": threads,
+                           "device": device}, resume=resume)
+        model.to(dev)
+        summary = finish(model, data, dev, replace(cfg, measure=False))
+        order = torch.randperm(len(data.fit), generator=torch.Generator().manual_seed(cfg.seed))
+        fit = data.fit.to(dev)
+        summary["measures"] = all_measures(model, nn.CrossEntropyLoss(), fit.images[order],
+                                           fit.labels[order], mcfg)
+        summary["torch_threads"] = torch.get_num_threads()
+        run.write_summary(summary)
     return summary

@@ -27,7 +27,7 @@ from genlab.optim.studies.search import (
     with_choice,
 )
 from genlab.optim.studies.standard import FLATNESS
-from genlab.optim.studies.stats import mean_std, pct, verdict
+from genlab.optim.studies.stats import mean_std, pct, seed_list, verdict
 from genlab.optim.studies.tasks import TASKS, majority_accuracy, task_data
 
 
@@ -38,15 +38,20 @@ class TransferConfig:
     target: str = "digits5-9"
     per_class: int = 20
     optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
-    seeds: int = 5
+    seeds: list[int] = field(default_factory=lambda: list(range(5)))  # an int n: 0..n-1
     epochs: int | None = None
     width: int | None = None
     depth: int | None = None
     grid: str = "full"
+    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
+            self.seeds = seed_list(self.seeds)
 
     def protocol(self) -> Protocol:
         return Protocol.for_arch(self.arch, epochs=self.epochs, width=self.width,
-                                 depth=self.depth, grid=self.grid)
+                                 depth=self.depth, grid=self.grid, threads=self.threads)
 
     def validate(self) -> None:
         for name in ("source", "target"):
@@ -55,8 +60,9 @@ class TransferConfig:
                                   f"one of {', '.join(TASKS)}")
         if self.source == self.target:
             raise ConfigError("transfer: source and target must differ")
-        if self.per_class < 1 or self.seeds < 1:
-            raise ConfigError("transfer: per_class and seeds must be >= 1")
+        self.seeds = seed_list(self.seeds)
+        if self.per_class < 1:
+            raise ConfigError(f"transfer: per_class must be >= 1, got {self.per_class}")
         if "sgd" not in self.optimizers:
             raise ConfigError("transfer: the optimisers must include sgd (the baseline)")
         for o in self.optimizers:
@@ -70,7 +76,7 @@ def transfer_specs(cfg: TransferConfig, choices: dict, store: Path) -> list[tupl
     their pretraining) and the from-scratch baseline ("scratch")."""
     protocol = cfg.protocol()
     specs = []
-    for s in range(cfg.seeds):
+    for s in cfg.seeds:
         pre_cfg = replace(with_choice(protocol.base(), choices["sgd"]), task=cfg.source,
                           seed=s)
         pre = stored(store, f"{cfg.arch}-pretrain-{cfg.source}", pre_cfg)
@@ -84,6 +90,9 @@ def transfer_specs(cfg: TransferConfig, choices: dict, store: Path) -> list[tupl
         specs.append(("scratch", stored(store, f"{cfg.arch}-scratch-sgd",
                                         with_choice(target, choices["sgd"]))))
     return specs
+
+
+COLUMNS = ["optimizer", "train_acc", "test_acc", "vs_sgd", "vs_best_flatness"]
 
 
 def run_transfer(cfg: TransferConfig, out: str | Path, *, store: str | Path | None = None,
@@ -126,8 +135,7 @@ def run_transfer(cfg: TransferConfig, out: str | Path, *, store: str | Path | No
          "test_acc": pct(majority_accuracy(target))},
     ]
     _plot(run, rows, stats["scratch"])
-    columns = ["optimizer", "train_acc", "test_acc", "vs_sgd", "vs_best_flatness"]
-    (run.path / "table.md").write_text(markdown_table(rows + sanity, columns))
+    (run.path / "table.md").write_text(markdown_table(rows + sanity, COLUMNS))
     summary = {"rows": rows, "sanity": sanity, "choices": choices, "seeds": cfg.seeds,
                "target_train_images": len(target.fit), "store": str(store)}
     run.write_summary(summary)
@@ -138,10 +146,10 @@ def _plot(run: RunDir, rows: list[dict], scratch: tuple[float, float]) -> None:
     fig, axes = figure(width=5.0, height=3.4)
     ax = axes[0][0]
     names = [r["optimizer"] for r in rows]
-    means = [100 * r["test_mean"] for r in rows]
-    stds = [100 * r["test_std"] for r in rows]
+    means = [r["test_mean"] for r in rows]
+    stds = [r["test_std"] for r in rows]
     ax.bar(range(len(names)), means, yerr=stds, capsize=3, color="tab:green")
-    ax.axhline(100 * scratch[0], color="k", ls="--", lw=0.8, label="SGD from scratch")
+    ax.axhline(scratch[0], color="k", ls="--", lw=0.8, label="SGD from scratch")
     ax.set_xticks(range(len(names)), names, rotation=40, ha="right", fontsize=8)
     ax.set(ylim=(max(0.0, min(means) - max(stds) - 3), 100),
            ylabel="target test accuracy (%)", title="fine-tuned (mean ± std over seeds)")

@@ -30,8 +30,10 @@ from genlab.core.errors import ConfigError, require_choice, require_positive
 from genlab.core.progress import progress
 from genlab.core.report import figure
 from genlab.core.runs import RunDir
-from genlab.core.seeding import make_generator
+from genlab.core.seeding import fixed_threads, make_generator
+from genlab.optim.limits import MAX_EPOCHS, MAX_PARAMETERS, require_at_most
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, make_optimizer
+from genlab.optim.studies.stats import seed_list
 
 SPARSE_OPTIMIZERS = ("sgd", "sam", "samgcm", "cov")
 SUPPORT_THRESHOLD = 1e-2
@@ -53,15 +55,27 @@ class SparseConfig:
     samgcm_xi: float = 1e-6
     cov_lam: float = 10.0
     optimizers: list[str] = field(default_factory=lambda: list(SPARSE_OPTIMIZERS))
-    seeds: int = 5
-    seed: int = 0
+    seeds: list[int] = field(default_factory=lambda: list(range(5)))  # problem and init
+    seed: int = 0  # library compatibility: an int ``seeds`` n means seed .. seed + n - 1
     path_every: int = 5  # epochs between recorded |beta| (for the path plot of the first seed)
+    threads: int = 1  # torch intra-op CPU threads (0: torch's default, the machine's cores)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
+            self.seeds = seed_list(self.seeds, self.seed)
 
     def validate(self) -> None:
+        self.seeds = seed_list(self.seeds, self.seed)
         for name in ("n", "n_test", "d", "k", "lr", "batch_size", "epochs", "sam_rho",
-                     "samgcm_rho", "samgcm_xi", "seeds", "path_every", "init_scale"):
+                     "samgcm_rho", "samgcm_xi", "path_every", "init_scale"):
             require_positive(name, getattr(self, name))
+        require_at_most("epochs", self.epochs, MAX_EPOCHS)
+        if (self.n + self.n_test) * self.d > MAX_PARAMETERS:
+            raise ConfigError(f"n ({self.n}) and n_test ({self.n_test}) samples of dimension "
+                              f"d ({self.d}) give {(self.n + self.n_test) * self.d:,} numbers; "
+                              f"the limit is {MAX_PARAMETERS:,}")
         require_positive("noise", self.noise, allow_zero=True)
+        require_positive("threads", self.threads, allow_zero=True)
         require_positive("cov_lam", self.cov_lam, allow_zero=True)
         if self.k > self.d:
             raise ConfigError(f"k ({self.k}) must not exceed d ({self.d})")
@@ -186,14 +200,19 @@ def run_sparse(cfg: SparseConfig, out: str | Path, *, resume: bool = False,
     """Every optimiser on every seed (resumable per finished run); summary, table and plots."""
     cfg.validate()
     run = RunDir(out, {"command": "optim sparse", **asdict(cfg)}, resume=resume)
+    with fixed_threads(cfg.threads):
+        return _run(cfg, run, progress_bar)
+
+
+def _run(cfg: SparseConfig, run: RunDir, progress_bar: bool | None) -> dict:
     state = run.resumed_state or {"results": [], "paths": {}}
     done = {(r["optimizer"], r["seed"]) for r in state["results"]}
-    jobs = [(o, cfg.seed + s) for s in range(cfg.seeds) for o in cfg.optimizers]
+    jobs = [(o, s) for s in cfg.seeds for o in cfg.optimizers]
     with progress(len(jobs), "sparse regression", progress_bar, completed=len(done)) as tick:
         for name, seed in jobs:
             if (name, seed) in done:
                 continue
-            res = fit_one(name, cfg, seed, record_path=(seed == cfg.seed))
+            res = fit_one(name, cfg, seed, record_path=(seed == cfg.seeds[0]))
             if "path" in res:
                 state["paths"][name] = {"path": res.pop("path"), "final": res.pop("final_beta")}
             state["results"].append(res)
@@ -203,7 +222,7 @@ def run_sparse(cfg: SparseConfig, out: str | Path, *, resume: bool = False,
     rows = aggregate(state["results"], cfg.optimizers)
     _plot(run, cfg, state["paths"])
     summary = {"table": rows, "k": cfg.k, "support_threshold": SUPPORT_THRESHOLD,
-               "seeds": cfg.seeds}
+               "seeds": cfg.seeds, "torch_threads": torch.get_num_threads()}
     run.write_summary(summary)
     return summary
 
@@ -226,5 +245,5 @@ def _plot(run: RunDir, cfg: SparseConfig, paths: dict) -> None:
         ax.bar(np.arange(cfg.d), final, color=["tab:red"] * cfg.k + ["0.5"] * (cfg.d - cfg.k))
         ax.axhline(SUPPORT_THRESHOLD, color="k", lw=0.6, ls="--")
         ax.set(xlabel="coordinate j", ylabel="final |beta_j|" if j == 0 else None)
-    fig.suptitle(f"diagonal net, seed {cfg.seed}: true support in red")
+    fig.suptitle(f"diagonal net, seed {cfg.seeds[0]}: true support in red")
     run.save_figure(fig, "sparse_paths.png")

@@ -25,7 +25,7 @@ it ends within ``end_radius`` of x = 0 (definitions ours).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,9 @@ import torch
 from genlab.core.errors import ConfigError, require_positive
 from genlab.core.report import figure
 from genlab.core.runs import RunDir
+from genlab.optim.limits import MAX_ITERATIONS, require_at_most
 from genlab.optim.optimizers.registry import make_optimizer
+from genlab.optim.studies.stats import seed_list
 
 CURVATURE_X1 = (0.2, 3.8)  # f1'', f2'' at x = 1 (= 2 * 0.1, 2 * 1.9)
 
@@ -44,16 +46,21 @@ class ToyConfig:
     lr: float = 0.6
     x0: float = 1.0001
     iterations: int = 1000
-    seeds: int = 20
+    seeds: list[int] = field(default_factory=lambda: list(range(20)))  # the SGD runs' seeds
     leave_radius: float = 0.5
     end_radius: float = 1e-3
-    seed: int = 0  # first seed; runs use seed, seed + 1, ...
+    seed: int = 0  # library compatibility: an int ``seeds`` n means seed .. seed + n - 1
     cov_lam: float = 1.0  # full-batch COV penalty weight (0 disables the COV run)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
+            self.seeds = seed_list(self.seeds, self.seed)
+
     def validate(self) -> None:
+        self.seeds = seed_list(self.seeds, self.seed)
         require_positive("lr", self.lr)
         require_positive("iterations", self.iterations)
-        require_positive("seeds", self.seeds)
+        require_at_most("iterations", self.iterations, MAX_ITERATIONS)
         require_positive("leave_radius", self.leave_radius)
         require_positive("end_radius", self.end_radius)
         require_positive("cov_lam", self.cov_lam, allow_zero=True)
@@ -134,16 +141,16 @@ def describe(xs: np.ndarray, cfg: ToyConfig) -> dict:
 
 
 def run_toy(cfg: ToyConfig, out: str | Path, *, resume: bool = False) -> dict:
-    """SGD over ``cfg.seeds`` seeds and GD from x0; writes summary.json and toy_paths.png."""
+    """SGD at each of ``cfg.seeds`` and GD from x0; writes summary.json and toy_paths.png."""
     cfg.validate()
     if cfg.x0 == 0:
         raise ConfigError("x0 = 0 is already the flat minimum; start near x = 1 (e.g. 1.0001)")
     run = RunDir(out, {"command": "optim toy", **asdict(cfg)}, resume=resume)
     sgd_runs = []
     paths = []
-    for k in range(cfg.seeds):
-        xs = trajectory(cfg, stochastic=True, seed=cfg.seed + k)
-        rec = {"seed": cfg.seed + k, **describe(xs, cfg)}
+    for s in cfg.seeds:
+        xs = trajectory(cfg, stochastic=True, seed=s)
+        rec = {"seed": s, **describe(xs, cfg)}
         run.log({"optimizer": "sgd", **rec})
         sgd_runs.append(rec)
         paths.append(xs)
@@ -156,8 +163,8 @@ def run_toy(cfg: ToyConfig, out: str | Path, *, resume: bool = False) -> dict:
         run.log({"optimizer": "cov", **cov})
     left = [r["left_at"] for r in sgd_runs if r["left_at"] is not None]
     summary = {
-        "sgd_escape_fraction": sum(r["escaped"] for r in sgd_runs) / cfg.seeds,
-        "sgd_left_fraction": len(left) / cfg.seeds,
+        "sgd_escape_fraction": sum(r["escaped"] for r in sgd_runs) / len(cfg.seeds),
+        "sgd_left_fraction": len(left) / len(cfg.seeds),
         "sgd_median_leave_iteration": float(np.median(left)) if left else None,
         "sgd_leave_iterations": [r["left_at"] for r in sgd_runs],
         "gd_escaped": gd["escaped"],
