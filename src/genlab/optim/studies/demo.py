@@ -85,9 +85,10 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
     train_cfg = TrainConfig(arch="mlp", width=64, depth=2, epochs=8 if quick else 20,
                             measure_samples=256, curvature_samples=64, measure_iterations=15,
                             measure_probes=10)
-    sparse_seeds = "one seed" if sparse_cfg.seeds == 1 else f"{sparse_cfg.seeds} seeds"
+    n_sparse = len(sparse_cfg.seeds)
+    sparse_seeds = "one seed" if n_sparse == 1 else f"{n_sparse} seeds"
     report.heading(
-        f"Gradient noise, curvature and sharpness: a 1-D toy ({toy_cfg.seeds} seeds), sparse "
+        f"Gradient noise, curvature and sharpness: a 1-D toy ({len(toy_cfg.seeds)} seeds), sparse "
         f"regression ({sparse_seeds}, {sparse_cfg.epochs} epochs) and an MLP on digits "
         f"({train_cfg.epochs} epochs)")
 
@@ -95,7 +96,7 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
     report.text(
         "1-D toy with two minima of equal sharpness (f'' = 2). SGD with lr 0.6 started at "
         "x = 1.0001 (sample curvatures 0.2 and 3.8, nonuniformity s = 1.8) leaves for x = 0 "
-        f"(s = 0) in {toy['sgd_escape_fraction']:.0%} of {toy['seeds']} seeds (median "
+        f"(s = 0) in {toy['sgd_escape_fraction']:.0%} of {len(toy['seeds'])} seeds (median "
         f"iteration {toy['sgd_median_leave_iteration']}); GD stays at x = {toy['gd_final_x']:.4f}.")
     report.image(rel / "toy" / "toy_paths.png", "toy: SGD trajectories escape, GD stays")
 
