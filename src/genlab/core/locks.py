@@ -50,6 +50,27 @@ def acquire(folder: Path) -> str:
     return key
 
 
+def check_free(folder: Path) -> None:
+    """RunInUseError when another live process holds ``folder``'s lock; creates nothing.
+
+    For checks that read a folder before opening it as a run (what kind of run it holds):
+    a folder being written is named as such first."""
+    if fcntl is None or os.path.realpath(folder) in _held:
+        return
+    try:
+        fd = os.open(Path(folder) / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return  # no lock file: nobody holds it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_holder(fd)
+        raise RunInUseError(f"{folder} is being written by another command ({holder}); wait "
+                            "for it to finish or choose another --out") from None
+    finally:
+        os.close(fd)  # closing also drops the shared lock taken as a probe
+
+
 def _lock_file(folder: Path, path: Path) -> int:
     """A descriptor of ``path`` holding its exclusive flock (retried if a releasing process
     removed the file between our open and our lock)."""

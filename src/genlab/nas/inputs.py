@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from genlab.core import locks
 from genlab.core.checkpoints import CHECKPOINT, MODEL_RECORD, load_checkpoint
 from genlab.core.errors import CheckpointError, ConfigError, SpecError
 from genlab.core.files import read_json
@@ -137,6 +138,7 @@ def check_run_kind(out, kind: str) -> None:
     folder without config.json, or one whose config.json cannot be read (the run folder
     names that problem), passes."""
     folder = Path(out)
+    locks.check_free(folder)  # a folder another command is writing is named as that first
     try:
         config = read_json(folder / "config.json")
     except (OSError, ValueError):
