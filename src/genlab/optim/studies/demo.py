@@ -71,6 +71,11 @@ def measures_reading(m: dict) -> str:
     return ("At the end of training " + "; ".join(parts) + ".") if parts else "No measures."
 
 
+def _started(folder: Path) -> bool:
+    """A re-run of the demo continues its folders; a first run starts them (no warning)."""
+    return (folder / "config.json").exists()
+
+
 def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
     """Run the three small studies into ``out_dir`` and add their results to ``report``.
 
@@ -92,7 +97,7 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
         f"regression ({sparse_seeds}, {sparse_cfg.epochs} epochs) and an MLP on digits "
         f"({train_cfg.epochs} epochs)")
 
-    toy = run_toy(toy_cfg, out_dir / "toy", resume=True)
+    toy = run_toy(toy_cfg, out_dir / "toy", resume=_started(out_dir / "toy"))
     report.text(
         "1-D toy with two minima of equal sharpness (f'' = 2). SGD with lr 0.6 started at "
         "x = 1.0001 (sample curvatures 0.2 and 3.8, nonuniformity s = 1.8) leaves for x = 0 "
@@ -100,7 +105,8 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
         f"iteration {toy['sgd_median_leave_iteration']}); GD stays at x = {toy['gd_final_x']:.4f}.")
     report.image(rel / "toy" / "toy_paths.png", "toy: SGD trajectories escape, GD stays")
 
-    sparse = run_sparse(sparse_cfg, out_dir / "sparse", resume=True, progress_bar=False)
+    sparse = run_sparse(sparse_cfg, out_dir / "sparse", resume=_started(out_dir / "sparse"),
+                        progress_bar=False)
     report.text(
         f"Sparse regression with a diagonal net (n = 100, d = 150, k = 3; {sparse_cfg.epochs} "
         f"epochs, {sparse_seeds}): test loss, ||beta||_1 and the support, the number of "
@@ -110,7 +116,8 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
     report.reading(sparse_reading(sparse["table"], sparse["k"]))
     report.image(rel / "sparse" / "sparse_paths.png", "|beta_j| paths; true support in red")
 
-    trained = train_digits(train_cfg, out_dir / "train", resume=True, progress_bar=False)
+    trained = train_digits(train_cfg, out_dir / "train", resume=_started(out_dir / "train"),
+                           progress_bar=False)
     m = trained["measures"]
     report.text(
         f"MLP on digits with SGD ({train_cfg.epochs} epochs): clean test accuracy "
