@@ -188,9 +188,23 @@ def hessian_trace(model: nn.Module, loss_fn: Callable, inputs, targets=None, *,
 
 
 # -- nonuniformity of curvature --------------------------------------------------------------
+def _load_forward_ad_quietly() -> None:
+    """torch's forward-mode AD loads its decompositions with torch.jit.script on first use,
+    which torch >= 2.14 reports as deprecated (a FutureWarning from inside torch, not from
+    code a user can change): load them once here with that one warning silenced."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated",
+                                category=FutureWarning)
+        with torch.autograd.forward_ad.dual_level():
+            torch.autograd.forward_ad.make_dual(torch.zeros(1), torch.zeros(1))
+
+
 def _per_sample_hvp_fn(model: nn.Module, loss_fn: Callable):
     """hv(params, x_i, y_i, t) = H_i t by forward-over-reverse differentiation."""
     f = sample_loss_fn(model, loss_fn)
+    _load_forward_ad_quietly()
 
     def hv(params, x, y, tangent):
         return jvp(lambda p: grad(f)(p, x, y), (params,), (tangent,))[1]
