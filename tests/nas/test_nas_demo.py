@@ -68,3 +68,14 @@ def test_heading_states_what_was_run():
     assert demo.heading("nb201", ["none", "beta", "ber"], 1, 600) == (
         "NAS-Bench-201 space on digits: DARTS, beta-DARTS and BER, one seed, 600 search steps")
     assert demo.heading("nb201", ["ber"], 3, 60).endswith("BER, 3 seeds, 60 search steps")
+
+
+def test_readings_without_an_nb201_table_compare_the_digits_accuracy():
+    recs = [record("none", 0, 4, 0.0, digits=94.0), record("ber", 0, 2, 0.0, digits=97.5)]
+    for r in recs:
+        for key in ("cifar10", "cifar100", "imagenet16"):
+            r.pop(key)
+    res = result(recs)
+    text = demo.run_reading(res)
+    assert "digits" in text and "ber seed 0 (97.50%)" in text, text
+    assert "No run has an accuracy" not in text

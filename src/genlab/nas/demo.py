@@ -22,6 +22,10 @@ def _accuracy_columns(result: dict) -> dict[str, str]:
     space = get_space(result.get("space", "nb201"))
     cols = {key: f"{col} (%)" for key, col in TABLE_COLUMNS.items()} if space.table else {}
     cols["test_acc"] = "digits test (%)"
+    records = result.get("records") or []
+    if any(r.get(k) is not None for r in records for k in cols):  # the ones with figures first
+        cols = dict(sorted(cols.items(),
+                           key=lambda kv: all(r.get(kv[0]) is None for r in records)))
     return cols
 
 
