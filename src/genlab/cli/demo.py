@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from genlab.cli.options import closing
+
 # (section key, module with demo_section, title)
 SECTIONS = [
     ("nas", "genlab.nas.demo", "BER architecture search"),
@@ -51,8 +53,10 @@ def demo(
         section(out / key, report, quick=not full, **kwargs)
         timings.append({"section": title, "seconds": time.perf_counter() - t0})
         report.write(out)  # keep a readable report after each section
-    report.heading("Wall-clock time per section (seconds, this machine)")
+    report.heading("Wall-clock time of this invocation per section (seconds; runs that an "
+                   "earlier invocation finished are reused, not rerun)")
     report.table(timings, digits=0)
     report.reading(timing_reading(timings))
     path = report.write(out)
     typer.echo(f"report: {path} (and {out / 'report.md'})")
+    closing(out)
