@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import typer
-from typer.core import TyperCommand
 
 from genlab.cli import options
 
@@ -82,14 +81,7 @@ REGISTRY_HELP = {
 }
 
 
-class RegistryHelp(TyperCommand):
-    """A command whose options named in REGISTRY_HELP get their help from the registries."""
-
-    def format_help(self, ctx, formatter) -> None:
-        for param in self.params:
-            if param.name in REGISTRY_HELP:
-                param.help = REGISTRY_HELP[param.name]()
-        super().format_help(ctx, formatter)
+RegistryHelp = options.registry_help_command(REGISTRY_HELP)
 
 
 def _size(text: str) -> list[int]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from typer.core import TyperCommand
 
 from genlab.cli import options
 
@@ -44,14 +43,7 @@ REGISTRY_HELP = {"space": _space_help, "dataset": _dataset_help, "reg": _reg_hel
                  "regs": _regs_help}
 
 
-class RegistryHelp(TyperCommand):
-    """A command whose options named in REGISTRY_HELP get their help from the registries."""
-
-    def format_help(self, ctx, formatter) -> None:
-        for param in self.params:
-            if param.name in REGISTRY_HELP:
-                param.help = REGISTRY_HELP[param.name]()
-        super().format_help(ctx, formatter)
+RegistryHelp = options.registry_help_command(REGISTRY_HELP)
 
 
 TABLE_HELP = "NB201 accuracy CSV (default: $GENLAB_NB201_TABLE); judges the result, never selects."

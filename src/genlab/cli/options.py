@@ -16,9 +16,11 @@ ConfigError naming the option, so that the CLI prints one line and exits with 2.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 
 from genlab.core.errors import ConfigError
 
@@ -29,6 +31,21 @@ THREADS_HELP = ("torch CPU threads, recorded in config.json (0: torch's default,
 DEVICE_HELP = "cpu | cuda | cuda:N | auto (cuda when there is one)."
 SEEDS_HELP = "Seeds: a list 0,1,2 or a range 0-4 (both ends included)."
 SIZE_HELP = "Image size: N (square) or HEIGHTxWIDTH"
+
+
+def registry_help_command(helps: dict[str, Callable[[], str]]) -> type[TyperCommand]:
+    """A command class whose options named in ``helps`` get their help text from it when
+    help is shown: the texts list a registry's names, and registries import torch, which the
+    CLI does not import at start-up."""
+
+    class RegistryHelp(TyperCommand):
+        def format_help(self, ctx, formatter) -> None:
+            for param in self.params:
+                if param.name in helps:
+                    param.help = helps[param.name]()
+            super().format_help(ctx, formatter)
+
+    return RegistryHelp
 
 
 def resume_option() -> bool:
