@@ -79,3 +79,17 @@ def test_readings_without_an_nb201_table_compare_the_digits_accuracy():
     text = demo.run_reading(res)
     assert "digits" in text and "ber seed 0 (97.50%)" in text, text
     assert "No run has an accuracy" not in text
+
+
+def test_bench_markdown_prints_no_interval_for_one_seed():
+    from genlab.nas.bench import bench_markdown
+
+    res = result([record("none", 0, 4, 90.0), record("ber", 0, 2, 92.0),
+                  record("ber", 1, 3, 94.0)])
+    res["per_reg"]["none"].update(param_free_ops_mean=4.0, param_free_ops_std=0.0)
+    res["per_reg"]["ber"].update(param_free_ops_mean=2.5, param_free_ops_std=0.7071)
+    text = bench_markdown(res)
+    none_row = next(line for line in text.splitlines() if line.startswith("| none |"))
+    ber_row = next(line for line in text.splitlines() if line.startswith("| ber |"))
+    assert "±" not in none_row and "| 4.0 |" in none_row, none_row
+    assert "2.5 ± 0.7 (n=2)" in ber_row, ber_row

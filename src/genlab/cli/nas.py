@@ -176,7 +176,8 @@ def lookup(
     if table is None:
         raise ConfigError("no NB201 table: pass --nb201-table PATH or set GENLAB_NB201_TABLE")
     acc = table.lookup(arch)
-    typer.echo(f"{acc['cifar10']:.2f} / {acc['cifar100']:.2f} / {acc['imagenet16']:.2f}")
+    typer.echo(f"{acc['cifar10']:.2f}% / {acc['cifar100']:.2f}% / {acc['imagenet16']:.2f}%  "
+               "(CIFAR-10 / CIFAR-100 / ImageNet16-120)")
 
 
 def _bench_resume_option() -> bool:

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from genlab.core.errors import ConfigError, DataError, require_positive
-from genlab.core.report import figure, markdown_table
+from genlab.core.report import figure, markdown_table, mean_std_text
 from genlab.core.runs import RunDir, atomic_write_bytes, write_json
 from genlab.core.sweep import RunSpec, run_one, run_sweep
 from genlab.core.trainer import resolve_device
@@ -296,7 +296,9 @@ def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
     summ = []
     for reg, a in result["per_reg"].items():
         def pm(m, d=2, a=a):
-            return f"{a[m + '_mean']:.{d}f} ± {a[m + '_std']:.{d}f}" if m + "_mean" in a else "-"
+            if m + "_mean" not in a:
+                return "-"  # one run prints its value; two or more mean ± std (n=N)
+            return mean_std_text(a[m + "_mean"], a.get(m + "_std"), a["runs"], d)
 
         row = {"reg": reg, "runs": a["runs"]}
         row.update({col: pm(key) for key, col in table_cols.items()})
@@ -314,7 +316,8 @@ def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
 def bench_markdown(result: dict) -> str:
     """Per-regulariser summary table and per-run table, in Markdown."""
     summ, runs = bench_rows(result)
-    return ("### Per regulariser (mean ± std over seeds)\n\n" + markdown_table(summ, digits=2)
+    return ("### Per regulariser (mean ± std over seeds where there are two or more)\n\n"
+            + markdown_table(summ, digits=2)
             + "\n### Per run\n\n" + markdown_table(runs, digits=2))
 
 
