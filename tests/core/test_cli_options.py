@@ -75,3 +75,12 @@ def test_what_click_refuses_is_one_line_and_exit_2(argv, word, tmp_path, capsys,
     assert exc.value.code == 2 and len(lines) == 1, lines
     assert lines[0].startswith("genlab: bad option: ") and word in lines[0]
     assert "--help" in lines[0] and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("name", ["foo", "gpu", "cuda:x"])
+def test_an_unknown_device_is_one_short_line(name):
+    from genlab.core.devices import resolve_device
+
+    with pytest.raises(ConfigError) as exc:
+        resolve_device(name)
+    assert str(exc.value) == f"--device {name!r} is not a device; use cpu, cuda, cuda:N or auto"

@@ -22,8 +22,9 @@ def resolve_device(name: str | torch.device) -> torch.device:
         name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         dev = torch.device(name)
-    except RuntimeError as exc:
-        raise ConfigError(f"unknown device {name!r} ({exc})") from exc
+    except RuntimeError as exc:  # torch's message lists every device type it knows
+        raise ConfigError(f"--device {name!r} is not a device; use cpu, cuda, cuda:N or "
+                          "auto") from exc
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError("--device cuda was given but no CUDA device is available")
