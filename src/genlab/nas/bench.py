@@ -340,6 +340,8 @@ def plot_bench(records: list[dict], regs: list[str], space=None):
     ax = axes[0, 2]
     key, title = ("cifar10", "NB201 CIFAR-10 test acc. (%) of the derived cell") \
         if space is not None and space.table else ("test_acc", "retrained test acc. (%, digits)")
+    if all(r.get(key) is None for r in records):  # no NB201 table given: digits accuracy
+        key, title = ("test_acc", "retrained test acc. (%, digits)")
     shown = sorted({r["reg"] for r in records}, key=lambda g: regs.index(g) if g in regs else 99)
     for i, reg in enumerate(shown):
         vals = [r.get(key) for r in records if r["reg"] == reg and r.get(key) is not None]
