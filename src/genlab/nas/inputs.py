@@ -20,6 +20,7 @@ from genlab.core import locks
 from genlab.core.checkpoints import CHECKPOINT, MODEL_RECORD, load_checkpoint
 from genlab.core.errors import CheckpointError, ConfigError, SpecError
 from genlab.core.files import read_json
+from genlab.core.parallel.distributed import is_main_process
 from genlab.core.seeding import capture_rng_state, restore_rng_state
 
 # option -> the largest value accepted (DARTS upstream: 20 cells, C=36, 600 epochs; a
@@ -138,7 +139,8 @@ def check_run_kind(out, kind: str) -> None:
     folder without config.json, or one whose config.json cannot be read (the run folder
     names that problem), passes."""
     folder = Path(out)
-    locks.check_free(folder)  # a folder another command is writing is named as that first
+    if is_main_process():  # under torchrun rank 0 holds the lock for the group
+        locks.check_free(folder)  # a folder another command is writing is named as that first
     try:
         config = read_json(folder / "config.json")
     except (OSError, ValueError):
