@@ -3,27 +3,17 @@ then the corrected command succeeds in the same --out. In process, at tiny sizes
 
 import pytest
 from nas_reference import DARTS_V2
+from nas_reference import NB201_CELL as NB201
+from nas_reference import run_cli as _run
 
 import genlab.nas.retrain as retrain_mod
 import genlab.nas.search as search_mod
-from genlab.cli import main
 from genlab.nas.inputs import LIMITS
 
-NB201 = "|nor_conv_3x3~0|+|skip_connect~0|nor_conv_3x3~1|+|skip_connect~0|none~1|nor_conv_3x3~2|"
 TINY_SEARCH = ["-C", "2", "--steps", "1", "--batch-size", "8", "--hessian-points", "0"]
 TINY_TRAIN = ["-C", "2", "--epochs", "1", "--batch-size", "32"]
 
 
-def _run(argv, capsys):
-    """Exit code, stdout and stderr of the CLI run in this process."""
-    capsys.readouterr()
-    try:
-        main([str(a) for a in argv])
-        code = 0
-    except SystemExit as exc:
-        code = 0 if exc.code is None else exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture

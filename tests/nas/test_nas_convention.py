@@ -7,26 +7,14 @@ import json
 
 import pytest
 import torch
+from nas_reference import NB201_CELL as NB201
+from nas_reference import run_cli as _run
 
 import genlab
 import genlab.nas.retrain as retrain_mod
 import genlab.nas.search as search_mod
-from genlab.cli import main
 from genlab.nas.bench import BenchConfig
 from genlab.nas.data import load_image_data
-
-NB201 = "|nor_conv_3x3~0|+|skip_connect~0|nor_conv_3x3~1|+|skip_connect~0|none~1|nor_conv_3x3~2|"
-
-
-def _run(argv, capsys):
-    capsys.readouterr()
-    try:
-        main([str(a) for a in argv])
-        code = 0
-    except SystemExit as exc:
-        code = 0 if exc.code is None else exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def _read(folder, name):
