@@ -26,6 +26,7 @@ import torch
 from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.report import figure, markdown_table, mean_std_text
 from genlab.core.runs import RunDir, atomic_write_bytes, write_json
+from genlab.core.seeding import seed_list
 from genlab.core.sweep import RunSpec, run_one, run_sweep
 from genlab.core.trainer import resolve_device
 from genlab.nas.data import load_image_data
@@ -62,9 +63,7 @@ class BenchConfig:
     random_archs: bool = True  # sanity rows: a random architecture per seed, retrained
 
     def __post_init__(self):
-        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool):
-            self.seeds = list(range(self.seeds))  # a count n: seeds 0..n-1
-        self.seeds = [int(s) for s in self.seeds]
+        self.seeds = seed_list(self.seeds)  # a count n (as before): seeds 0..n-1
 
 
 def run_stage(name: str, target, cfg, folder: Path, expect: dict, **kwargs) -> dict:

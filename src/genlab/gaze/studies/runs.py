@@ -19,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError, require_positive
+from genlab.core.seeding import seed_list
 from genlab.core.sweep import RunSpec, run_sweep
 from genlab.gaze.protocol import SyntheticCache, load_task_data
 from genlab.gaze.train import GazeTrainConfig, train_gaze
@@ -36,15 +37,11 @@ def as_seed_list(value):
 
 def check_seeds(name: str, seeds, *, allow_empty: bool = False) -> None:
     """ConfigError unless ``seeds`` is a list of distinct integers >= 0 (non-empty unless
-    ``allow_empty``)."""
-    if not isinstance(seeds, list) or not all(
-            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+    ``allow_empty``): core.seeding.seed_list's check, on the list as_seed_list left."""
+    if not isinstance(seeds, list):
         raise ConfigError(f"{name}: expected a list of seeds >= 0 such as [0, 1, 2], got "
                           f"{seeds!r}")
-    if not seeds and not allow_empty:
-        raise ConfigError(f"{name}: no seed given; give e.g. 0,1,2 or 0-4")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"{name}: a seed is repeated in {seeds}")
+    seed_list(seeds, name=name, allow_empty=allow_empty)
 
 
 def seed_text(seeds: Sequence[int]) -> str:

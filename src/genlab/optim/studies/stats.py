@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from genlab.core.errors import ConfigError
+from genlab.core.seeding import seed_list  # noqa: F401 - the studies import it from here
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -31,30 +31,6 @@ def pct(mean: float, std: float | None = None, digits: int = 1) -> str:
         return "-"
     text = f"{mean:.{digits}f}"
     return text if std is None else f"{text} ± {std:.{digits}f}"
-
-
-def seed_list(seeds, first: int = 0, name: str = "seeds") -> list[int]:
-    """A study's seeds as a list: a list is checked (non-empty, integers >= 0, no repeat);
-    an int n, the count earlier versions took, means ``first .. first + n - 1``."""
-    if isinstance(seeds, bool):
-        raise ConfigError(f"{name}: expected a list of seeds, got {seeds!r}")
-    if isinstance(seeds, int):
-        if seeds < 1:
-            raise ConfigError(f"{name}: a count of seeds must be >= 1, got {seeds}")
-        seeds = range(first, first + seeds)
-    try:
-        values = [int(s) for s in seeds]
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{name}: expected a list of integer seeds, got {seeds!r}") from exc
-    if any(v != s for v, s in zip(values, seeds, strict=True)):
-        raise ConfigError(f"{name}: expected integer seeds, got {list(seeds)!r}")
-    if not values:
-        raise ConfigError(f"{name}: give at least one seed, e.g. 0,1,2 or 0-4")
-    if min(values) < 0:
-        raise ConfigError(f"{name}: seeds are >= 0, got {values}")
-    if len(set(values)) != len(values):
-        raise ConfigError(f"{name}: a seed is repeated in {values}")
-    return values
 
 
 def beyond_intervals(a: tuple[float, float], b: tuple[float, float]) -> bool:
