@@ -37,10 +37,28 @@ def _regs_help() -> str:
     return f"Comma-separated regularisers, of: {', '.join(PENALTIES.choices())}."
 
 
+def _method_help() -> str:
+    from genlab.nas.methods import method_names
+
+    return (f"Search method, its authors' preset: {' | '.join(method_names())} (genlab nas "
+            "methods; docs/nas_methods.md); default: DARTS with --reg ber.")
+
+
+def _part_help(kind: str, what: str):
+    def text() -> str:
+        from genlab.nas.methods import part_names
+
+        return f"{what}: {' | '.join(part_names()[kind])} (default: the method's)."
+    return text
+
+
 # option -> its help text, made from the registries when help is shown: they import torch,
 # which the CLI does not import at start-up
 REGISTRY_HELP = {"space": _space_help, "dataset": _dataset_help, "reg": _reg_help,
-                 "regs": _regs_help}
+                 "regs": _regs_help, "method": _method_help,
+                 "relaxation": _part_help("relaxation", "Mixing weights from alpha"),
+                 "perturb": _part_help("perturb", "Perturbation of the weight step's mixing"),
+                 "stop": _part_help("stop", "Stopping rule")}
 
 
 RegistryHelp = options.registry_help_command(REGISTRY_HELP)
@@ -62,10 +80,25 @@ def search(
     space: str = typer.Option("nb201", help=REGISTRY),
     dataset: str = typer.Option("digits", help=REGISTRY),
     data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits)."),
-    reg: str = typer.Option("ber", help=REGISTRY),
+    method: str = typer.Option(None, help=REGISTRY),
+    select: str = typer.Option("argmax", help="argmax: the space's rule on alpha | pt: "
+                                              "DARTS-PT's projection on the trained supernet."),
+    reg: str = typer.Option(None, help=REGISTRY),
     reg_strength: float = typer.Option(None, help="lambda_0 (default: per regulariser, see docs)."),
     reg_schedule: str = typer.Option(None, help="up | down | constant (BER variants)."),
     reg_hmin: float = typer.Option(None, help="ber-lbe: floor h_min of the node targets."),
+    relaxation: str = typer.Option(None, help=REGISTRY),
+    perturb: str = typer.Option(None, help=REGISTRY),
+    stop: str = typer.Option(None, help=REGISTRY),
+    partial_channels: int = typer.Option(None, help="K: ops see C/K channels (PC-DARTS: 4)."),
+    edge_norm: bool = typer.Option(None, help="Per-edge betas normalised over each node's "
+                                              "inputs (PC-DARTS)."),
+    aux_skip: bool = typer.Option(None, help="Auxiliary skip beta x aux(x) on every edge, "
+                                             "beta 1 -> 0 (DARTS-)."),
+    drop_path: float = typer.Option(None, help="Final drop-path probability in the search "
+                                               "(R-DARTS DP: 0.6)."),
+    arch_start: float = typer.Option(None, help="Fraction of the steps before alpha first "
+                                                "moves (PC-DARTS: 0.3)."),
     order: int = typer.Option(1, help="1: first-order DARTS; 2: second order (unrolled)."),
     steps: int = typer.Option(None, help=f"Bilevel steps (the budget; {PROXY})."),
     seed: int = typer.Option(0, help="The search's seed (data split, init, batches)."),
@@ -76,8 +109,12 @@ def search(
                               help=f"NB201: cells per stage (upstream 5); DARTS spaces: cells "
                                    f"(upstream 8) ({PROXY})."),
     batch_size: int = typer.Option(64),
-    arch_lr: float = typer.Option(3e-2, help="Adam lr of alpha (DARTS: 3e-4)."),
-    arch_weight_decay: float = typer.Option(0.0, help="Adam weight decay of alpha (DARTS: 1e-3)."),
+    arch_lr: float = typer.Option(None, help="Adam lr of alpha (default 3e-2 x the method's "
+                                             "ratio to DARTS' 3e-4)."),
+    arch_weight_decay: float = typer.Option(None, help="Adam weight decay of alpha (default: "
+                                                       "the method's)."),
+    w_weight_decay: float = typer.Option(None, help="SGD weight decay of the weights (default: "
+                                                    "the method's; DARTS 3e-4)."),
     augment: bool = typer.Option(True, help="Augment train and val batches (digits proxy)."),
     hessian_points: int = typer.Option(6, help="How often the alpha-Hessian eigenvalue is "
                                                "computed."),
@@ -97,16 +134,23 @@ def search(
 
     cfg = SearchConfig(space=space, dataset=dataset, data_root=_s(data_root), size=_size(size),
                        channels=channels, cells=cells, batch_size=batch_size, steps=steps,
+                       method=method, select=select, relaxation=relaxation, perturb=perturb,
+                       stop=stop, partial_channels=partial_channels, edge_norm=edge_norm,
+                       aux_skip=aux_skip, drop_path=drop_path, arch_start=arch_start,
                        reg=reg, reg_strength=reg_strength, reg_schedule=reg_schedule,
                        reg_hmin=reg_hmin, seed=seed,
                        device=device, order=order, arch_lr=arch_lr,
-                       arch_weight_decay=arch_weight_decay, augment=augment,
+                       arch_weight_decay=arch_weight_decay, w_weight_decay=w_weight_decay,
+                       augment=augment,
                        hessian_points=hessian_points, nb201_table=_s(nb201_table),
                        threads=threads, amp=amp, channels_last=channels_last)
     cfg.validate()  # before the line below; run_search checks the rest before making --out
-    if reg == BER:
+    if cfg.resolved().reg == BER:
         typer.echo(f"--reg ber stands for {describe_setting(asdict(search_regularizer(cfg)))}")
     s = run_search(cfg, out, resume=resume)
+    stopped = "" if s.get("stopped_epoch") is None else \
+        f"   (stopped at epoch {s['stopped_epoch']})"
+    typer.echo(f"method          {s['method']}   select {s['select']}{stopped}")
     typer.echo(f"genotype        {s['genotype']}")
     hess = "-" if s["hessian_eig"] is None else f"{s['hessian_eig']:.4g}"
     typer.echo(f"param-free ops  {s['param_free_ops']}   skip ops {s['skip_ops']}   mean entropy "
@@ -247,6 +291,24 @@ def spaces():
     for row in (header, *rows):
         typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False))
                    + "  " + row[-1])
+
+
+@app.command()
+def methods():
+    """List the search methods: their parts and the authors' code they follow."""
+    from genlab.nas.methods import get_method, method_names
+
+    for name in method_names():
+        m = get_method(name)
+        parts = [f"relaxation {m.relaxation}", f"reg {m.reg}"]
+        parts += [f"perturb {m.perturb}"] * (m.perturb != "none")
+        parts += [f"stop {m.stop}"] * (m.stop != "none")
+        parts += [f"{k.replace('_', '-')} {v}" for k, v in m.supernet.items()]
+        parts += [f"arch-start {m.arch_start}"] * bool(m.arch_start)
+        parts += [f"order {'/'.join(map(str, m.orders))}"]
+        typer.echo(f"{name:<12} {m.summary}")
+        typer.echo(f"{'':<12} parts: {', '.join(parts)}")
+        typer.echo(f"{'':<12} source: {m.source}" + (f"; ours: {m.ours}" if m.ours else ""))
 
 
 def _s(path) -> str | None:

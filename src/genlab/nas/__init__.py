@@ -1,6 +1,8 @@
 """BER and differentiable architecture search (DARTS family) with collapse diagnostics.
 
-Public API: ``get_space(name)`` for nb201, darts, darts-7op, s1, s2, s3, s4, mobilenet
+Public API: ``build_supernet(space, method="darts", num_classes=10, channels=None,
+cells=None)`` (a method's supernet, genlab.nas.methods; ``genlab nas methods`` lists them);
+``get_space(name)`` for nb201, darts, darts-7op, s1, s2, s3, s4, mobilenet
 (``space.build_supernet``, ``parse``/``format``/``derive``, ``build_network``);
 ``build_darts_network(genotype, num_classes, C=36, layers=20, auxiliary=True,
 drop_path=0.2)``; ``build_network(arch_string, num_classes, C=16, N=5, in_channels=3)``
@@ -38,6 +40,11 @@ _EXPORTS = {
     # MobileNet-like
     "MobileNetSuperNet": "genlab.nas.spaces.mobilenet.network",
     "MobileNetNetwork": "genlab.nas.spaces.mobilenet.network",
+    # methods: the DAS methods as compositions of parts, and their supernets
+    "build_supernet": "genlab.nas.methods",
+    "get_method": "genlab.nas.methods",
+    "method_names": "genlab.nas.methods",
+    "METHODS": "genlab.nas.methods",
     # probes, regularisers, data sets
     "Probe": "genlab.nas.probe",
     "CellTrace": "genlab.nas.probe",

@@ -210,16 +210,32 @@ ARCH_STEPS = {1: first_order_arch_step, 2: second_order_arch_step}
 
 
 def bilevel_step(net, a_opt, w_opt, train_batch, val_batch, reg, step: int, total: int,
-                 grad_clip: float, order: int = 1, forces: dict | None = None
+                 grad_clip: float, order: int = 1, forces: dict | None = None, method=None
                  ) -> tuple[float, float]:
-    """One step: alpha on the val batch (first or second order), then the weights."""
-    val_loss = ARCH_STEPS[order](net, a_opt, w_opt, train_batch, val_batch, reg, step, total,
-                                 forces)
+    """One step: alpha on the val batch (first or second order), then the weights.
+
+    ``method`` (genlab.nas.methods.SearchMethod, None: DARTS): before its arch warm-up ends
+    alpha does not move (L_val is only measured); its perturbation gives the mixing weights
+    of the weight step (SDARTS), restored afterwards."""
+    if method is None or method.arch_active(step, total):
+        val_loss = ARCH_STEPS[order](net, a_opt, w_opt, train_batch, val_batch, reg, step,
+                                     total, forces)
+    else:
+        with torch.no_grad():
+            val_loss = float(F.cross_entropy(net(val_batch[0]), val_batch[1]))
+        if forces is not None:
+            forces.clear()
     xt, yt = train_batch
+    mixing = None if method is None else method.perturbation.weights(net, train_batch, step,
+                                                                     total)
     w_opt.zero_grad(set_to_none=True)
     weights = net.weight_parameters()
-    train_loss = F.cross_entropy(net(xt), yt)
-    train_loss.backward(inputs=weights)
+    net.mixing_override = mixing
+    try:
+        train_loss = F.cross_entropy(net(xt), yt)
+        train_loss.backward(inputs=weights)
+    finally:
+        net.mixing_override = None
     if grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(weights, grad_clip)
     w_opt.step()

@@ -44,10 +44,13 @@ from genlab.nas.architect import bilevel_step
 from genlab.nas.data import check_dataset, load_image_data
 from genlab.nas.ddp import SearchParallel
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind
-from genlab.nas.regularizers import Regularizer, make_regularizer
+from genlab.nas.methods import SearchMethod, SelectionContext, derive, get_method, search_method
+from genlab.nas.regularizers import BER, Regularizer, make_regularizer
 from genlab.nas.spaces import SearchSpace, build_space_supernet, get_space
 
 ORDERS = (1, 2)
+DEFAULT_METHOD = "darts"
+PROXY_ARCH_LR = 3e-2  # the digits proxy's alpha learning rate for DARTS (docs/ber.md)
 
 # fp16 would need a GradScaler on both backward passes of the bilevel step (alpha, then the
 # weights) and on the unrolled gradient; bf16 has float32's range and needs none.
@@ -68,7 +71,19 @@ class SearchConfig:
     cells: int | None = None
     batch_size: int = 64
     steps: int | None = None
-    reg: str = "ber"
+    # the method (genlab.nas.methods): its authors' preset; None: DARTS with --reg's default
+    method: str | None = None
+    select: str = "argmax"  # the selection rule: argmax (the space's rule) | pt (DARTS-PT)
+    # the method's parts, each settable on its own (None: the method's preset)
+    relaxation: str | None = None
+    perturb: str | None = None
+    stop: str | None = None
+    partial_channels: int | None = None
+    edge_norm: bool | None = None
+    aux_skip: bool | None = None
+    drop_path: float | None = None
+    arch_start: float | None = None
+    reg: str | None = None  # None: the method's own penalty (`ber` when no method is named)
     reg_strength: float | None = None
     reg_schedule: str | None = None
     reg_hmin: float | None = None  # ber-lbe's floor on its node targets
@@ -78,9 +93,9 @@ class SearchConfig:
     w_lr: float = 0.025
     w_lr_min: float = 0.001
     w_momentum: float = 0.9
-    w_weight_decay: float = 3e-4
-    arch_lr: float = 3e-2
-    arch_weight_decay: float = 0.0
+    w_weight_decay: float | None = None  # None: the method's (DARTS 3e-4)
+    arch_lr: float | None = None  # None: 3e-2 (the proxy's) x the method's ratio to DARTS'
+    arch_weight_decay: float | None = None  # None: the method's (DARTS 0)
     grad_clip: float = 5.0
     augment: bool = True
     diag_batch: int = 64
@@ -93,10 +108,21 @@ class SearchConfig:
     force_every: int = 0  # also log the alpha forces every this many steps (forces.jsonl)
 
     def resolved(self, space: SearchSpace | None = None) -> SearchConfig:
-        """A copy with every None size option filled from the space's proxy defaults."""
+        """A copy with every None size option filled from the space's proxy defaults and
+        every None method option from the method's preset."""
         proxy = (space or get_space(self.space)).proxy
         fill = {k: getattr(proxy, k) for k in ("size", "channels", "cells", "steps")
                 if getattr(self, k) is None}
+        method = get_method(self.method or DEFAULT_METHOD)
+        fill["method"] = method.name
+        if self.reg is None:
+            fill["reg"] = method.reg if self.method is not None else BER
+        if self.w_weight_decay is None:
+            fill["w_weight_decay"] = method.w_weight_decay
+        if self.arch_weight_decay is None:
+            fill["arch_weight_decay"] = method.arch_weight_decay
+        if self.arch_lr is None:
+            fill["arch_lr"] = PROXY_ARCH_LR * method.arch_lr_scale
         return replace(self, **fill)
 
     def validate(self, space: SearchSpace | None = None) -> None:
@@ -118,10 +144,21 @@ class SearchConfig:
                               "--amp bf16 (float32's range, no scaler needed)")
         require_choice("amp", self.amp, SEARCH_PRECISIONS)
         for name in ("w_lr", "arch_lr"):
-            require_positive(name.replace("_", "-"), getattr(self, name))
+            if getattr(self, name) is not None:
+                require_positive(name.replace("_", "-"), getattr(self, name))
+        for name in ("w_weight_decay", "arch_weight_decay"):
+            if getattr(self, name) is not None:
+                require_positive(name.replace("_", "-"), getattr(self, name), allow_zero=True)
         if self.order not in ORDERS:
             raise ConfigError(f"unknown order {self.order!r}; expected 1 (first order) or 2 "
                               "(second order)")
+        method = get_method(self.method or DEFAULT_METHOD)
+        if self.order not in method.orders:
+            raise ConfigError(f"method {method.name} is first order only (its authors have no "
+                              f"second-order step); use --order 1")
+        if self.partial_channels is not None:
+            require_positive("partial-channels", self.partial_channels)
+        search_method(replace(self, method=method.name))  # unknown parts, bad fractions
 
 
 def resolve_table(path: str | None):
@@ -173,15 +210,17 @@ def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=Non
     if stop_at is not None:
         require_positive("stop_at", stop_at)
     reg = search_regularizer(cfg)
+    method = search_method(cfg)
     with fixed_threads(cfg.threads):
-        return _run_search(cfg, space, reg, out, resume=resume, progress_bar=progress_bar,
-                           stop_at=stop_at)
+        return _run_search(cfg, space, reg, method, out, resume=resume,
+                           progress_bar=progress_bar, stop_at=stop_at)
 
 
 def search_regularizer(cfg: SearchConfig) -> Regularizer:
     """The regulariser a search's options resolve to (steps_per_epoch 1 until the data set is
     read; config.json records it so)."""
-    return make_regularizer(cfg.reg, cfg.reg_strength, cfg.reg_schedule, h_min=cfg.reg_hmin)
+    reg = cfg.reg if cfg.reg is not None else cfg.resolved().reg
+    return make_regularizer(reg, cfg.reg_strength, cfg.reg_schedule, h_min=cfg.reg_hmin)
 
 
 def run_config(cfg: SearchConfig, reg: Regularizer | None = None) -> dict:
@@ -190,8 +229,8 @@ def run_config(cfg: SearchConfig, reg: Regularizer | None = None) -> dict:
     return {**asdict(cfg), "reg_resolved": asdict(reg or search_regularizer(cfg))}
 
 
-def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, out, *,
-                resume: bool, progress_bar, stop_at: int | None = None) -> dict:
+def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method: SearchMethod,
+                out, *, resume: bool, progress_bar, stop_at: int | None = None) -> dict:
     table = space_table(space, cfg.nb201_table)
     device = resolve_device(cfg.device)
     config = run_config(cfg, reg)
@@ -200,8 +239,10 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, out, *,
     data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
     builder_args = {"space": space.name, "num_classes": data.num_classes,
                     "in_channels": data.in_channels, "channels": cfg.channels,
-                    "cells": cfg.cells, "options": dict(space.proxy.options)}
+                    "cells": cfg.cells,
+                    "options": {**space.proxy.options, **method.supernet_options}}
     net = build_space_supernet(**builder_args).to(device)
+    method.attach(net)
     check_input_size(net, data.in_channels, cfg.size, f"the {space.name} supernet",
                      cfg.channels, cfg.cells)
     run = RunDir(out, config, resume=resume, resume_free=RESUME_FREE)  # after every check
@@ -231,6 +272,8 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, out, *,
     diag_y = data.val.labels[: cfg.diag_batch].to(device)
     epochs = math.ceil(cfg.steps / spe)
     hessian_every = max(1, epochs // cfg.hessian_points) if cfg.hessian_points else 0
+    if method.stop.needs_hessian:
+        hessian_every = 1
 
     start, elapsed = 0, 0.0
     if run.resumed_state is not None:
@@ -239,6 +282,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, out, *,
         a_opt.load_state_dict(st["a_opt"])
         w_opt.load_state_dict(st["w_opt"])
         reg.load_state_dict(st.get("reg", {}))
+        method.load_state_dict(st.get("method", {}))
         restore_rng_state(st["rng"])
         start, elapsed = int(st["step"]), float(st["elapsed"])
 
@@ -247,13 +291,13 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, out, *,
     with progress(cfg.steps, f"search {cfg.space} {cfg.reg} seed {cfg.seed}", progress_bar,
                   completed=start) as tick:
         for step in range(start, min(stop_at or cfg.steps, cfg.steps)):
+            if method.stop.stopped_epoch is not None:
+                break  # resumed after the stopping rule fired
+            method.begin_step(net, step, cfg.steps)
             lr = cosine_lr(step, cfg.steps, cfg.w_lr, cfg.w_lr_min)
             for group in w_opt.param_groups:
                 group["lr"] = lr
-            xt, yt = train.at(step)
-            xt, yt = xt.to(device), yt.to(device)
-            if cfg.augment:
-                xt = augment_images(xt, make_generator(cfg.seed, step, 0))
+            xt, yt = _train_batch(cfg, train, step, device)
             xv, yv = _val_batch(cfg, val, step, device)
             done = step + 1
             logging = not (done % spe and done != cfg.steps)
@@ -263,7 +307,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, out, *,
             xt, xv = (channels_last_input(x, cfg.channels_last) for x in (xt, xv))
             with par.step(), precision.autocast():
                 tl, vl = bilevel_step(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, step,
-                                      cfg.steps, cfg.grad_clip, cfg.order, forces)
+                                      cfg.steps, cfg.grad_clip, cfg.order, forces, method)
             tl, vl = par.global_losses(tl, vl)
             if not (math.isfinite(tl) and math.isfinite(vl)):
                 raise DivergedError(f"non-finite loss at step {step} (train {tl}, val {vl}); "
@@ -283,26 +327,57 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, out, *,
                 record.update(_epoch_diagnostics(space, net, diag_x, diag_y, table))
                 if hessian_every and (epoch % hessian_every == 0 or done == cfg.steps):
                     record["hessian_eig"] = diag.hessian_eigenvalue(net, diag_x, diag_y)
+            stopping = method.stop.update(record)
             record["seconds"] = time.perf_counter() - t0
             run.log(record)
             run.save({MODEL_RECORD: rebuild, "net": net.state_dict(), "a_opt": a_opt.state_dict(),
                       "w_opt": w_opt.state_dict(), "rng": capture_rng_state(), "step": done,
-                      "elapsed": record["seconds"], "reg": reg.state_dict()})
+                      "elapsed": record["seconds"], "reg": reg.state_dict(),
+                      "method": method.state_dict()})
             tick(0, entropy=record["mean_entropy"], pfree=record["param_free_ops"])
+            if stopping:
+                break
 
     par.close()
     if stop_at is not None and stop_at < cfg.steps:
         return {"stopped_at": stop_at, "forces": str(run.file(FORCES))}
 
     history = run.metrics()
+    ctx = SelectionContext(space, net, cfg, train, val, device, w_opt,
+                           lambda step: _train_batch(cfg, train, step, device),
+                           lambda step: _val_batch(cfg, val, step, device), log=run.log)
+    genotype = _selected(method, ctx)
     summary = _summary(cfg, space, net, history, table, time.perf_counter() - t0,
-                       config["reg_resolved"])
+                       config["reg_resolved"], genotype, method)
     _plots(run, history, space)
     run.write_summary(summary)
     return summary
 
 
 FORCES = "forces.jsonl"  # step-level force records (``force_every``)
+
+
+def _selected(method: SearchMethod, ctx: SelectionContext):
+    """The search's architecture: the stopping rule's choice when it fired (the genotype of
+    the epoch it names), else the selection rule's on the trained supernet."""
+    chosen = method.stop.chosen
+    if chosen is not None:
+        return ctx.space.parse(chosen["genotype"])
+    net = ctx.net
+    net.relaxation, relaxation = None, net.relaxation  # selection reads expected weights
+    try:
+        return method.selection.select(ctx)
+    finally:
+        net.relaxation = relaxation
+
+
+def _train_batch(cfg: SearchConfig, train: _Stream, step: int, device):
+    """The (augmented) training batch of ``step``."""
+    xt, yt = train.at(step)
+    xt, yt = xt.to(device), yt.to(device)
+    if cfg.augment:
+        xt = augment_images(xt, make_generator(cfg.seed, step, 0))
+    return xt, yt
 
 
 def _val_batch(cfg: SearchConfig, val: _Stream, step: int, device):
@@ -324,7 +399,7 @@ def _arch_weights(net) -> dict[str, list]:
 
 
 def _epoch_diagnostics(space, net, x, y, table) -> dict:
-    genotype = space.derive(net.alphas())
+    genotype = derive(space, net)
     record = {"genotype": space.format(genotype), **space.op_counts(genotype),
               "mean_entropy": diag.mean_entropy(net.alphas()), "arch_weights": _arch_weights(net)}
     record.update(diag.ib_point(net, x, y))
@@ -335,8 +410,7 @@ def _epoch_diagnostics(space, net, x, y, table) -> dict:
 
 
 def _summary(cfg: SearchConfig, space, net, history: list[dict], table, seconds: float,
-             reg_resolved: dict) -> dict:
-    genotype = space.derive(net.alphas())
+             reg_resolved: dict, genotype, method: SearchMethod) -> dict:
     last = history[-1]
     hess = [h["hessian_eig"] for h in history if h.get("hessian_eig") is not None]
     summary = {
@@ -346,6 +420,9 @@ def _summary(cfg: SearchConfig, space, net, history: list[dict], table, seconds:
         "mean_entropy": diag.mean_entropy(net.alphas()),
         "hessian_eig": hess[-1] if hess else None,
         "search_seconds": seconds,
+        "method": cfg.method,
+        "select": cfg.select,
+        "stopped_epoch": method.stop.stopped_epoch,
         "reg": cfg.reg,
         "reg_resolved": reg_resolved,
         "seed": cfg.seed,

@@ -167,14 +167,40 @@ class SearchSpace(ABC):
 
 
 class AlphaSupernet(nn.Module):
-    """Base of the supernets: ``arch_parameters`` (the alphas, in ``alphas()`` order) and
-    ``weight_parameters`` (every other parameter, in module order) from ``alphas()``."""
+    """Base of the supernets: ``arch_parameters`` (the alphas, in ``alphas()`` order, then any
+    ``extra_arch_parameters`` such as PC-DARTS' edge betas) and ``weight_parameters`` (every
+    other parameter, in module order).
+
+    The mixing weights of a forward come from ``mixing_weights()``: the relaxation that a
+    search method sets (``relaxation(name, alpha, training)``; None: softmax, DARTS), unless
+    ``mixing_override`` holds the weights to use as they are (SDARTS' perturbed weights in
+    the weight step, genlab.nas.methods)."""
+
+    relaxation = None  # a genlab.nas.methods relaxation; None: softmax
+    mixing_override: dict | None = None
 
     def alphas(self) -> dict[str, nn.Parameter]:
         raise NotImplementedError
 
+    def extra_arch_parameters(self) -> list[nn.Parameter]:
+        """Architecture parameters beside the alphas (none by default)."""
+        return []
+
     def arch_parameters(self) -> list[nn.Parameter]:
-        return list(self.alphas().values())
+        return list(self.alphas().values()) + self.extra_arch_parameters()
+
+    def edge_scales(self) -> dict[str, torch.Tensor] | None:
+        """Per-row factors of the derivation's edge strengths (PC-DARTS' normalised betas);
+        None: the space's rule on the alphas alone."""
+        return None
+
+    def mixing_weights(self) -> dict[str, torch.Tensor]:
+        """The weights of every row's candidates in this forward, per alpha name."""
+        if self.mixing_override is not None:
+            return self.mixing_override
+        if self.relaxation is None:
+            return {name: torch.softmax(a, dim=-1) for name, a in self.alphas().items()}
+        return {name: self.relaxation(name, a, self.training) for name, a in self.alphas().items()}
 
     def weight_parameters(self) -> list[nn.Parameter]:
         """Every parameter except the alphas."""

@@ -118,7 +118,7 @@ class DartsSuperNet(AlphaSupernet):
 
     def forward(self, x: torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
         """Logits; ``probe`` (genlab.nas.probe) receives every cell's nodes."""
-        weights = {name: torch.softmax(a, dim=-1) for name, a in self.alphas().items()}
+        weights = self.mixing_weights()
         s0 = s1 = self.stem(x)
         if self.channels_last:
             s0 = s1 = s1.contiguous(memory_format=torch.channels_last)

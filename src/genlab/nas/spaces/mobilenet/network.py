@@ -159,7 +159,7 @@ class MobileNetSuperNet(_Skeleton, AlphaSupernet):
         return {"skippable": self.alphas_skippable, "transition": self.alphas_transition}
 
     def forward(self, x: torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
-        weights = {name: torch.softmax(a, dim=-1) for name, a in self.alphas().items()}
+        weights = self.mixing_weights()
         h = self.first_block(self.first_conv(x))
         rows = {"skippable": 0, "transition": 0}
         for block, ops in zip(self.blocks_spec, self.blocks, strict=True):

@@ -236,7 +236,7 @@ class NB201SuperNet(AlphaSupernet):
 
     def forward(self, x: torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
         """Logits; ``probe`` (genlab.nas.probe) receives every search cell's nodes."""
-        weights = self.arch_weights()
+        weights = self.mixing_weights()["cell"]
         h = self.stem(x)
         if self.channels_last:  # after the stem: a 1-channel input is already "channels last"
             h = h.contiguous(memory_format=torch.channels_last)

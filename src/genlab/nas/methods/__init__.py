@@ -1,0 +1,98 @@
+"""Differentiable-search methods as compositions of parts (genlab.nas.methods.base).
+
+``get_method(name)`` returns a registered method (``METHODS``); every module of this package
+registers what it defines when imported, and ``get_method`` / ``method_names`` import them
+all once, so a new method is a new module here and nothing else changes.
+``search_method(cfg)`` builds the parts of one search from a SearchConfig.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from genlab.nas.methods.base import (
+    METHODS,
+    PERTURBATIONS,
+    RELAXATIONS,
+    SELECTIONS,
+    STOPS,
+    SUPERNET_OPTIONS,
+    Method,
+    Perturbation,
+    Relaxation,
+    SearchMethod,
+    Selection,
+    SelectionContext,
+    StopRule,
+    build_parts,
+    derive,
+    register_method,
+)
+
+_LOADED = False
+
+
+def _load_all() -> None:
+    """Import every module of this package (each registers its methods and parts)."""
+    global _LOADED
+    if _LOADED:
+        return
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name != "base" and not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+    _LOADED = True
+
+
+def method_names() -> tuple[str, ...]:
+    """Names of every registered method, in registration order."""
+    _load_all()
+    return METHODS.names()
+
+
+def get_method(name: str) -> Method:
+    """The method called ``name``; ConfigError naming the known methods otherwise."""
+    _load_all()
+    return METHODS.get(name)
+
+
+def part_names() -> dict[str, tuple[str, ...]]:
+    """The registered names of every part kind (for help texts and errors)."""
+    _load_all()
+    return {"relaxation": RELAXATIONS.names(), "perturb": PERTURBATIONS.names(),
+            "stop": STOPS.names(), "select": SELECTIONS.names()}
+
+
+def build_supernet(space, method: str = "darts", num_classes: int = 10, in_channels: int = 3,
+                   channels: int | None = None, cells: int | None = None, **options):
+    """The supernet of ``method`` in ``space`` (a name or a SearchSpace): the space's upstream
+    size when ``channels``/``cells`` are None, the method's structural options (PC-DARTS'
+    partial channels, DARTS-' auxiliary skip, ...) and its relaxation set; ``options`` go
+    to the space's builder (e.g. ``stem="cifar"``). It has ``weight_parameters()`` and
+    ``arch_parameters()`` like every supernet."""
+    from genlab.nas.spaces import get_space
+
+    space = get_space(space) if isinstance(space, str) else space
+    parts = build_parts(get_method(method))
+    net = space.build_supernet(num_classes=num_classes, in_channels=in_channels,
+                               channels=channels, cells=cells,
+                               **{**parts.supernet_options, **options})
+    parts.attach(net)
+    return net
+
+
+def search_method(cfg) -> SearchMethod:
+    """The parts of the search ``cfg`` (a resolved SearchConfig)."""
+    _load_all()
+    return build_parts(get_method(cfg.method), relaxation=cfg.relaxation, perturb=cfg.perturb,
+                       stop=cfg.stop, select=cfg.select,
+                       supernet={"partial_channels": cfg.partial_channels,
+                                 "edge_norm": cfg.edge_norm},
+                       arch_start=cfg.arch_start, drop_path=cfg.drop_path,
+                       aux_skip=cfg.aux_skip)
+
+
+__all__ = ["METHODS", "PERTURBATIONS", "RELAXATIONS", "SELECTIONS", "STOPS", "SUPERNET_OPTIONS",
+           "Method", "Perturbation", "Relaxation", "SearchMethod", "Selection",
+           "SelectionContext", "StopRule", "build_parts", "build_supernet", "derive", "get_method",
+           "method_names", "part_names", "register_method", "search_method"]

@@ -1,0 +1,268 @@
+"""What a differentiable-search method is: a composition of parts the search loop already has.
+
+A method (``Method``, one module per method in this package, registered in ``METHODS``) is
+its authors' preset over six parts, each from its own registry, so that the search loop
+(genlab.nas.search) never branches on a method's name:
+
+- a **relaxation** (``RELAXATIONS``): how a row of alpha becomes the mixing weights of one
+  forward (softmax; a Dirichlet sample; a Gumbel hard sample). Set on the supernet
+  (``AlphaSupernet.relaxation``); ``at(step, total)`` moves its schedule (GDAS' tau);
+- **supernet options**: structural changes the spaces build (``partial_channels`` and
+  ``edge_norm`` for PC-DARTS, ``aux_skip`` for DARTS-, ``sampled`` (only the drawn op runs)
+  for GDAS, ``drop_path`` for R-DARTS (DP)); plain values, so a checkpoint's model record
+  rebuilds the same supernet; the knobs that move over a search (the auxiliary skip's beta,
+  the drop-path probability) are set each step through ``net.set_knobs``;
+- a **weight-step perturbation** (``PERTURBATIONS``): the mixing weights the weight step
+  uses instead of the relaxation's (SDARTS-RS / -ADV);
+- a **regulariser** (``--reg``, genlab.nas.regularizers): the method's own, or any other on
+  top (so BER composes with every method);
+- a **stopping rule** (``STOPS``): reads each epoch's record and may end the search, naming
+  the epoch whose architecture is returned (DARTS-ES);
+- a **selection rule** (``SELECTIONS``): how the discrete architecture is taken from the
+  trained supernet (argmax by the space's rule; DARTS-PT's perturbation-based projection).
+
+``SearchConfig`` fields left None take the method's preset; every part is also settable on
+its own. The proxy rule (docs/nas_methods.md): schedules are fractions of the search's
+step budget (an upstream "epoch 15 of 50" is 30% of the steps), and learning rates keep the
+ratio to DARTS' that the authors used (``arch_lr_scale``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from genlab.core.errors import ConfigError
+from genlab.core.registry import Registry
+
+# Supernet options a method may set; each space's build_supernet accepts those it supports.
+SUPERNET_OPTIONS = ("partial_channels", "edge_norm", "aux_skip", "sampled", "drop_path")
+
+
+# -- parts ----------------------------------------------------------------------------------
+class Relaxation:
+    """Mixing weights of one row of alpha per forward; softmax unless a subclass says else."""
+
+    name: ClassVar[str] = "softmax"
+
+    def __init__(self, **params):
+        self.params = params
+
+    def at(self, step: int, total: int) -> None:
+        """Move the relaxation's schedule to ``step`` of ``total`` (nothing by default)."""
+
+    def __call__(self, name: str, alpha: torch.Tensor, training: bool) -> torch.Tensor:
+        return torch.softmax(alpha, dim=-1)
+
+    def expected(self, name: str, alpha: torch.Tensor) -> torch.Tensor:
+        """The weights' expectation (what entropy and derivation diagnostics read)."""
+        return torch.softmax(alpha.detach(), dim=-1)
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class Perturbation:
+    """The weights of the weight step (None: the relaxation's, as in DARTS)."""
+
+    name: ClassVar[str] = "none"
+
+    def __init__(self, **params):
+        self.params = params
+
+    def weights(self, net, batch, step: int, total: int) -> dict[str, torch.Tensor] | None:
+        return None
+
+
+class StopRule:
+    """Reads each epoch's record; ``update`` returns True to end the search."""
+
+    name: ClassVar[str] = "none"
+    needs_hessian: ClassVar[bool] = False  # the Hessian eigenvalue every epoch
+
+    def __init__(self, **params):
+        self.params = params
+        self.stopped_epoch: int | None = None  # the epoch at which the rule fired
+        self.chosen: dict | None = None  # the record whose architecture is returned
+
+    def update(self, record: dict) -> bool:
+        return False
+
+    def state_dict(self) -> dict:
+        return {"stopped_epoch": self.stopped_epoch, "chosen": self.chosen}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.stopped_epoch = state.get("stopped_epoch")
+        self.chosen = state.get("chosen")
+
+
+@dataclass
+class SelectionContext:
+    """What a selection rule may use after the search: the trained supernet and its data."""
+
+    space: Any
+    net: Any
+    cfg: Any  # the resolved SearchConfig
+    train: Any  # step-indexed batches (genlab.nas.search._Stream)
+    val: Any
+    device: Any
+    w_opt: Any  # the weight optimiser (its state, e.g. momentum, at the end of the search)
+    train_batch: Any  # callable(step) -> augmented (x, y) on the device
+    val_batch: Any
+    progress: Any = None  # a progress tick, or None
+    log: Any = None  # callable(record): writes one record to the run's log
+
+
+class Selection:
+    """The discrete architecture from the trained supernet: the space's rule (argmax)."""
+
+    name: ClassVar[str] = "argmax"
+
+    def __init__(self, **params):
+        self.params = params
+
+    def select(self, ctx: SelectionContext):
+        return derive(ctx.space, ctx.net)
+
+
+RELAXATIONS: Registry[type[Relaxation]] = Registry("relaxation")
+PERTURBATIONS: Registry[type[Perturbation]] = Registry("weight-step perturbation")
+STOPS: Registry[type[StopRule]] = Registry("stopping rule")
+SELECTIONS: Registry[type[Selection]] = Registry("selection rule")
+RELAXATIONS.register(Relaxation.name, Relaxation)
+PERTURBATIONS.register(Perturbation.name, Perturbation)
+STOPS.register(StopRule.name, StopRule)
+SELECTIONS.register(Selection.name, Selection)
+
+
+def derive(space, net):
+    """The genotype that the space's rule derives from the supernet's alphas (with the
+    supernet's edge scales where it has them: PC-DARTS' betas)."""
+    scales = net.edge_scales() if hasattr(net, "edge_scales") else None
+    if scales is None:
+        return space.derive(net.alphas())
+    return space.derive(net.alphas(), edge_scales=scales)
+
+
+# -- a method: its authors' preset over the parts --------------------------------------------
+@dataclass(frozen=True)
+class Method:
+    """One DAS method as its authors run it (facts from their code; docs/nas_methods.md)."""
+
+    name: str
+    source: str  # the authors' repository and the file the facts come from
+    summary: str
+    reg: str = "none"
+    relaxation: str = "softmax"
+    relaxation_params: dict[str, Any] = field(default_factory=dict)
+    perturb: str = "none"
+    perturb_params: dict[str, Any] = field(default_factory=dict)
+    stop: str = "none"
+    stop_params: dict[str, Any] = field(default_factory=dict)
+    # SUPERNET_OPTIONS values (drop_path: the final drop-path probability)
+    supernet: dict[str, Any] = field(default_factory=dict)
+    arch_start: float = 0.0  # fraction of the steps before alpha is first updated
+    w_weight_decay: float = 3e-4
+    arch_weight_decay: float = 0.0
+    arch_lr_scale: float = 1.0  # the authors' alpha learning rate over DARTS' (3e-4)
+    orders: tuple[int, ...] = (1, 2)  # 2 where the authors had the second-order step
+    ours: str = ""  # where genlab extends the method beyond what its authors defined
+
+    def __post_init__(self):
+        unknown = set(self.supernet) - set(SUPERNET_OPTIONS)
+        if unknown:
+            raise ConfigError(f"method {self.name}: unknown supernet options {sorted(unknown)}")
+
+
+METHODS: Registry[Method] = Registry("search method")
+
+
+def register_method(method: Method) -> Method:
+    """Add ``method`` to the registry (called in the module that defines it)."""
+    return METHODS.register(method.name, method)
+
+
+@dataclass
+class SearchMethod:
+    """The parts of one search, built from a method's preset and the config's overrides."""
+
+    method: Method
+    relaxation: Relaxation
+    perturbation: Perturbation
+    stop: StopRule
+    selection: Selection
+    supernet_options: dict[str, Any]
+    arch_start: float
+    aux_decay: bool = False  # DARTS-: beta of the auxiliary skip 1 -> 0 over the search
+    drop_path_max: float = 0.0  # R-DARTS (DP): drop-path probability 0 -> max
+
+    def attach(self, net) -> None:
+        """Set the relaxation on a freshly built supernet."""
+        if self.relaxation.name != "softmax":
+            net.relaxation = self.relaxation
+
+    def begin_step(self, net, step: int, total: int) -> None:
+        """Move the schedules (relaxation, auxiliary skip, drop-path) to ``step``."""
+        self.relaxation.at(step, total)
+        knobs = {}
+        if self.supernet_options.get("aux_skip"):
+            knobs["aux_scale"] = 1.0 - step / total if self.aux_decay else 1.0
+        if self.supernet_options.get("drop_path"):
+            knobs["drop_prob"] = self.drop_path_max * step / total
+        if knobs:
+            net.set_knobs(**knobs)
+
+    def arch_active(self, step: int, total: int) -> bool:
+        """False during the warm-up in which alpha does not move (PC-DARTS)."""
+        return step >= self.arch_start * total
+
+    def state_dict(self) -> dict:
+        return {"relaxation": self.relaxation.state_dict(), "stop": self.stop.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.relaxation.load_state_dict(state.get("relaxation", {}))
+        self.stop.load_state_dict(state.get("stop", {}))
+
+
+def build_parts(method: Method, *, relaxation: str | None = None, perturb: str | None = None,
+                stop: str | None = None, select: str = "argmax",
+                supernet: Mapping[str, Any] | None = None, arch_start: float | None = None,
+                drop_path: float | None = None, aux_skip: bool | None = None,
+                select_params: Mapping[str, Any] | None = None) -> SearchMethod:
+    """The parts of ``method`` with the config's overrides (None keeps the preset's)."""
+    options = dict(method.supernet)
+    options.update({k: v for k, v in (supernet or {}).items() if v is not None})
+    if aux_skip is not None:
+        options["aux_skip"] = aux_skip
+    # drop_path: the preset holds the final probability; the supernet option is whether the
+    # drop-path masks exist
+    drop_max = float(drop_path if drop_path is not None else options.get("drop_path", 0.0))
+    if not 0.0 <= drop_max < 1.0:
+        raise ConfigError(f"drop-path is a probability in [0, 1), got {drop_max}")
+    options["drop_path"] = drop_max > 0
+    options = {k: v for k, v in options.items()
+               if v and not (k == "partial_channels" and v == 1)}
+    same = relaxation is None or relaxation == method.relaxation
+    rel = RELAXATIONS.get(relaxation or method.relaxation)(
+        **(method.relaxation_params if same else {}))
+    same = perturb is None or perturb == method.perturb
+    per = PERTURBATIONS.get(perturb or method.perturb)(**(method.perturb_params if same else {}))
+    same = stop is None or stop == method.stop
+    stp = STOPS.get(stop or method.stop)(**(method.stop_params if same else {}))
+    sel = SELECTIONS.get(select)(**dict(select_params or {}))
+    start = method.arch_start if arch_start is None else arch_start
+    if not 0.0 <= start < 1.0:
+        raise ConfigError(f"arch-start is a fraction of the steps in [0, 1), got {start}")
+    return SearchMethod(method, rel, per, stp, sel, options, start,
+                        aux_decay=bool(options.get("aux_skip")), drop_path_max=drop_max)
+
+
+__all__ = ["METHODS", "PERTURBATIONS", "RELAXATIONS", "SELECTIONS", "STOPS", "SUPERNET_OPTIONS",
+           "Method", "Perturbation", "Relaxation", "SearchMethod", "Selection",
+           "SelectionContext", "StopRule", "build_parts", "derive", "register_method"]
