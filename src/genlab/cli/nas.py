@@ -240,8 +240,12 @@ def bench(
     out: Path = typer.Option(..., help="Bench folder (sub-runs inside; --resume continues)."),
     space: str = typer.Option("nb201", help=REGISTRY),
     regs: str = typer.Option(BENCH_REGS, help=REGISTRY),
+    methods: str = typer.Option(None, help="Comma-separated rows instead of --regs: methods "
+                                           "(genlab nas methods) at their presets, regularisers "
+                                           "(on DARTS) or METHOD+REG."),
+    select: str = typer.Option("argmax", help="Selection rule of every row: argmax | pt."),
     seeds: str = options.seeds_option("0-2", "One search (and retraining) per seed and "
-                                               "regulariser."),
+                                               "row."),
     steps: int = typer.Option(None, help=f"Search steps ({PROXY})."),
     order: int = typer.Option(1, help="1 or 2 (second-order search)."),
     retrain_epochs: int = typer.Option(30, help="0 skips retraining."),
@@ -257,14 +261,18 @@ def bench(
                                 "default a local Ray instance)."),
     resume: bool = _bench_resume_option(),
 ):
-    """Search and retrain every regulariser x seed; write bench.md, bench.json and bench.png."""
+    """Search and retrain every method (or regulariser) x seed; write bench.md, bench.json and
+    bench.png."""
     from genlab.nas.bench import BenchConfig, run_bench
     from genlab.nas.search import SearchConfig
 
     cfg = BenchConfig(regs=options.parse_list(regs, str, "--regs"),
+                      methods=None if methods is None else options.parse_list(methods, str,
+                                                                              "--methods"),
                       seeds=options.parse_seeds(seeds),
                       search=SearchConfig(space=space, steps=steps, order=order, device=device,
-                                          threads=threads, nb201_table=_s(nb201_table)),
+                                          threads=threads, nb201_table=_s(nb201_table),
+                                          select=select),
                       retrain_epochs=retrain_epochs, random_archs=random_archs)
     run_bench(cfg, out, resume=resume, executor=executor, workers=workers, address=address)
     typer.echo((Path(out) / "bench.md").read_text())

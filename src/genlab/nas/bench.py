@@ -1,4 +1,9 @@
-"""`genlab nas bench`: several regularisers x seeds in one space, each searched then retrained.
+"""`genlab nas bench`: methods or regularisers x seeds in one space, searched then retrained.
+
+A row is a search method at its authors' preset (``methods``: genlab.nas.methods), a
+regulariser on DARTS (``regs``, or a regulariser's name among ``methods``: ``ber``), or
+``METHOD+REG`` (a method with another regulariser on top); every row shares the search
+template, so all methods get the same step budget.
 
 Every search and retraining is its own run folder under ``out/search`` and
 ``out/retrain``; every job (regulariser, seed) and each of its stages goes through
@@ -31,6 +36,7 @@ from genlab.core.sweep import RunSpec, run_one, run_sweep
 from genlab.core.trainer import resolve_device
 from genlab.nas.data import load_image_data
 from genlab.nas.inputs import check_run_kind
+from genlab.nas.reported import reported_rows
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import (
     SearchConfig,
@@ -56,6 +62,7 @@ class BenchConfig:
 
     regs: list[str] = field(default_factory=lambda: list(DEFAULT_REGS))
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    methods: list[str] | None = None  # the rows, when set (``regs`` is then unused)
     search: SearchConfig = field(default_factory=SearchConfig)
     retrain_epochs: int = 30
     retrain_channels: int | None = None  # None: the space's retraining recipe
@@ -64,6 +71,36 @@ class BenchConfig:
 
     def __post_init__(self):
         self.seeds = seed_list(self.seeds)  # a count n (as before): seeds 0..n-1
+
+    @property
+    def rows(self) -> list[str]:
+        """The bench's row names: ``methods`` when given, else ``regs``."""
+        return list(self.methods) if self.methods is not None else list(self.regs)
+
+    def row_search(self, row: str, seed: int) -> SearchConfig:
+        """The search of ``row`` with ``seed`` (the template with the row's method and reg)."""
+        if self.methods is None:
+            return replace(self.search, reg=row, seed=seed)
+        return replace(self.search, **row_options(row), seed=seed)
+
+
+def row_options(row: str) -> dict:
+    """A ``methods`` row's search options: a method's name (its preset), a regulariser's
+    (DARTS with it), or METHOD+REG; ConfigError naming both registries otherwise."""
+    from genlab.nas.methods import get_method, method_names
+    from genlab.nas.regularizers import PENALTIES
+
+    if "+" in row:
+        method, reg = row.split("+", 1)
+        get_method(method)
+        PENALTIES.get(reg)
+        return {"method": method, "reg": reg}
+    if row in method_names():
+        return {"method": row, "reg": None}
+    if row in PENALTIES.choices():
+        return {"method": None, "reg": row}
+    raise ConfigError(f"unknown bench row {row!r}: expected a method ({', '.join(method_names())}"
+                      f"), a regulariser ({', '.join(PENALTIES.choices())}) or METHOD+REG")
 
 
 def run_stage(name: str, target, cfg, folder: Path, expect: dict, **kwargs) -> dict:
@@ -109,7 +146,7 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
         if table is not None:  # the sanity row judged like the searched cells
             record.update(table.lookup(space.parse(record["genotype"])))
     else:
-        scfg = replace(cfg.search, reg=job.reg, seed=job.seed)
+        scfg = cfg.row_search(job.reg, job.seed)
         folder = root / "search" / name
         summary = search_once(scfg, folder, space)
         record = search_record(summary, space)
@@ -139,16 +176,18 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
     (``address`` of a cluster, default a local instance). A failed job does not stop the
     others; afterwards one error lists the failed jobs.
     """
-    if not cfg.regs or not cfg.seeds:
-        raise ConfigError("bench needs at least one regulariser and one seed")
+    if not cfg.rows or not cfg.seeds:
+        raise ConfigError("bench needs at least one method (or regulariser) and one seed")
     require_positive("retrain-epochs", cfg.retrain_epochs, allow_zero=True)
     require_positive("workers", workers)
     space = get_space(cfg.search.space)
     cfg.search.validate(space)
+    for row in cfg.rows:  # every row's options before the folder
+        cfg.row_search(row, cfg.seeds[0]).validate(space)
     resolve_device(cfg.search.device)  # an unknown or absent device before the folder
     check_run_kind(out, "nas bench")
     run = RunDir(out, asdict(cfg), resume=resume)
-    jobs = list(itertools.product(cfg.regs, cfg.seeds))
+    jobs = list(itertools.product(cfg.rows, cfg.seeds))
     if cfg.random_archs:
         jobs += [(RANDOM, seed) for seed in cfg.seeds]
     aliases = alias_jobs(cfg, jobs)
@@ -175,13 +214,14 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
         records.append(record)
         run.log({k: v for k, v in record.items() if not k.endswith(("_curve", "_steps"))})
 
-    regs = cfg.regs + ([RANDOM] if cfg.random_archs else [])
+    regs = cfg.rows + ([RANDOM] if cfg.random_archs else [])
     result = {"space": space.name, "records": records,
               "per_reg": aggregate(records, regs, space),
-              "constant_test_acc": constant_accuracy(cfg.search)}
+              "constant_test_acc": constant_accuracy(cfg.search),
+              "steps": cfg.search.resolved(space).steps}
     write_json(run.file("bench.json"), result)
     atomic_write_bytes(run.file("bench.md"), bench_markdown(result).encode())
-    run.save_figure(plot_bench(records, cfg.regs, space), "bench.png")
+    run.save_figure(plot_bench(records, cfg.rows, space), "bench.png")
     # a copy (the summary gains "processes"), with the torch threads of the jobs run here
     threads = torch.get_num_threads() if cfg.search.threads == 0 else cfg.search.threads
     run.write_summary({**result["per_reg"], "torch_threads": threads})
@@ -191,7 +231,8 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
 def same_search_key(scfg: SearchConfig) -> str:
     """Searches with equal keys are the same computation (``ber`` and the variant it names)."""
     reg = search_regularizer(scfg)
-    return repr(asdict(replace(scfg, reg="", reg_strength=None, reg_schedule=None,
+    resolved = scfg.resolved()
+    return repr(asdict(replace(resolved, reg="", reg_strength=None, reg_schedule=None,
                                reg_hmin=None))) + repr(asdict(reg))
 
 
@@ -205,7 +246,7 @@ def alias_jobs(cfg: BenchConfig, jobs: list[tuple[str, int]]) -> dict[str, str]:
     for reg, seed in jobs:
         if reg == RANDOM:
             continue
-        key = (same_search_key(replace(cfg.search, reg=reg, seed=seed)), seed)
+        key = (same_search_key(cfg.row_search(reg, seed)), seed)
         name = f"{reg}-s{seed}"
         if key in owners:
             aliases[name] = owners[key]
@@ -299,7 +340,7 @@ def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
                 return "-"  # one run prints its value; two or more mean ± std (n=N)
             return mean_std_text(a[m + "_mean"], a.get(m + "_std"), a["runs"], d)
 
-        row = {"reg": reg, "runs": a["runs"]}
+        row = {"reg": reg, "runs": a["runs"]}  # "reg": the row (a method or a regulariser)
         row.update({col: pm(key) for key, col in table_cols.items()})
         row.update({"p-free ops": pm("param_free_ops", 1), "skip ops": pm("skip_ops", 1),
                     "entropy": pm("mean_entropy", 3), "agreement": a["agreement"],
@@ -313,11 +354,18 @@ def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
 
 
 def bench_markdown(result: dict) -> str:
-    """Per-regulariser summary table and per-run table, in Markdown."""
+    """Per-row summary table (with the cited reference rows of the space, apart) and
+    per-run table, in Markdown."""
     summ, runs = bench_rows(result)
-    return ("### Per regulariser (mean ± std over seeds where there are two or more)\n\n"
-            + markdown_table(summ, digits=2)
-            + "\n### Per run\n\n" + markdown_table(runs, digits=2))
+    cited = reported_rows(result.get("space", "nb201"))
+    steps = f", {result['steps']} search steps each" if result.get("steps") else ""
+    text = (f"### Per method or regulariser (mean ± std over seeds where there are two or "
+            f"more{steps})\n\n" + markdown_table(summ, digits=2))
+    if cited:
+        text += ("\n### Reported by the authors (CIFAR-10 searches on GPUs; not comparable to "
+                 "the digits-proxy rows above; source in the last column)\n\n"
+                 + markdown_table(cited, digits=2))
+    return text + "\n### Per run\n\n" + markdown_table(runs, digits=2)
 
 
 def plot_bench(records: list[dict], regs: list[str], space=None):
