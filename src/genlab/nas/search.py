@@ -176,6 +176,17 @@ def space_table(space: SearchSpace, path: str | None):
     return space.load_table(path) if path else None
 
 
+def search_optimizers(net, cfg: SearchConfig, reg: Regularizer):
+    """(alpha optimiser, weight optimiser) of a search: Adam(betas 0.5, 0.999) on alpha and the
+    regulariser's parameters, SGD with momentum on the weights (quark0/darts), the resolved
+    config's rates and decays."""
+    a_opt = torch.optim.Adam(list(net.arch_parameters()) + reg.parameters(), lr=cfg.arch_lr,
+                             betas=(0.5, 0.999), weight_decay=cfg.arch_weight_decay)
+    w_opt = torch.optim.SGD(net.weight_parameters(), lr=cfg.w_lr, momentum=cfg.w_momentum,
+                            weight_decay=cfg.w_weight_decay, nesterov=False)
+    return a_opt, w_opt
+
+
 def cosine_lr(step: int, total: int, lr_max: float, lr_min: float) -> float:
     return lr_min + 0.5 * (lr_max - lr_min) * (1 + math.cos(math.pi * step / total))
 
@@ -254,8 +265,6 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     precision = make_precision(cfg.amp, device)
     if cfg.channels_last:
         net.to(memory_format=torch.channels_last)
-    w_opt = torch.optim.SGD(net.weight_parameters(), lr=cfg.w_lr, momentum=cfg.w_momentum,
-                            weight_decay=cfg.w_weight_decay, nesterov=False)
     train, val = _Stream(data.train, cfg.batch_size, cfg.seed * 2 + 1), \
         _Stream(data.val, cfg.batch_size, cfg.seed * 2 + 2)
     spe = len(train)
@@ -263,8 +272,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     reg.steps_per_epoch = spe  # beta's lambda counts epochs
     if reg.needs_probe:  # candidates with state read the network on the step-0 val batch
         reg.setup(net, _val_batch(cfg, val, 0, device)[0], space)
-    a_opt = torch.optim.Adam(list(net.arch_parameters()) + reg.parameters(), lr=cfg.arch_lr,
-                             betas=(0.5, 0.999), weight_decay=cfg.arch_weight_decay)
+    a_opt, w_opt = search_optimizers(net, cfg, reg)  # after setup: ber-lbe's targets exist
     # data-parallel under torchrun (genlab.nas.ddp); the regulariser's learnt targets are
     # stepped with alpha, so their gradients are all-reduced with alpha's
     par = SearchParallel(net, cfg.order, extra_arch=reg.parameters())

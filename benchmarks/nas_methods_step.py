@@ -1,0 +1,188 @@
+"""Cost of each search method: its bilevel step time as a ratio to DARTS', and peak memory.
+
+Every method's step is the search loop's own (genlab.nas.architect.bilevel_step with the
+method's parts, optimisers by genlab.nas.search.search_optimizers, the supernet its preset
+builds), at the middle of a 100-step budget (past PC-DARTS' warm-up, the auxiliary skip at
+beta 0.5). In one process, the methods' steps are interleaved (round r runs one step of every
+method), so load from other processes hits them alike; the figure is the median over rounds
+of process CPU seconds per step (``time.process_time``; wall seconds on a GPU, synchronised),
+and the ratio is to DARTS' median in the same run. Peak memory: a fresh process per method
+Memory: the peak of the tensors autograd saves during a forward of the step (each storage
+once), which is what partial channels and one op per edge save; on a GPU also
+torch.cuda.max_memory_allocated.
+
+    python benchmarks/nas_methods_step.py --out runs/methods_step                  # proxy sizes
+    python benchmarks/nas_methods_step.py --out runs/methods_step --upstream \\
+        --spaces darts --methods darts,pc-darts,gdas --rounds 3                    # C16 L8 32x32
+
+Targets (issue): PC-DARTS <= 0.5x DARTS (DARTS space, upstream size), GDAS <= 0.5x,
+SDARTS-ADV <= 9x, every other method <= 1.3x. Writes DIR/methods_step[_upstream].json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from genlab.nas.architect import bilevel_step
+from genlab.nas.methods import method_names, search_method
+from genlab.nas.search import SearchConfig, search_optimizers, search_regularizer
+from genlab.nas.spaces import get_space
+
+TOTAL, AT = 100, 50  # the step of a 100-step budget that is timed
+TARGETS = {"pc-darts": 0.5, "gdas": 0.5, "sdarts-adv": 9.0}
+UPSTREAM = {"size": 32, "batch": 64, "in_channels": 3, "classes": 10}  # channels, cells: space's
+
+
+def setup(space_name: str, method: str, upstream: bool, device: str, seed: int = 0):
+    """(net, step function) of one method's search step on a fixed batch."""
+    space = get_space(space_name)
+    if upstream:
+        size, batch, cin = UPSTREAM["size"], UPSTREAM["batch"], UPSTREAM["in_channels"]
+        channels = cells = None
+    else:  # the digits proxy of the space: what `genlab nas bench` runs
+        p = space.proxy
+        size, batch, cin, channels, cells = p.size, 64, 1, p.channels, p.cells
+    cfg = SearchConfig(space=space_name, method=method, size=size, channels=channels,
+                       cells=cells, batch_size=batch, steps=TOTAL, device=device).resolved(space)
+    parts, reg = search_method(cfg), search_regularizer(cfg)
+    torch.manual_seed(seed)
+    net = space.build_supernet(num_classes=UPSTREAM["classes"], in_channels=cin,
+                               channels=channels, cells=cells,
+                               **{**space.proxy.options, **parts.supernet_options}).to(device)
+    parts.attach(net)
+    a_opt, w_opt = search_optimizers(net, cfg, reg)
+    g = torch.Generator().manual_seed(seed + 1)
+    batches = [(torch.randn(batch, cin, size, size, generator=g).to(device),
+                torch.randint(0, UPSTREAM["classes"], (batch,), generator=g).to(device))
+               for _ in range(2)]
+
+    def step():
+        parts.begin_step(net, AT, TOTAL)
+        bilevel_step(net, a_opt, w_opt, batches[0], batches[1], reg, AT, TOTAL, cfg.grad_clip,
+                     cfg.order, None, parts)
+
+    return net, step
+
+
+def timed(step, device: str) -> float:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+    c0 = time.process_time()
+    step()
+    return time.process_time() - c0
+
+
+def saved_activations_mib(net, step) -> float:
+    """Peak, over the forwards of one step, of the tensors autograd saves for the backward
+    (each storage once): the activation memory that partial channels and one-op-per-edge
+    save, the same figure on every device."""
+    seen: dict[int, int] = {}
+    peak = [0]
+
+    def reset(*_):
+        seen.clear()
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if key not in seen:
+            seen[key] = t.untyped_storage().nbytes()
+            peak[0] = max(peak[0], sum(seen.values()))
+        return t
+
+    handle = net.register_forward_pre_hook(reset)
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            step()
+    finally:
+        handle.remove()
+    return peak[0] / 2 ** 20
+
+
+def peak_memory(space: str, method: str, args) -> dict:
+    """Saved activations of one step (MiB); on a GPU also the allocator's peak."""
+    net, step = setup(space, method, args.upstream, args.device)
+    step()
+    out = {"activations_mib": saved_activations_mib(net, step)}
+    if args.device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        out["cuda_peak_mib"] = torch.cuda.max_memory_allocated() / 2 ** 20
+    return out
+
+
+def bench_space(space: str, methods: list[str], args) -> dict:
+    steps = {m: setup(space, m, args.upstream, args.device)[1] for m in methods}
+    for step in steps.values():  # warm-up: one step each
+        step()
+    seconds = {m: [] for m in methods}
+    for _ in range(args.rounds):
+        for m, step in steps.items():
+            seconds[m].append(timed(step, args.device))
+    median = {m: statistics.median(v) for m, v in seconds.items()}
+    rows = {}
+    for m in methods:
+        rows[m] = {"seconds": median[m], "ratio": median[m] / median["darts"],
+                   "target": TARGETS.get(m, 1.3)}
+        if not args.no_memory:
+            rows[m].update(peak_memory(space, m, args))
+    for m in methods:
+        if "activations_mib" in rows[m]:
+            rows[m]["memory_ratio"] = (rows[m]["activations_mib"]
+                                       / max(rows["darts"]["activations_mib"], 1e-9))
+    return rows
+
+
+def markdown(results: dict, args) -> str:
+    size = "upstream size (C16, 32x32, batch 64)" if args.upstream else "digits proxy size"
+    lines = [f"Step cost per method, {size}, {args.threads} thread(s), {args.device}; median of "
+             f"{args.rounds} interleaved rounds; ratio to DARTS in the same run.", "",
+             "| space | method | s / step | x DARTS | target | activations MiB | memory x DARTS |",
+             "|---|---|---|---|---|---|---|"]
+    for space, rows in results.items():
+        for m, r in rows.items():
+            ok = "ok" if r["ratio"] <= r["target"] else "over"
+            mem = f"{r['activations_mib']:.1f}" if "activations_mib" in r else "-"
+            mratio = f"{r['memory_ratio']:.2f}" if "memory_ratio" in r else "-"
+            lines.append(f"| {space} | {m} | {r['seconds']:.3f} | {r['ratio']:.2f} | "
+                         f"<= {r['target']} ({ok}) | {mem} | {mratio} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, default=Path("runs/methods_step"))
+    p.add_argument("--spaces", default="nb201,darts,s2,s3,mobilenet")
+    p.add_argument("--methods", default=None, help="comma-separated (default: every method)")
+    p.add_argument("--upstream", action="store_true", help="the space's upstream size")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-memory", action="store_true")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    methods = args.methods.split(",") if args.methods else list(method_names())
+    if "darts" not in methods:
+        methods = ["darts"] + methods
+    results = {}
+    for space in args.spaces.split(","):
+        results[space] = bench_space(space, methods, args)
+        print(markdown({space: results[space]}, args), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = "methods_step_upstream" if args.upstream else "methods_step"
+    (args.out / f"{name}.json").write_text(json.dumps(results, indent=1))
+    (args.out / f"{name}.md").write_text(markdown(results, args))
+    print(f"outputs in {args.out}")
+
+
+if __name__ == "__main__":
+    main()
