@@ -170,3 +170,17 @@ def test_search_summary_records_method_and_select(tmp_path):
     config = json.loads((tmp_path / "r" / "config.json").read_text())
     assert config["method"] == "beta" and config["reg_resolved"]["name"] == "beta"
     assert get_space("nb201").parse(s["genotype"])
+
+
+def test_a_resumed_bench_may_gain_rows_and_reuses_the_finished_jobs(tmp_path):
+    search = SearchConfig(channels=4, cells=1, steps=3, hessian_points=0, diag_batch=16)
+    first = BenchConfig(methods=["darts"], seeds=[0], search=search, retrain_epochs=0,
+                        random_archs=False)
+    run_bench(first, tmp_path / "b")
+    summary = tmp_path / "b" / "search" / "darts-s0" / "summary.json"
+    stamp = summary.stat().st_mtime_ns
+    more = BenchConfig(methods=["darts", "beta"], seeds=[0], search=search, retrain_epochs=0,
+                       random_archs=False)
+    result = run_bench(more, tmp_path / "b", resume=True)
+    assert {r["run"] for r in result["records"]} == {"darts-s0", "beta-s0"}
+    assert summary.stat().st_mtime_ns == stamp  # darts-s0 was read back, not searched again

@@ -248,6 +248,8 @@ def bench(
                                                "row."),
     steps: int = typer.Option(None, help=f"Search steps ({PROXY})."),
     order: int = typer.Option(1, help="1 or 2 (second-order search)."),
+    augment: bool = typer.Option(True, help="Augment the searches' train and val batches "
+                                            "(the digits proxy; off: DARTS' own setting)."),
     retrain_epochs: int = typer.Option(30, help="0 skips retraining."),
     random_archs: bool = typer.Option(True, help="Sanity rows: a random architecture of the "
                                                  "space per seed, retrained."),
@@ -272,7 +274,7 @@ def bench(
                       seeds=options.parse_seeds(seeds),
                       search=SearchConfig(space=space, steps=steps, order=order, device=device,
                                           threads=threads, nb201_table=_s(nb201_table),
-                                          select=select),
+                                          select=select, augment=augment),
                       retrain_epochs=retrain_epochs, random_archs=random_archs)
     run_bench(cfg, out, resume=resume, executor=executor, workers=workers, address=address)
     typer.echo((Path(out) / "bench.md").read_text())

@@ -133,13 +133,26 @@ class BenchJob:
     folder: str  # the bench folder (search/ and retrain/ sub-runs inside)
 
 
+# Bench options that may change on --resume: rows and seeds may be added (or dropped); the
+# finished jobs of the others are reused, since a job's identity leaves them out.
+BENCH_RESUME_FREE = ("regs", "methods", "seeds")
+
+
+def job_config(job: BenchJob) -> dict:
+    """A job's identity (its config.json): everything but the bench's list of rows and seeds."""
+    config = asdict(job)
+    for key in BENCH_RESUME_FREE:
+        config["bench"].pop(key)
+    return config
+
+
 def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> dict:
     """Search (or draw the random architecture) and retrain one job; its record is the
     summary of the run folder ``out`` (the sweep's unit: finished jobs are read back)."""
     cfg, name = job.bench, f"{job.reg}-s{job.seed}"
     space = get_space(cfg.search.space)
     root = Path(job.folder)
-    run = RunDir(out, asdict(job), resume=resume)
+    run = RunDir(out, job_config(job), resume=resume)
     if job.reg == RANDOM:
         record = random_record(space, job.seed)
         table = space_table(space, cfg.search.nb201_table)
@@ -186,7 +199,7 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
         cfg.row_search(row, cfg.seeds[0]).validate(space)
     resolve_device(cfg.search.device)  # an unknown or absent device before the folder
     check_run_kind(out, "nas bench")
-    run = RunDir(out, asdict(cfg), resume=resume)
+    run = RunDir(out, asdict(cfg), resume=resume, resume_free=BENCH_RESUME_FREE)
     jobs = list(itertools.product(cfg.rows, cfg.seeds))
     if cfg.random_archs:
         jobs += [(RANDOM, seed) for seed in cfg.seeds]
@@ -196,7 +209,7 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
         if f"{reg}-s{seed}" not in aliases:
             job = BenchJob(reg, seed, cfg, str(run.path))
             specs.append(RunSpec(f"{reg}-s{seed}", run_job, job,
-                                 run.path / "jobs" / f"{reg}-s{seed}", expect=asdict(job)))
+                                 run.path / "jobs" / f"{reg}-s{seed}", expect=job_config(job)))
     outcomes = run_sweep(specs, executor="inline" if (executor, workers) == ("local", 1)
                          else executor, workers=workers, address=address,
                          progress_bar=progress_bar, description=f"nas bench {space.name}")
