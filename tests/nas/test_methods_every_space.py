@@ -1,0 +1,37 @@
+"""Every registered method searches in nb201, darts and s3 through the CLI, at a tiny size,
+and records itself in summary.json; the selection rule composes with any of them."""
+
+import json
+
+import pytest
+from nas_reference import run_cli
+
+from genlab.nas.methods import method_names, part_names
+
+TINY = ["--steps", "3", "--channels", "4", "--size", "8", "--hessian-points", "0",
+        "--batch-size", "16"]
+CELLS = {"nb201": ["--cells", "1"], "darts": ["--cells", "2"], "s3": ["--cells", "2"]}
+
+
+@pytest.mark.parametrize("space", sorted(CELLS))
+@pytest.mark.parametrize("method", method_names())
+def test_method_searches_in_space(tmp_path, capsys, method, space):
+    out = tmp_path / "r"
+    code, stdout, stderr = run_cli(["nas", "search", "--space", space, "--method", method,
+                                    "--out", out, *TINY, *CELLS[space]], capsys)
+    assert code == 0, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == method and summary["select"] == "argmax"
+    assert f"method          {method}" in stdout
+
+
+@pytest.mark.parametrize("method", method_names())
+def test_pt_selection_composes_with_every_method(tmp_path, capsys, method):
+    if "pt" not in part_names()["select"]:
+        pytest.skip("no pt selection registered")
+    out = tmp_path / "r"
+    code, _, stderr = run_cli(["nas", "search", "--space", "nb201", "--method", method,
+                               "--select", "pt", "--out", out, *TINY, *CELLS["nb201"]], capsys)
+    assert code == 0, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["method"], summary["select"]) == (method, "pt")
