@@ -15,10 +15,19 @@ import genlab.nas.methods.sdarts as sdarts
 import genlab.nas.search as search_mod
 from genlab.cli import main
 from genlab.nas import diagnostics as diag
-from genlab.nas.methods import PERTURBATIONS, RELAXATIONS, STOPS, build_supernet, get_method
+from genlab.nas.architect import bilevel_step
+from genlab.nas.methods import (
+    PERTURBATIONS,
+    RELAXATIONS,
+    STOPS,
+    build_parts,
+    build_supernet,
+    get_method,
+)
 from genlab.nas.methods.drnas import Dirichlet
 from genlab.nas.methods.rdarts import L2_GRID, HessianEarlyStop
 from genlab.nas.methods.sdarts import Adversarial, RandomSmoothing, clip_rows, epsilon
+from genlab.nas.regularizers import make_regularizer
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces.base import AlphaSupernet
 from genlab.nas.spaces.nb201.supernet import NB201SuperNet
@@ -97,6 +106,32 @@ def test_adversarial_raises_the_train_loss_or_returns_the_original():
     assert net.training and net.mixing_override is None
     for k, v in net.named_buffers():  # the attack ran in eval mode: no BN statistics moved
         torch.testing.assert_close(v, buffers[k])
+
+
+@pytest.mark.parametrize("method", ["sdarts-rs", "sdarts-adv"])
+def test_the_weight_step_trains_on_the_perturbed_weights(method):
+    net, batch = _tiny_nb201()
+    parts = build_parts(get_method(method))
+    a_opt = torch.optim.Adam(net.arch_parameters(), lr=0.0)
+    w_opt = torch.optim.SGD(net.weight_parameters(), lr=0.0)  # nothing moves: compare grads
+    returned = []
+    hook = parts.perturbation.weights
+    parts.perturbation.weights = lambda *a: returned.append(hook(*a)) or returned[-1]
+    bilevel_step(net, a_opt, w_opt, batch, batch, make_regularizer("none"), 50, 100, 0.0,
+                 method=parts)
+    got = [p.grad.clone() for p in net.weight_parameters()]
+    assert net.mixing_override is None and len(returned) == 1
+    w = returned[0]
+
+    def grads(weights):
+        net.zero_grad(set_to_none=True)
+        loss = sdarts.train_loss(net, weights, *batch)
+        return torch.autograd.grad(loss, net.weight_parameters(), allow_unused=True)
+
+    for g, want in zip(got, grads(w), strict=True):
+        torch.testing.assert_close(g, want)
+    plain = grads({"cell": torch.softmax(net.arch_params.detach(), -1)})
+    assert max(float((g - p).abs().max()) for g, p in zip(got, plain, strict=True)) > 1e-4
 
 
 class _Linear(AlphaSupernet):
