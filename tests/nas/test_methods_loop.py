@@ -284,21 +284,21 @@ def test_darts_es_search_returns_the_architecture_of_the_epoch_it_names(tmp_path
 
 
 # -- the CLI -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("space", ["nb201", "darts", "s3"])
 @pytest.mark.parametrize("method", METHODS)
-def test_search_cli_runs_the_method_in_nb201_darts_and_s3(method, tmp_path, monkeypatch):
+def test_search_cli_runs_the_method(method, space, tmp_path, monkeypatch):
     monkeypatch.setattr(search_mod, "_plots", lambda run, history, space: None)
     monkeypatch.delenv("GENLAB_NB201_TABLE", raising=False)
     # DARTS-ES computes the eigenvalue every epoch whatever --hessian-points says; the real
     # one is tested in test_diagnostics, its use by the rule above
     monkeypatch.setattr(diag, "hessian_eigenvalue", lambda net, x, y: 1.0)
-    for space in ("nb201", "darts", "s3"):
-        out = tmp_path / space
-        cells = "1" if space == "nb201" else "2"
-        try:
-            main(["nas", "search", "--space", space, "--method", method, "--steps", "4",
-                  "--channels", "4", "--size", "8", "--cells", cells, "--batch-size", "8",
-                  "--hessian-points", "0", "--out", str(out)])
-        except SystemExit as exc:
-            assert exc.code in (None, 0)
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary["method"] == method and summary["space"] == space
+    out = tmp_path / space
+    cells = "1" if space == "nb201" else "2"
+    try:
+        main(["nas", "search", "--space", space, "--method", method, "--steps", "4",
+              "--channels", "4", "--size", "8", "--cells", cells, "--batch-size", "8",
+              "--hessian-points", "0", "--out", str(out)])
+    except SystemExit as exc:
+        assert exc.code in (None, 0)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == method and summary["space"] == space
