@@ -91,6 +91,10 @@ class StopRule:
         self.stopped_epoch: int | None = None  # the epoch at which the rule fired
         self.chosen: dict | None = None  # the record whose architecture is returned
 
+    def at(self, step: int, total: int) -> None:
+        """Called with each step of the ``total`` (nothing by default; DARTS-ES reads the
+        budget's end from it)."""
+
     def update(self, record: dict) -> bool:
         return False
 
@@ -210,6 +214,7 @@ class SearchMethod:
     def begin_step(self, net, step: int, total: int) -> None:
         """Move the schedules (relaxation, auxiliary skip, drop-path) to ``step``."""
         self.relaxation.at(step, total)
+        self.stop.at(step, total)
         knobs = {}
         if self.supernet_options.get("aux_skip"):
             knobs["aux_scale"] = 1.0 - step / total if self.aux_decay else 1.0
