@@ -6,11 +6,22 @@ import json
 import pytest
 from nas_reference import run_cli
 
+from genlab.nas import diagnostics as diag
+from genlab.nas import search as search_mod
 from genlab.nas.methods import method_names, part_names
 
 TINY = ["--steps", "3", "--channels", "4", "--size", "8", "--hessian-points", "0",
         "--batch-size", "16"]
 CELLS = {"nb201": ["--cells", "1"], "darts": ["--cells", "2"], "s3": ["--cells", "2"]}
+
+
+@pytest.fixture(autouse=True)
+def _fast(monkeypatch):
+    """No plots, and a stand-in for the Hessian eigenvalue that DARTS-ES reads every epoch
+    (the real one is tested in test_diagnostics, its use by the rule in test_methods_loop)."""
+    monkeypatch.setattr(search_mod, "_plots", lambda run, history, space: None)
+    monkeypatch.setattr(diag, "hessian_eigenvalue", lambda net, x, y: 1.0)
+    monkeypatch.delenv("GENLAB_NB201_TABLE", raising=False)
 
 
 @pytest.mark.parametrize("space", sorted(CELLS))

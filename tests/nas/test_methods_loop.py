@@ -13,7 +13,6 @@ import torch.nn.functional as F
 
 import genlab.nas.methods.sdarts as sdarts
 import genlab.nas.search as search_mod
-from genlab.cli import main
 from genlab.nas import diagnostics as diag
 from genlab.nas.architect import bilevel_step
 from genlab.nas.methods import (
@@ -281,24 +280,3 @@ def test_darts_es_search_returns_the_architecture_of_the_epoch_it_names(tmp_path
     assert summary["stopped_epoch"] == 10 and len(metrics) == 11 and len(calls) == 11
     assert summary["genotype"] == metrics[4]["genotype"]
     assert summary["method"] == "rdarts-es"
-
-
-# -- the CLI -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("space", ["nb201", "darts", "s3"])
-@pytest.mark.parametrize("method", METHODS)
-def test_search_cli_runs_the_method(method, space, tmp_path, monkeypatch):
-    monkeypatch.setattr(search_mod, "_plots", lambda run, history, space: None)
-    monkeypatch.delenv("GENLAB_NB201_TABLE", raising=False)
-    # DARTS-ES computes the eigenvalue every epoch whatever --hessian-points says; the real
-    # one is tested in test_diagnostics, its use by the rule above
-    monkeypatch.setattr(diag, "hessian_eigenvalue", lambda net, x, y: 1.0)
-    out = tmp_path / space
-    cells = "1" if space == "nb201" else "2"
-    try:
-        main(["nas", "search", "--space", space, "--method", method, "--steps", "4",
-              "--channels", "4", "--size", "8", "--cells", cells, "--batch-size", "8",
-              "--hessian-points", "0", "--out", str(out)])
-    except SystemExit as exc:
-        assert exc.code in (None, 0)
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["method"] == method and summary["space"] == space
