@@ -247,6 +247,8 @@ def bench(
     seeds: str = options.seeds_option("0-2", "One search (and retraining) per seed and "
                                                "row."),
     steps: int = typer.Option(None, help=f"Search steps ({PROXY})."),
+    channels: int = typer.Option(None, "--channels", "-C", help=f"Supernet width ({PROXY})."),
+    cells: int = typer.Option(None, "--cells", "-N", help=f"Supernet depth ({PROXY})."),
     order: int = typer.Option(1, help="1 or 2 (second-order search)."),
     augment: bool = typer.Option(True, help="Augment the searches' train and val batches "
                                             "(the digits proxy; off: DARTS' own setting)."),
@@ -272,7 +274,8 @@ def bench(
                       methods=None if methods is None else options.parse_list(methods, str,
                                                                               "--methods"),
                       seeds=options.parse_seeds(seeds),
-                      search=SearchConfig(space=space, steps=steps, order=order, device=device,
+                      search=SearchConfig(space=space, steps=steps, channels=channels,
+                                          cells=cells, order=order, device=device,
                                           threads=threads, nb201_table=_s(nb201_table),
                                           select=select, augment=augment),
                       retrain_epochs=retrain_epochs, random_archs=random_archs)
