@@ -246,3 +246,28 @@ def test_cli_search_with_pt_in_nb201_darts_s3(tmp_path, quick_pt, monkeypatch, s
     if space == "nb201":
         text = s["genotype"]
         assert all(f"{r['op']}~{r['edge'].split('<-')[1]}" in text for r in records)
+
+
+def test_mobilenet_blocks_are_the_rows_of_the_op_pass():
+    """Ours: every block (both alpha tensors, of different lengths) gets one op decision."""
+    space = get_space("mobilenet")
+    specs = space.alpha_specs()
+    gen = torch.Generator().manual_seed(1)
+    values = {n: torch.rand(s.shape, generator=gen) for n, s in specs.items()}
+    alpha = {n: 2.0 * torch.randn(s.shape, generator=gen) for n, s in specs.items()}
+    net = AnalyticNet(space, values, alpha)
+    records = []
+    proj = pt_mod.run_projection(space, net, score_of(net, batches(values)),
+                                 np.random.RandomState(0), log=records.append)
+    genotype = pt_mod.projected_genotype(space, proj)
+    assert space.parse(space.format(genotype)) == genotype
+    assert len(records) == sum(s.shape[0] for s in specs.values())
+    assert {r["pass"] for r in records} == {"op"}
+    for name, s in specs.items():
+        w = torch.softmax(alpha[name], dim=-1)
+        assert [proj.fixed[name][r] for r in range(s.shape[0])] == \
+            (w * values[name]).argmax(dim=1).tolist(), name
+    onehot = {n: torch.nn.functional.one_hot(torch.tensor([proj.fixed[n][r] for r in
+                                                           range(s.shape[0])]),
+                                             s.shape[1]) * 9.0 for n, s in specs.items()}
+    assert genotype == space.derive(onehot)
