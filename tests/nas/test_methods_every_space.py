@@ -9,6 +9,7 @@ from nas_reference import run_cli
 from genlab.nas import diagnostics as diag
 from genlab.nas import search as search_mod
 from genlab.nas.methods import method_names, part_names
+from genlab.nas.methods import pt as pt_mod
 
 TINY = ["--steps", "3", "--channels", "4", "--size", "8", "--hessian-points", "0",
         "--batch-size", "16"]
@@ -37,12 +38,16 @@ def test_method_searches_in_space(tmp_path, capsys, method, space):
 
 
 @pytest.mark.parametrize("method", method_names())
-def test_pt_selection_composes_with_every_method(tmp_path, capsys, method):
-    if "pt" not in part_names()["select"]:
-        pytest.skip("no pt selection registered")
+def test_pt_selection_composes_with_every_method(tmp_path, capsys, monkeypatch, method):
+    assert "pt" in part_names()["select"]
+    # one val batch, no fine-tuning: the rule's own figures are tested in test_methods_pt
+    monkeypatch.setattr(pt_mod.PTSelection, "val_batches", 1)
+    monkeypatch.setattr(pt_mod.PTSelection, "tune_epochs", 0)
     out = tmp_path / "r"
     code, _, stderr = run_cli(["nas", "search", "--space", "nb201", "--method", method,
                                "--select", "pt", "--out", out, *TINY, *CELLS["nb201"]], capsys)
     assert code == 0, stderr
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["method"], summary["select"]) == (method, "pt")
+    decisions = [json.loads(line) for line in (out / "selection.jsonl").read_text().splitlines()]
+    assert len(decisions) == 6  # one per NB201 edge

@@ -222,7 +222,7 @@ def _search(tmp_path, space, batch, *extra):
     except SystemExit as exc:
         assert not exc.code
     summary = json.loads((out / "summary.json").read_text())
-    metrics = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    metrics = [json.loads(ln) for ln in (out / "selection.jsonl").read_text().splitlines()]
     return summary, [m for m in metrics if m.get("select") == "pt"]
 
 

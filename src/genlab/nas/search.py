@@ -353,7 +353,8 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     history = run.metrics()
     ctx = SelectionContext(space, net, cfg, train, val, device, w_opt,
                            lambda step: _train_batch(cfg, train, step, device),
-                           lambda step: _val_batch(cfg, val, step, device), log=run.log)
+                           lambda step: _val_batch(cfg, val, step, device),
+                           log=lambda record: _append_jsonl(run.file(SELECTION), record))
     genotype = _selected(method, ctx)
     summary = _summary(cfg, space, net, history, table, time.perf_counter() - t0,
                        config["reg_resolved"], genotype, method)
@@ -363,6 +364,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
 
 
 FORCES = "forces.jsonl"  # step-level force records (``force_every``)
+SELECTION = "selection.jsonl"  # the selection rule's decisions (DARTS-PT), one per line
 
 
 def _selected(method: SearchMethod, ctx: SelectionContext):
