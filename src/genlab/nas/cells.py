@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 OpReporter = Callable[[int, int, "torch.Tensor | None"], None]  # (row, col, unscaled output)
@@ -61,44 +62,138 @@ class CellTopology:
         return torch.cat(list(nodes), dim=1) if self.concat else nodes[-1]
 
 
-class MixedOp(nn.Module):
-    """One edge: sum_k w_k op_k(x) over every candidate op, each its own module."""
+SAMPLED_MODES = ("scalars", "drawn")
 
-    def __init__(self, names: Sequence[str], ops: Sequence[nn.Module]):
+
+@dataclass
+class EdgeKnobs:
+    """Values that move over a search, shared by every edge of a supernet (``set_knobs``)."""
+
+    aux_scale: float = 1.0  # DARTS-' beta
+    drop_prob: float = 0.0  # R-DARTS' drop-path probability
+
+    def set(self, aux_scale: float | None = None, drop_prob: float | None = None) -> None:
+        if aux_scale is not None:
+            self.aux_scale = float(aux_scale)
+        if drop_prob is not None:
+            self.drop_prob = float(drop_prob)
+
+
+@dataclass(frozen=True)
+class EdgeOptions:
+    """The structural options of one mixed op (module docstring)."""
+
+    partial_channels: int = 1
+    aux_skip: bool = False
+    sampled: str | None = None  # None, "scalars" or "drawn"
+    drop_path: bool = False
+
+
+def channel_shuffle(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """(N, G*C', H, W) -> channels reordered as (C', G) transposed (ShuffleNet, PC-DARTS)."""
+    n, c, h, w = x.shape
+    return x.view(n, groups, c // groups, h, w).transpose(1, 2).reshape(n, c, h, w)
+
+
+def drop_path(x: torch.Tensor, prob: float) -> torch.Tensor:
+    """Zero each sample with probability ``prob``, scale the rest by 1 / (1 - prob)."""
+    if prob <= 0.0:
+        return x
+    keep = 1.0 - prob
+    mask = torch.empty(x.shape[0], 1, 1, 1, dtype=x.dtype, device=x.device).bernoulli_(keep)
+    return x / keep * mask
+
+
+def partial_merge(y: torch.Tensor, x: torch.Tensor, k: int) -> torch.Tensor:
+    """PC-DARTS: the ops' output ``y`` on x's first C/k channels, the rest of ``x`` appended
+    (max-pooled 2x2 when ``y`` is smaller), channel-shuffled with k groups."""
+    rest = x[:, x.shape[1] // k:]
+    if y.shape[2] != x.shape[2]:
+        rest = F.max_pool2d(rest, 2, 2)
+    return channel_shuffle(torch.cat([y, rest], dim=1), k)
+
+
+def others_sum(weights: torch.Tensor, index: int) -> torch.Tensor:
+    """sum_{k != index} weights[k] (GDAS: the ops that did not run enter as scalars)."""
+    mask = torch.ones_like(weights)
+    mask[index] = 0.0
+    return (weights * mask).sum()
+
+
+class MixedOp(nn.Module):
+    """One edge: sum_k w_k op_k(x) over every candidate op, each its own module (with the
+    options of ``EdgeOptions``; ``aux`` the auxiliary op, ``knobs`` the shared knobs)."""
+
+    def __init__(self, names: Sequence[str], ops: Sequence[nn.Module],
+                 options: EdgeOptions | None = None, aux: nn.Module | None = None,
+                 knobs: EdgeKnobs | None = None):
         super().__init__()
         self.names = tuple(names)
         self.ops = nn.ModuleList(ops)
+        self.options = options or EdgeOptions()
+        if self.options.aux_skip:
+            self.aux = aux
+        self.knobs = knobs or EdgeKnobs()
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor,
                 report: Callable[[int, torch.Tensor | None], None] | None = None) -> torch.Tensor:
-        outs = [op(x) for op in self.ops]
-        if report is not None:
-            for k, (name, out) in enumerate(zip(self.names, outs, strict=True)):
-                report(k, None if name == "none" else out.detach())
-        return sum(w * out for w, out in zip(weights, outs, strict=True))
+        opt = self.options
+        k = opt.partial_channels
+        xs = x[:, :x.shape[1] // k] if k > 1 else x
+        if opt.sampled and self.training:
+            i = int(weights.argmax())
+            out = self.ops[i](xs)
+            if report is not None:
+                report(i, None if self.names[i] == "none" else out.detach())
+            y = weights[i] * out
+            if opt.sampled == "scalars":
+                y = y + others_sum(weights, i)
+        else:
+            outs = [op(xs) for op in self.ops]
+            if report is not None:
+                for j, (name, out) in enumerate(zip(self.names, outs, strict=True)):
+                    report(j, None if name == "none" else out.detach())
+            y = sum(w * out for w, out in zip(weights, outs, strict=True))
+        if k > 1:
+            y = partial_merge(y, x, k)
+        if opt.aux_skip:
+            y = y + self.aux(x) * self.knobs.aux_scale
+        if opt.drop_path and self.training:
+            y = drop_path(y, self.knobs.drop_prob)
+        return y
 
 
 class PerEdgeCell(nn.Module):
     """Generic per-edge search cell over ``topology``; ``edge_ops[r]`` are row r's op names.
 
-    ``op_builder(name, stride)`` builds one candidate op; ``stride_of(source)`` gives the stride
-    of edges leaving a state (2 on the input edges of a reduction cell).
+    ``op_builder(name, stride)`` builds one candidate op (at C/K channels under partial
+    channels); ``stride_of(source)`` gives the stride of edges leaving a state (2 on the input
+    edges of a reduction cell); ``aux_builder(stride)`` the auxiliary op of each edge under
+    ``options.aux_skip``; ``knobs`` the supernet's shared knobs.
     """
 
     def __init__(self, topology: CellTopology, edge_ops: Sequence[Sequence[str]],
                  op_builder: Callable[[str, int], nn.Module],
-                 stride_of: Callable[[int], int] = lambda source: 1):
+                 stride_of: Callable[[int], int] = lambda source: 1,
+                 options: EdgeOptions | None = None,
+                 aux_builder: Callable[[int], nn.Module] | None = None,
+                 knobs: EdgeKnobs | None = None):
         super().__init__()
         self.topology = topology
         self.edge_ops = tuple(tuple(ops) for ops in edge_ops)
+        options = options or EdgeOptions()
         self.edges = nn.ModuleDict({
-            edge_name(t, s): MixedOp(ops, [op_builder(o, stride_of(s)) for o in ops])
+            edge_name(t, s): MixedOp(
+                ops, [op_builder(o, stride_of(s)) for o in ops], options,
+                aux_builder(stride_of(s)) if options.aux_skip else None, knobs)
             for (t, s), ops in zip(topology.edges, self.edge_ops, strict=True)
         })
 
     def forward(self, states: Sequence[torch.Tensor], weights: torch.Tensor,
-                report: OpReporter | None = None) -> list[torch.Tensor]:
-        """The intermediate nodes, given the (preprocessed) input states and (E, K) weights."""
+                report: OpReporter | None = None,
+                edge_weights: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """The intermediate nodes, given the (preprocessed) input states and (E, K) weights;
+        ``edge_weights`` (E,): factors of the edge outputs (PC-DARTS' normalised betas)."""
         topo = self.topology
         states = list(states)
         for t in range(topo.num_inputs, topo.num_inputs + topo.num_nodes):
@@ -106,6 +201,14 @@ class PerEdgeCell(nn.Module):
             for r in topo.incoming(t):
                 s = topo.edges[r][1]
                 rep = None if report is None else (lambda k, out, r=r: report(r, k, out))
-                terms.append(self.edges[edge_name(t, s)](states[s], weights[r], rep))
+                out = self.edges[edge_name(t, s)](states[s], weights[r], rep)
+                terms.append(out if edge_weights is None else edge_weights[r] * out)
             states.append(sum(terms))
         return states[topo.num_inputs:]
+
+
+def node_softmax(betas: torch.Tensor, topology: CellTopology) -> torch.Tensor:
+    """PC-DARTS' edge normalisation: softmax of the betas over each node's incoming edges."""
+    parts = [torch.softmax(betas[topology.incoming(t)], dim=-1)
+             for t in range(topology.num_inputs, topology.num_inputs + topology.num_nodes)]
+    return torch.cat(parts)

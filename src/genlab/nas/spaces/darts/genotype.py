@@ -211,9 +211,16 @@ def derive_cell(weights: torch.Tensor, edge_ops: Sequence[Sequence[str]]) -> tup
 
 
 def derive_darts_genotype(alphas: dict[str, torch.Tensor],
-                          edge_ops: dict[str, Sequence[Sequence[str]]]) -> DartsGenotype:
-    """Genotype from the named alphas ("normal", "reduce") by softmax then ``derive_cell``."""
+                          edge_ops: dict[str, Sequence[Sequence[str]]],
+                          edge_scales: dict[str, torch.Tensor] | None = None) -> DartsGenotype:
+    """Genotype from the named alphas ("normal", "reduce") by softmax then ``derive_cell``;
+    ``edge_scales`` (per cell type, (14,)) multiply each edge's row first (PC-DARTS: the
+    edge strength is softmax(alpha) x the node-normalised beta)."""
     concat = tuple(range(2, STEPS + 2))
-    cells = {c: derive_cell(torch.softmax(alphas[c].detach(), dim=-1), edge_ops[c])
-             for c in CELL_TYPES}
+    cells = {}
+    for c in CELL_TYPES:
+        w = torch.softmax(alphas[c].detach(), dim=-1)
+        if edge_scales is not None:
+            w = w * torch.as_tensor(edge_scales[c]).detach().to(w.dtype).reshape(-1, 1)
+        cells[c] = derive_cell(w, edge_ops[c])
     return DartsGenotype(cells["normal"], concat, cells["reduce"], concat)

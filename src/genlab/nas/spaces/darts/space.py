@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
+from genlab.core.errors import SpecError
 from genlab.nas.ops import PARAM_FREE_OPS
 from genlab.nas.spaces.base import (
     AlphaSpec,
@@ -51,6 +52,11 @@ ROBUST_PROXY = ProxyDefaults(size=8, channels=8, cells=5, steps=600)
 DARTS_RETRAIN = RetrainRecipe(channels=16, cells=8, epochs=30, lr=0.025, momentum=0.9,
                               nesterov=False, weight_decay=3e-4, grad_clip=5.0,
                               auxiliary_weight=0.4, drop_path=0.2, cutout=True)
+# what build_supernet passes on to the supernet (the methods' options among them); any other
+# keyword is refused with one line
+SUPERNET_KWARGS = frozenset({"stem_multiplier", "init_scale", "channels_last",
+                             "partial_channels", "edge_norm", "aux_skip", "sampled",
+                             "drop_path"})
 
 
 class DartsFamilySpace(SearchSpace):
@@ -75,13 +81,21 @@ class DartsFamilySpace(SearchSpace):
     def build_supernet(self, num_classes: int = 10, in_channels: int = 3,
                        channels: int | None = None, cells: int | None = None,
                        per_edge: bool = False, **kwargs) -> nn.Module:
+        self.unsupported(**{k: v for k, v in kwargs.items() if k not in SUPERNET_KWARGS})
         return DartsSuperNet(self.edge_ops, C=channels or self.upstream["channels"],
                              layers=cells or self.upstream["cells"], num_classes=num_classes,
                              in_channels=in_channels, per_edge=per_edge, **kwargs)
 
-    def derive(self, alphas: Mapping[str, torch.Tensor]) -> DartsGenotype:
+    def derive(self, alphas: Mapping[str, torch.Tensor],
+               edge_scales: Mapping[str, torch.Tensor] | None = None) -> DartsGenotype:
+        """Top-2 edges per node, best op on each; ``edge_scales``: PC-DARTS' betas."""
         self.check_alphas(alphas)
-        return derive_darts_genotype(dict(alphas), self.edge_ops)
+        if edge_scales is not None:
+            for name in alphas:
+                if tuple(torch.as_tensor(edge_scales[name]).shape) != (edge_count(),):
+                    raise SpecError(f"edge scales {name!r} must have shape ({edge_count()},)")
+        return derive_darts_genotype(dict(alphas), self.edge_ops,
+                                     None if edge_scales is None else dict(edge_scales))
 
     def parse(self, text: str) -> DartsGenotype:
         return validate(parse_darts_genotype(text), self.edge_ops, self.name)

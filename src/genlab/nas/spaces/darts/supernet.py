@@ -11,6 +11,14 @@ nodes. Global average pool, linear classifier. Two alpha tensors, "normal" and "
 ``per_edge=False`` computes each cell with the fused cell of genlab.nas.spaces.darts.fused (same
 function, grouped by source state); ``per_edge=True`` with the textbook per-edge cell of
 genlab.nas.cells, exactly the upstream layout (the reference and the benchmark's baseline).
+
+The methods' supernet options (genlab.nas.cells, docs/nas_methods.md) use the per-edge cell:
+``partial_channels=K`` and ``edge_norm`` (PC-DARTS: betas "normal"/"reduce" (14,), 1e-3 N(0, 1),
+softmaxed over each node's inputs; ``edge_scales()`` returns them), ``aux_skip`` (DARTS-:
+identity, or FactorizedReduce(C, C, affine=False) of its own on the stride-2 edges),
+``sampled`` (GDAS: only the drawn op runs, as AutoDL's NASNet search cell: no scalars for
+the others) and ``drop_path`` (R-DARTS: on every edge's output); ``set_knobs`` moves beta and
+the drop-path probability.
 """
 
 from __future__ import annotations
@@ -22,7 +30,14 @@ import torch
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
-from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell
+from genlab.nas.cells import (
+    CellTopology,
+    EdgeKnobs,
+    EdgeOptions,
+    OpReporter,
+    PerEdgeCell,
+    node_softmax,
+)
 from genlab.nas.ops import POOLS, FactorizedReduce, ReLUConvBN, build_op
 from genlab.nas.probe import CellTrace, Probe
 from genlab.nas.spaces.base import AlphaSupernet
@@ -40,6 +55,11 @@ def search_op(name: str, channels: int, stride: int) -> nn.Module:
     return op
 
 
+def aux_op(channels: int, stride: int) -> nn.Module:
+    """DARTS-' auxiliary skip: identity, or a FactorizedReduce of its own at stride 2."""
+    return nn.Identity() if stride == 1 else FactorizedReduce(channels, channels, affine=False)
+
+
 def reduction_cells(layers: int) -> set[int]:
     """Indices of the reduction cells: layers // 3 and 2 * layers // 3."""
     return {layers // 3, 2 * layers // 3}
@@ -49,7 +69,8 @@ class DartsSearchCell(nn.Module):
     """Preprocessing of the two inputs, then the 14-edge mixed-op DAG (fused or per edge)."""
 
     def __init__(self, c_pp: int, c_p: int, channels: int, reduction: bool, reduction_prev: bool,
-                 edge_ops: Sequence[Sequence[str]], per_edge: bool):
+                 edge_ops: Sequence[Sequence[str]], per_edge: bool,
+                 options: EdgeOptions | None = None, knobs: EdgeKnobs | None = None):
         super().__init__()
         self.reduction = reduction
         self.alpha_name = "reduce" if reduction else "normal"
@@ -59,16 +80,23 @@ class DartsSearchCell(nn.Module):
             self.preprocess0 = ReLUConvBN(c_pp, channels, 1, 1, affine=False, bias=False)
         self.preprocess1 = ReLUConvBN(c_p, channels, 1, 1, affine=False, bias=False)
         if per_edge:
+            options = options or EdgeOptions()
+            width = channels // options.partial_channels
             self.core = PerEdgeCell(DARTS_TOPOLOGY, edge_ops,
-                                    lambda name, stride: search_op(name, channels, stride),
-                                    lambda source: 2 if reduction and source < 2 else 1)
+                                    lambda name, stride: search_op(name, width, stride),
+                                    lambda source: 2 if reduction and source < 2 else 1,
+                                    options, lambda stride: aux_op(channels, stride), knobs)
         else:
             self.core = FusedCell(DARTS_TOPOLOGY, edge_ops, channels, reduction)
 
     def forward(self, s0: torch.Tensor, s1: torch.Tensor, weights: torch.Tensor,
-                report: OpReporter | None = None) -> list[torch.Tensor]:
+                report: OpReporter | None = None,
+                edge_weights: torch.Tensor | None = None) -> list[torch.Tensor]:
         """The 4 intermediate nodes (the output is their concatenation)."""
-        return self.core([self.preprocess0(s0), self.preprocess1(s1)], weights, report)
+        states = [self.preprocess0(s0), self.preprocess1(s1)]
+        if edge_weights is None:
+            return self.core(states, weights, report)
+        return self.core(states, weights, report, edge_weights)
 
 
 class DartsSuperNet(AlphaSupernet):
@@ -77,14 +105,23 @@ class DartsSuperNet(AlphaSupernet):
     def __init__(self, edge_ops: dict[str, Sequence[Sequence[str]]], C: int = 16,
                  layers: int = 8, num_classes: int = 10, in_channels: int = 3,
                  per_edge: bool = False, stem_multiplier: int = 3, init_scale: float = 1e-3,
-                 channels_last: bool = True):
+                 channels_last: bool = True, partial_channels: int = 1, edge_norm: bool = False,
+                 aux_skip: bool = False, sampled: bool = False, drop_path: bool = False):
         super().__init__()
         require_positive_ints(C=C, layers=layers, num_classes=num_classes,
-                              in_channels=in_channels)
+                              in_channels=in_channels, partial_channels=partial_channels)
         require_positive("init_scale", init_scale, allow_zero=True)
         if C % 2:
             raise ConfigError(f"channels must be even for the DARTS space (FactorizedReduce "
                               f"halves them), got {C}")
+        if C % partial_channels:
+            raise ConfigError(f"partial channels {partial_channels} must divide the channels "
+                              f"({C})")
+        self.options = EdgeOptions(partial_channels, bool(aux_skip),
+                                   "drawn" if sampled else None, bool(drop_path))
+        self.edge_norm = bool(edge_norm)
+        per_edge = per_edge or self.edge_norm or self.options != EdgeOptions()
+        self.knobs = EdgeKnobs()
         self.edge_ops = {c: tuple(tuple(ops) for ops in edge_ops[c]) for c in CELL_TYPES}
         self.C, self.layers, self.per_edge = C, layers, per_edge
         # channels_last speeds up the CPU convs; below 8 channels it gains nothing, and
@@ -102,7 +139,7 @@ class DartsSuperNet(AlphaSupernet):
                 c_curr *= 2
             ops = self.edge_ops["reduce" if reduction else "normal"]
             self.cells.append(DartsSearchCell(c_pp, c_p, c_curr, reduction, reduction_prev, ops,
-                                              per_edge))
+                                              per_edge, self.options, self.knobs))
             reduction_prev = reduction
             c_pp, c_p = c_p, STEPS * c_curr
         self.classifier = nn.Linear(c_p, num_classes)
@@ -111,6 +148,28 @@ class DartsSuperNet(AlphaSupernet):
             init_scale * torch.randn(rows, len(self.edge_ops["normal"][0])))
         self.alphas_reduce = nn.Parameter(
             init_scale * torch.randn(rows, len(self.edge_ops["reduce"][0])))
+        if self.edge_norm:
+            self.betas_normal = nn.Parameter(init_scale * torch.randn(rows))
+            self.betas_reduce = nn.Parameter(init_scale * torch.randn(rows))
+
+    def set_knobs(self, aux_scale: float | None = None, drop_prob: float | None = None) -> None:
+        """DARTS-' beta and R-DARTS' drop-path probability of this step."""
+        self.knobs.set(aux_scale, drop_prob)
+
+    def betas(self) -> dict[str, nn.Parameter]:
+        """PC-DARTS' edge betas per cell type (empty without edge normalisation)."""
+        if not self.edge_norm:
+            return {}
+        return {"normal": self.betas_normal, "reduce": self.betas_reduce}
+
+    def extra_arch_parameters(self) -> list[nn.Parameter]:
+        return list(self.betas().values())
+
+    def edge_scales(self) -> dict[str, torch.Tensor] | None:
+        """The node-normalised betas per cell type (PC-DARTS), None without them."""
+        if not self.edge_norm:
+            return None
+        return {name: node_softmax(b, DARTS_TOPOLOGY) for name, b in self.betas().items()}
 
     def alphas(self) -> dict[str, nn.Parameter]:
         """{"normal": (14, K) logits, "reduce": (14, K) logits}."""
@@ -119,6 +178,7 @@ class DartsSuperNet(AlphaSupernet):
     def forward(self, x: torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
         """Logits; ``probe`` (genlab.nas.probe) receives every cell's nodes."""
         weights = self.mixing_weights()
+        scales = self.edge_scales() or {}
         s0 = s1 = self.stem(x)
         if self.channels_last:
             s0 = s1 = s1.contiguous(memory_format=torch.channels_last)
@@ -127,7 +187,7 @@ class DartsSuperNet(AlphaSupernet):
             report = None
             if probe is not None and probe.wants_ops:
                 report = functools.partial(probe.op, name, index)
-            nodes = cell(s0, s1, weights[name], report)
+            nodes = cell(s0, s1, weights[name], report, scales.get(name))
             out = torch.cat(nodes, dim=1)
             if probe is not None:
                 probe.node(CellTrace(name, index, (s0, s1), tuple(nodes), out))

@@ -17,6 +17,18 @@ skippable blocks (so `zero` contributes the identity) and candidate BNs without 
 parameters; alphas "skippable" (15, 7; columns the 6 MBConvs then zero) and "transition"
 (6, 6). Block structure is fixed by position, also at widths where a transition block happens
 to keep its shape. Derivation: argmax per block. Genotype: the 21 choices in block order.
+
+The methods' supernet options, our extension of them to this space (docs/nas_methods.md):
+``partial_channels=K`` (PC-DARTS): a skippable block's mixture (shortcut included) runs on
+its first C/K channels (MBConvs built at C/K), the rest bypassed, concatenated and
+channel-shuffled with K groups; transition blocks change width and stay whole.
+``aux_skip`` (DARTS-): a skippable block adds beta x x (its input) on top of its own shortcut,
+so at beta = 0 the plain supernet; transition blocks have no identity and add nothing.
+``sampled`` (GDAS): in training only the drawn block runs, the other choices' weights added
+as scalars (NB201's ``forward_gdas``); ``drop_path`` (R-DARTS): drop-path on a skippable
+block's mixed residual branch (never on the shortcut, nor on transition blocks, whose output
+is the only path). Edge normalisation is the identity here: a block has one input, and a
+softmax over one beta is 1 (so ``edge_norm`` is accepted and adds no parameter).
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ import torch
 from torch import nn
 
 from genlab.core.errors import ConfigError, SpecError, require_positive_ints
+from genlab.nas.cells import EdgeKnobs, channel_shuffle, drop_path, others_sum
 from genlab.nas.probe import CellTrace, Probe
 from genlab.nas.spaces.base import AlphaSupernet
 
@@ -143,11 +156,23 @@ class MobileNetSuperNet(_Skeleton, AlphaSupernet):
     """The DARTS-style supernet of the space (module docstring)."""
 
     def __init__(self, channels: int = 32, num_classes: int = 10, in_channels: int = 3,
-                 stem: str = "imagenet", init_scale: float = 1e-3):
+                 stem: str = "imagenet", init_scale: float = 1e-3, partial_channels: int = 1,
+                 aux_skip: bool = False, sampled: bool = False, drop_path: bool = False):
         super().__init__()
+        require_positive_ints(partial_channels=partial_channels)
         self.blocks_spec = self._build_skeleton(channels, num_classes, in_channels, stem)
+        k = partial_channels
+        bad = [b.c_in for b in self.blocks_spec if b.skippable and b.c_in % k]
+        if bad:
+            raise ConfigError(f"partial channels {k} must divide the widths of the skippable "
+                              f"blocks (got {bad[0]})")
+        self.partial_channels, self.aux_skip = k, bool(aux_skip)
+        self.sampled, self.drop_path = bool(sampled), bool(drop_path)
+        self.knobs = EdgeKnobs()
         self.blocks = nn.ModuleList(
-            nn.ModuleList(build_mb_op(op, b.c_in, b.c_out, b.stride, affine=False)
+            nn.ModuleList(build_mb_op(op, b.c_in // (k if b.skippable else 1),
+                                      b.c_out // (k if b.skippable else 1), b.stride,
+                                      affine=False)
                           for op in MB_OPS) for b in self.blocks_spec)
         skippable = [b for b in self.blocks_spec if b.skippable]
         self.alphas_skippable = nn.Parameter(
@@ -157,6 +182,35 @@ class MobileNetSuperNet(_Skeleton, AlphaSupernet):
 
     def alphas(self) -> dict[str, nn.Parameter]:
         return {"skippable": self.alphas_skippable, "transition": self.alphas_transition}
+
+    def set_knobs(self, aux_scale: float | None = None, drop_prob: float | None = None) -> None:
+        """DARTS-' beta and R-DARTS' drop-path probability of this step."""
+        self.knobs.set(aux_scale, drop_prob)
+
+    def _block(self, h: torch.Tensor, ops, w: torch.Tensor, skippable: bool, report):
+        """One searchable block with the supernet's options (module docstring)."""
+        if not skippable:
+            return self._mix(h, ops, w, False, report)
+        k = self.partial_channels
+        part = h[:, :h.shape[1] // k] if k > 1 else h
+        out = self._mix(part, ops, w, True, report)
+        if k > 1:
+            out = channel_shuffle(torch.cat([out, h[:, h.shape[1] // k:]], dim=1), k)
+        if self.aux_skip:
+            out = out + h * self.knobs.aux_scale
+        return out
+
+    def _mix(self, x: torch.Tensor, ops, w: torch.Tensor, skippable: bool, report):
+        if self.sampled and self.training:  # GDAS: only the drawn choice runs
+            i = int(w.argmax())
+            out = x if i == len(ops) else ops[i](x) + (x if skippable else 0)
+            if report is not None:
+                report(i, out.detach())
+            return w[i] * out + others_sum(w, i)
+        if not (skippable and self.drop_path and self.training):
+            return mixed_block(x, ops, w, skippable, report)
+        branch = mixed_block(x, ops, w, False, report)  # sum_{k < 6} w_k op_k(x)
+        return x + drop_path(branch, self.knobs.drop_prob)
 
     def forward(self, x: torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
         weights = self.mixing_weights()
@@ -170,7 +224,7 @@ class MobileNetSuperNet(_Skeleton, AlphaSupernet):
             report = None
             if probe is not None and probe.wants_ops:
                 report = functools.partial(probe.op, name, block.index, row)
-            out = mixed_block(h, ops, w, block.skippable, report)
+            out = self._block(h, ops, w, block.skippable, report)
             if probe is not None:
                 probe.node(CellTrace(name, block.index, (h,), (out,), out))
             h = out

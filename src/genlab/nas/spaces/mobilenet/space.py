@@ -57,9 +57,14 @@ class MobileNetSpace(SearchSpace):
 
     def build_supernet(self, num_classes: int = 10, in_channels: int = 3,
                        channels: int | None = None, cells: int | None = None,
-                       per_edge: bool = False, stem: str = "imagenet", **kwargs) -> nn.Module:
-        """The supernet (one implementation: each block's choices are separate modules)."""
+                       per_edge: bool = False, stem: str = "imagenet", edge_norm: bool = False,
+                       **kwargs) -> nn.Module:
+        """The supernet (one implementation: each block's choices are separate modules);
+        the methods' options as in spaces.mobilenet.network. ``edge_norm`` is accepted and
+        changes nothing: a block has one input, whose normalised beta is 1."""
         self.unsupported(cells=cells)
+        known = {"init_scale", "partial_channels", "aux_skip", "sampled", "drop_path"}
+        self.unsupported(**{k: v for k, v in kwargs.items() if k not in known})
         return MobileNetSuperNet(channels or self.upstream["channels"], num_classes, in_channels,
                                  stem=stem, **kwargs)
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
+from genlab.core.errors import SpecError
 from genlab.nas.spaces.base import (
     AlphaSpec,
     ProxyDefaults,
@@ -26,6 +27,12 @@ from genlab.nas.spaces.nb201.genotype import NB201_EDGES, NB201_OPS, Genotype, d
 from genlab.nas.spaces.nb201.network import NB201Network
 from genlab.nas.spaces.nb201.supernet import NB201SuperNet
 from genlab.nas.spaces.nb201.table import ENV_VAR, NB201Table
+
+# what build_supernet passes on to the supernet (the methods' options among them); any other
+# keyword is refused with one line
+SUPERNET_KWARGS = frozenset({"ops", "init_scale", "track_running_stats", "channels_last",
+                             "partial_channels", "edge_norm", "aux_skip", "sampled",
+                             "drop_path"})
 
 
 class NB201Space(SearchSpace):
@@ -52,13 +59,19 @@ class NB201Space(SearchSpace):
     def build_supernet(self, num_classes: int = 10, in_channels: int = 3,
                        channels: int | None = None, cells: int | None = None,
                        per_edge: bool = False, **kwargs) -> nn.Module:
+        self.unsupported(**{k: v for k, v in kwargs.items() if k not in SUPERNET_KWARGS})
         return NB201SuperNet(C=channels or self.upstream["channels"],
                              N=cells or self.upstream["cells"], num_classes=num_classes,
                              in_channels=in_channels, ops=kwargs.pop("ops", self.ops),
                              per_edge=per_edge, **kwargs)
 
-    def derive(self, alphas: Mapping[str, torch.Tensor]) -> Genotype:
+    def derive(self, alphas: Mapping[str, torch.Tensor],
+               edge_scales: Mapping[str, torch.Tensor] | None = None) -> Genotype:
+        """Argmax per edge; ``edge_scales`` (positive per-edge factors, PC-DARTS' betas) scale
+        a whole row, so they cannot change its argmax and are only checked."""
         self.check_alphas(alphas)
+        if edge_scales is not None and tuple(edge_scales["cell"].shape) != (len(self.edges),):
+            raise SpecError(f"edge scales 'cell' must have shape ({len(self.edges)},)")
         return derive_genotype(alphas["cell"], self.ops)
 
     def parse(self, text: str) -> Genotype:

@@ -13,6 +13,12 @@ benchmarks/nas_step.py):
 - `none` contributes zero and is skipped; the softmax is computed once per forward.
 The conv biases of the reference (present there because its BN is not affine) are omitted: a
 per-channel constant before a batch-statistics BN cancels exactly.
+
+The methods' supernet options (genlab.nas.cells) use the per-edge cell: ``partial_channels``
+(DrNAS' 201-space partial-channel cell: no bypass pooling, NB201 cells keep the resolution),
+``edge_norm`` (ours: betas (6,) softmaxed over each node's inputs), ``aux_skip`` (identity on
+every edge), ``sampled`` (GDAS: AutoDL's ``forward_gdas``, the other ops' weights added as
+scalars), ``drop_path`` (on every edge's output).
 """
 
 from __future__ import annotations
@@ -26,9 +32,25 @@ from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
 from genlab.core.parallel.data_parallel import batch_norm
-from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell, edge_name
+from genlab.nas.cells import (
+    CellTopology,
+    EdgeKnobs,
+    EdgeOptions,
+    OpReporter,
+    PerEdgeCell,
+    edge_name,
+    node_softmax,
+)
 from genlab.nas.nodesum import NodeSum
-from genlab.nas.ops import CONV_KERNELS, Head, ResidualBlock, Stem, make_op, stage_channels
+from genlab.nas.ops import (
+    CONV_KERNELS,
+    Head,
+    ReLUConvBN,
+    ResidualBlock,
+    Stem,
+    make_op,
+    stage_channels,
+)
 from genlab.nas.probe import CellTrace, Probe
 from genlab.nas.spaces.base import AlphaSupernet
 from genlab.nas.spaces.nb201.genotype import (
@@ -196,9 +218,19 @@ class NB201SuperNet(AlphaSupernet):
     def __init__(self, C: int = 16, N: int = 5, num_classes: int = 10, in_channels: int = 3,
                  ops: Sequence[str] = NB201_OPS, init_scale: float = 1e-3,
                  track_running_stats: bool = True, channels_last: bool = True,
-                 per_edge: bool = False):
+                 per_edge: bool = False, partial_channels: int = 1, edge_norm: bool = False,
+                 aux_skip: bool = False, sampled: bool = False, drop_path: bool = False):
         super().__init__()
-        require_positive_ints(C=C, N=N, num_classes=num_classes, in_channels=in_channels)
+        require_positive_ints(C=C, N=N, num_classes=num_classes, in_channels=in_channels,
+                              partial_channels=partial_channels)
+        if C % partial_channels:
+            raise ConfigError(f"partial channels {partial_channels} must divide the channels "
+                              f"({C})")
+        self.options = EdgeOptions(partial_channels, bool(aux_skip),
+                                   "scalars" if sampled else None, bool(drop_path))
+        self.edge_norm = bool(edge_norm)
+        self.knobs = EdgeKnobs()
+        per_edge = per_edge or self.edge_norm or self.options != EdgeOptions()
         require_positive("init_scale", init_scale, allow_zero=True)
         ops = tuple(ops)
         unknown = [o for o in ops if o not in NB201_OPS]
@@ -215,12 +247,26 @@ class NB201SuperNet(AlphaSupernet):
             if is_res:
                 self.cells.append(ResidualBlock(c_prev, c, 2))
             elif per_edge:
-                self.cells.append(per_edge_cell(c, ops, track_running_stats))
+                self.cells.append(per_edge_cell(c, ops, track_running_stats, self.options,
+                                                self.knobs))
             else:
                 self.cells.append(SearchCell(c, ops, track_running_stats))
             c_prev = c
         self.head = Head(c_prev, num_classes)
         self.arch_params = nn.Parameter(init_scale * torch.randn(len(NB201_EDGES), len(ops)))
+        if self.edge_norm:
+            self.betas = nn.Parameter(init_scale * torch.randn(len(NB201_EDGES)))
+
+    def set_knobs(self, aux_scale: float | None = None, drop_prob: float | None = None) -> None:
+        """DARTS-' beta and R-DARTS' drop-path probability of this step."""
+        self.knobs.set(aux_scale, drop_prob)
+
+    def extra_arch_parameters(self) -> list[nn.Parameter]:
+        return [self.betas] if self.edge_norm else []
+
+    def edge_scales(self) -> dict[str, torch.Tensor] | None:
+        """{"cell": the node-normalised betas (6,)} under edge normalisation, else None."""
+        return {"cell": node_softmax(self.betas, NB201_TOPOLOGY)} if self.edge_norm else None
 
     def alphas(self) -> dict[str, nn.Parameter]:
         """{"cell": the (6, K) logits alpha}: rows NB201_EDGES, columns ``ops``."""
@@ -237,6 +283,7 @@ class NB201SuperNet(AlphaSupernet):
     def forward(self, x: torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
         """Logits; ``probe`` (genlab.nas.probe) receives every search cell's nodes."""
         weights = self.mixing_weights()["cell"]
+        scales = self.edge_scales()
         h = self.stem(x)
         if self.channels_last:  # after the stem: a 1-channel input is already "channels last"
             h = h.contiguous(memory_format=torch.channels_last)
@@ -250,7 +297,7 @@ class NB201SuperNet(AlphaSupernet):
             if probe is not None and probe.wants_ops:
                 report = functools.partial(probe.op, "cell", index)
             if self.per_edge:
-                nodes = cell([h], weights, report)
+                nodes = cell([h], weights, report, None if scales is None else scales["cell"])
             else:
                 if cell.channels not in prepared:
                     prepared[cell.channels] = cell.prepare(weights)
@@ -292,12 +339,24 @@ class NB201SuperNet(AlphaSupernet):
                         self.edge_weight(k, edge, name).copy_(ref.edge_weight(k, edge, name))
 
 
-def per_edge_cell(channels: int, ops: Sequence[str], track_running_stats: bool = True
+def per_edge_cell(channels: int, ops: Sequence[str], track_running_stats: bool = True,
+                  options: EdgeOptions | None = None, knobs: EdgeKnobs | None = None
                   ) -> PerEdgeCell:
-    """The textbook NB201 search cell: one MixedOp per edge, ops without affine BN."""
-    return PerEdgeCell(NB201_TOPOLOGY, [ops] * len(NB201_EDGES),
-                       lambda name, stride: make_op(name, channels, affine=False,
-                                                    track_running_stats=track_running_stats))
+    """The textbook NB201 search cell: one MixedOp per edge, ops without affine BN; under
+    partial channels at C/K channels and, as DrNAS' partial-channel cell, convs without bias
+    (a bias before a batch-statistics BN cancels); the auxiliary skip is the identity."""
+    options = options or EdgeOptions()
+    k = options.partial_channels
+    width = channels // k
+
+    def build(name: str, stride: int) -> nn.Module:
+        if k > 1 and name in CONV_KERNELS:
+            return ReLUConvBN(width, width, CONV_KERNELS[name], 1, affine=False,
+                              track_running_stats=track_running_stats, bias=False)
+        return make_op(name, width, affine=False, track_running_stats=track_running_stats)
+
+    return PerEdgeCell(NB201_TOPOLOGY, [ops] * len(NB201_EDGES), build, options=options,
+                       aux_builder=lambda stride: nn.Identity(), knobs=knobs)
 
 
 __all__ = ["NB201SuperNet", "NodeSum", "SearchCell", "edge_index", "edge_name", "per_edge_cell"]
