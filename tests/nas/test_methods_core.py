@@ -184,3 +184,12 @@ def test_a_resumed_bench_may_gain_rows_and_reuses_the_finished_jobs(tmp_path):
     result = run_bench(more, tmp_path / "b", resume=True)
     assert {r["run"] for r in result["records"]} == {"darts-s0", "beta-s0"}
     assert summary.stat().st_mtime_ns == stamp  # darts-s0 was read back, not searched again
+
+
+def test_alpha_forces_skip_an_alpha_without_gradient():
+    from genlab.nas.diagnostics import alpha_forces
+
+    ce = [None, torch.tensor([3.0, 0.0])]
+    total = [None, torch.tensor([3.0, 4.0])]
+    forces = alpha_forces(ce, total)  # |ce| = 3, |total - ce| = 4
+    assert (forces["force_ce"], forces["force_reg"], forces["force_ratio"]) == (3.0, 4.0, 4 / 3)

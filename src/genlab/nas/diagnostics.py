@@ -45,7 +45,14 @@ def mean_entropy(alphas: Alphas | torch.Tensor) -> float:
 
 
 def alpha_forces(ce_grads, total_grads) -> dict:
-    """Norms of the CE part and of the rest of the alpha gradient, and their ratio."""
+    """Norms of the CE part and of the rest of the alpha gradient, and their ratio (an alpha
+    that got no gradient at all, e.g. the normal alpha of a supernet of reduction cells only,
+    adds nothing to either)."""
+    pairs = [(g, t) for g, t in zip(ce_grads, total_grads, strict=True)
+             if g is not None or t is not None]
+    if not pairs:
+        return {"force_ce": 0.0, "force_reg": 0.0, "force_ratio": None}
+    ce_grads, total_grads = zip(*pairs, strict=True)
     ce = [torch.zeros_like(t) if g is None else g for g, t in
           zip(ce_grads, total_grads, strict=True)]
     total = [torch.zeros_like(c) if t is None else t for c, t in
