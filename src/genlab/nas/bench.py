@@ -36,7 +36,7 @@ from genlab.core.sweep import RunSpec, run_one, run_sweep
 from genlab.core.trainer import resolve_device
 from genlab.nas.data import load_image_data
 from genlab.nas.inputs import check_run_kind
-from genlab.nas.reported import reported_rows
+from genlab.nas.methods.reported import reported_rows
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import (
     SearchConfig,

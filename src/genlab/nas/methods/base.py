@@ -23,8 +23,10 @@ its authors' preset over six parts, each from its own registry, so that the sear
 
 ``SearchConfig`` fields left None take the method's preset; every part is also settable on
 its own. The proxy rule (docs/nas_methods.md): schedules are fractions of the search's
-step budget (an upstream "epoch 15 of 50" is 30% of the steps), and learning rates keep the
-ratio to DARTS' that the authors used (``arch_lr_scale``).
+step budget (an upstream "epoch 15 of 50" is 30% of the steps), learning rates keep the
+ratio to DARTS' that the authors used (``arch_lr_scale``), and DARTS' own alpha weight decay
+(1e-3 upstream) is the proxy's 0 (docs/ber.md) for every method that inherits it; DrNAS keeps
+its 1e-3, which its authors present as the method's regulariser.
 """
 
 from __future__ import annotations

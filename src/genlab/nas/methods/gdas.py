@@ -70,5 +70,5 @@ GDAS = register_method(Method(
     "Gumbel hard sample per forward, only the drawn op runs, tau 10 -> 0.1 "
     "(Dong & Yang, CVPR-19)",
     relaxation="gumbel", relaxation_params={"tau_max": 10.0, "tau_min": 0.1},
-    supernet={"sampled": True}, w_weight_decay=5e-4, arch_weight_decay=1e-3, orders=(1,),
+    supernet={"sampled": True}, w_weight_decay=5e-4, arch_weight_decay=0.0, orders=(1,),
     ours="MobileNet: only the drawn block runs"))

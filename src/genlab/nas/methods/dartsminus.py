@@ -16,5 +16,5 @@ from genlab.nas.methods.base import Method, register_method
 DARTS_MINUS = register_method(Method(
     "darts-minus", "Meituan-AutoML/DARTS-: src/search/model_search.py, src/utils.py",
     "auxiliary skip beta x aux(x) on every edge, beta 1 -> 0 linearly (Chu et al., ICLR-21)",
-    supernet={"aux_skip": True}, w_weight_decay=3e-4, arch_weight_decay=1e-3, orders=(1,),
+    supernet={"aux_skip": True}, w_weight_decay=3e-4, arch_weight_decay=0.0, orders=(1,),
     ours="MobileNet: beta x input added on the skippable blocks"))
