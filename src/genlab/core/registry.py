@@ -13,7 +13,8 @@ names a function without core importing the package that defines it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+import pkgutil
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from genlab.core.errors import ConfigError
@@ -98,6 +99,22 @@ class Registry(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {list(self._entries)})"
+
+
+_IMPORTED: set[str] = set()
+
+
+def import_submodules(package: str, path: Iterable[str], skip: tuple[str, ...] = ("base",)
+                      ) -> None:
+    """Import, once, every module and sub-package of ``package`` (its ``__path__``) except
+    ``skip`` and private names: the way a family's registry is filled by the modules that
+    define its members, so a new member is a new module and nothing else changes."""
+    if package in _IMPORTED:
+        return
+    for mod in pkgutil.iter_modules(path):
+        if mod.name not in skip and not mod.name.startswith("_"):
+            importlib.import_module(f"{package}.{mod.name}")
+    _IMPORTED.add(package)
 
 
 def import_path(path: str | Callable, *, what: str = "attribute") -> Any:

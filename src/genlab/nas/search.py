@@ -381,22 +381,24 @@ def _selected(method: SearchMethod, ctx: SelectionContext):
         net.relaxation = relaxation
 
 
+def _batch(cfg: SearchConfig, stream: _Stream, step: int, device, split: int):
+    """The (augmented) batch of ``step`` from ``stream``; ``split`` 0 (train) or 1 (val) keys
+    the augmentation's random stream."""
+    x, y = stream.at(step)
+    x, y = x.to(device), y.to(device)
+    if cfg.augment:
+        x = augment_images(x, make_generator(cfg.seed, step, split))
+    return x, y
+
+
 def _train_batch(cfg: SearchConfig, train: _Stream, step: int, device):
     """The (augmented) training batch of ``step``."""
-    xt, yt = train.at(step)
-    xt, yt = xt.to(device), yt.to(device)
-    if cfg.augment:
-        xt = augment_images(xt, make_generator(cfg.seed, step, 0))
-    return xt, yt
+    return _batch(cfg, train, step, device, 0)
 
 
 def _val_batch(cfg: SearchConfig, val: _Stream, step: int, device):
     """The (augmented) validation batch of ``step``."""
-    xv, yv = val.at(step)
-    xv, yv = xv.to(device), yv.to(device)
-    if cfg.augment:
-        xv = augment_images(xv, make_generator(cfg.seed, step, 1))
-    return xv, yv
+    return _batch(cfg, val, step, device, 1)
 
 
 def _append_jsonl(path, record: dict) -> None:

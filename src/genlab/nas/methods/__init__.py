@@ -8,9 +8,7 @@ all once, so a new method is a new module here and nothing else changes.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
+from genlab.core.registry import import_submodules
 from genlab.nas.methods.base import (
     METHODS,
     PERTURBATIONS,
@@ -30,18 +28,10 @@ from genlab.nas.methods.base import (
     register_method,
 )
 
-_LOADED = False
-
 
 def _load_all() -> None:
-    """Import every module of this package (each registers its methods and parts)."""
-    global _LOADED
-    if _LOADED:
-        return
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.name != "base" and not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
-    _LOADED = True
+    """Import every module of this package once (each registers what it defines)."""
+    import_submodules(__name__, __path__)
 
 
 def method_names() -> tuple[str, ...]:

@@ -8,11 +8,9 @@ all once, so adding a space means adding a module or sub-package here.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from torch import nn
 
+from genlab.core.registry import import_submodules
 from genlab.nas.spaces.base import (
     SPACES,
     AlphaSpec,
@@ -22,18 +20,10 @@ from genlab.nas.spaces.base import (
     register_space,
 )
 
-_LOADED = False
-
 
 def _load_all() -> None:
-    """Import every space module of this package (each registers its spaces)."""
-    global _LOADED
-    if _LOADED:
-        return
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.name != "base" and not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
-    _LOADED = True
+    """Import every module of this package once (each registers what it defines)."""
+    import_submodules(__name__, __path__)
 
 
 def space_names() -> tuple[str, ...]:
