@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from genlab.core.data import (
+    Batches,
     ImageData,
     Split,
     batch_arrays,
@@ -140,3 +141,21 @@ def _digits_clutter(root, size: int, seed: int) -> ImageData:
     out_x = standardise(out_x)
     return ImageData("digits-clutter", Split(out_x[0], out_y[0]), Split(out_x[1], out_y[1]),
                      Split(out_x[2], out_y[2]), 10, 3, size)
+
+
+class StepBatches:
+    """Step-indexed batches of one split (a search's stream): step t is batch t mod L of
+    epoch t div L, each epoch a fresh shuffle of the seeded ``Batches``."""
+
+    def __init__(self, split, batch_size: int, seed: int):
+        self.batches = Batches(split, batch_size, seed=seed, drop_last=len(split) >= batch_size)
+        self._epoch, self._cache = -1, []
+
+    def __len__(self):
+        return len(self.batches)
+
+    def at(self, step: int):
+        epoch, idx = divmod(step, len(self.batches))
+        if epoch != self._epoch:
+            self._epoch, self._cache = epoch, list(self.batches.epoch(epoch))
+        return self._cache[idx]

@@ -310,3 +310,21 @@ def plot_forces(history: list[dict]):
         ax.set_xlabel("step")
     fig.tight_layout()
     return fig
+
+
+def arch_weights(net) -> dict[str, list]:
+    """softmax(alpha) of every alpha of ``net``, as lists (the metrics' ``arch_weights``)."""
+    return {name: F.softmax(a.detach(), dim=-1).cpu().tolist() for name, a in net.alphas().items()}
+
+
+def epoch_record(space, genotype, net, x: torch.Tensor, y: torch.Tensor, table) -> dict:
+    """A search's diagnostics at the end of an epoch: the derived ``genotype`` and its op
+    counts, the mean edge entropy, the architecture weights, the IB point on (x, y) and, with a
+    table, the genotype's accuracies (keys prefixed by the table's name)."""
+    record = {"genotype": space.format(genotype), **space.op_counts(genotype),
+              "mean_entropy": mean_entropy(net.alphas()), "arch_weights": arch_weights(net)}
+    record.update(ib_point(net, x, y))
+    if table is not None:
+        for k, v in table.lookup(genotype).items():
+            record[f"{space.table}_{k}"] = v
+    return record

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, replace
 
 import torch
-import torch.nn.functional as F
 
 from genlab.core.amp import channels_last_input, make_precision
 from genlab.core.checkpoints import MODEL_RECORD, model_record
-from genlab.core.data import Batches, augment_images
+from genlab.core.data import augment_images
 from genlab.core.errors import ConfigError, DivergedError, require_choice, require_positive
 from genlab.core.progress import progress
 from genlab.core.registry import path_of
@@ -41,12 +39,18 @@ from genlab.core.seeding import (
 from genlab.core.trainer import resolve_device
 from genlab.nas import diagnostics as diag
 from genlab.nas.architect import bilevel_step
-from genlab.nas.data import check_dataset, load_image_data
+from genlab.nas.data import StepBatches, check_dataset, load_image_data
 from genlab.nas.ddp import SearchParallel
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind
 from genlab.nas.methods import SearchMethod, SelectionContext, derive, get_method, search_method
 from genlab.nas.regularizers import BER, Regularizer, make_regularizer
-from genlab.nas.spaces import SearchSpace, build_space_supernet, get_space
+from genlab.nas.spaces import (
+    SearchSpace,
+    build_space_supernet,
+    get_space,
+    resolve_table,  # noqa: F401  (re-exported: the CLI and older callers import it here)
+    space_table,
+)
 
 ORDERS = (1, 2)
 DEFAULT_METHOD = "darts"
@@ -161,21 +165,6 @@ class SearchConfig:
         search_method(replace(self, method=method.name))  # unknown parts, bad fractions
 
 
-def resolve_table(path: str | None):
-    """The NB201 table from ``path`` or GENLAB_NB201_TABLE, or None when neither is set."""
-    return space_table(get_space("nb201"), path)
-
-
-def space_table(space: SearchSpace, path: str | None):
-    """The table that judges ``space``'s genotypes (``--nb201-table`` or the space's
-    environment variable), through the space protocol; None when neither is set."""
-    if path and space.table is None:
-        raise ConfigError(f"--nb201-table judges NB201 cells; space {space.name} has no "
-                          "accuracy table")
-    path = path or (os.environ.get(space.table_env) if space.table_env else None)
-    return space.load_table(path) if path else None
-
-
 def search_optimizers(net, cfg: SearchConfig, reg: Regularizer):
     """(alpha optimiser, weight optimiser) of a search: Adam(betas 0.5, 0.999) on alpha and the
     regulariser's parameters, SGD with momentum on the weights (quark0/darts), the resolved
@@ -189,23 +178,6 @@ def search_optimizers(net, cfg: SearchConfig, reg: Regularizer):
 
 def cosine_lr(step: int, total: int, lr_max: float, lr_min: float) -> float:
     return lr_min + 0.5 * (lr_max - lr_min) * (1 + math.cos(math.pi * step / total))
-
-
-class _Stream:
-    """Step-indexed batches of one split: step t is batch t mod L of epoch t div L."""
-
-    def __init__(self, split, batch_size: int, seed: int):
-        self.batches = Batches(split, batch_size, seed=seed, drop_last=len(split) >= batch_size)
-        self._epoch, self._cache = -1, []
-
-    def __len__(self):
-        return len(self.batches)
-
-    def at(self, step: int):
-        epoch, idx = divmod(step, len(self.batches))
-        if epoch != self._epoch:
-            self._epoch, self._cache = epoch, list(self.batches.epoch(epoch))
-        return self._cache[idx]
 
 
 def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=None,
@@ -265,8 +237,8 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     precision = make_precision(cfg.amp, device)
     if cfg.channels_last:
         net.to(memory_format=torch.channels_last)
-    train, val = _Stream(data.train, cfg.batch_size, cfg.seed * 2 + 1), \
-        _Stream(data.val, cfg.batch_size, cfg.seed * 2 + 2)
+    train, val = StepBatches(data.train, cfg.batch_size, cfg.seed * 2 + 1), \
+        StepBatches(data.val, cfg.batch_size, cfg.seed * 2 + 2)
     spe = len(train)
     require_positive("steps_per_epoch", spe)
     reg.steps_per_epoch = spe  # beta's lambda counts epochs
@@ -332,7 +304,8 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
             sums = [0.0, 0.0, 0]
             record.update(forces or {})
             with par.local():  # every rank alone, on the same diagnostic batch
-                record.update(_epoch_diagnostics(space, net, diag_x, diag_y, table))
+                record.update(diag.epoch_record(space, derive(space, net), net, diag_x, diag_y,
+                                                 table))
                 if hessian_every and (epoch % hessian_every == 0 or done == cfg.steps):
                     record["hessian_eig"] = diag.hessian_eigenvalue(net, diag_x, diag_y)
             stopping = method.stop.update(record)
@@ -355,7 +328,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
                            lambda step: _train_batch(cfg, train, step, device),
                            lambda step: _val_batch(cfg, val, step, device),
                            log=lambda record: _append_jsonl(run.file(SELECTION), record))
-    genotype = _selected(method, ctx)
+    genotype = method.architecture(ctx)
     summary = _summary(cfg, space, net, history, table, time.perf_counter() - t0,
                        config["reg_resolved"], genotype, method)
     _plots(run, history, space)
@@ -367,21 +340,7 @@ FORCES = "forces.jsonl"  # step-level force records (``force_every``)
 SELECTION = "selection.jsonl"  # the selection rule's decisions (DARTS-PT), one per line
 
 
-def _selected(method: SearchMethod, ctx: SelectionContext):
-    """The search's architecture: the stopping rule's choice when it fired (the genotype of
-    the epoch it names), else the selection rule's on the trained supernet."""
-    chosen = method.stop.chosen
-    if chosen is not None:
-        return ctx.space.parse(chosen["genotype"])
-    net = ctx.net
-    net.relaxation, relaxation = None, net.relaxation  # selection reads expected weights
-    try:
-        return method.selection.select(ctx)
-    finally:
-        net.relaxation = relaxation
-
-
-def _batch(cfg: SearchConfig, stream: _Stream, step: int, device, split: int):
+def _batch(cfg: SearchConfig, stream: StepBatches, step: int, device, split: int):
     """The (augmented) batch of ``step`` from ``stream``; ``split`` 0 (train) or 1 (val) keys
     the augmentation's random stream."""
     x, y = stream.at(step)
@@ -391,12 +350,12 @@ def _batch(cfg: SearchConfig, stream: _Stream, step: int, device, split: int):
     return x, y
 
 
-def _train_batch(cfg: SearchConfig, train: _Stream, step: int, device):
+def _train_batch(cfg: SearchConfig, train: StepBatches, step: int, device):
     """The (augmented) training batch of ``step``."""
     return _batch(cfg, train, step, device, 0)
 
 
-def _val_batch(cfg: SearchConfig, val: _Stream, step: int, device):
+def _val_batch(cfg: SearchConfig, val: StepBatches, step: int, device):
     """The (augmented) validation batch of ``step``."""
     return _batch(cfg, val, step, device, 1)
 
@@ -404,21 +363,6 @@ def _val_batch(cfg: SearchConfig, val: _Stream, step: int, device):
 def _append_jsonl(path, record: dict) -> None:
     with open(path, "a") as f:
         f.write(json.dumps(record) + "\n")
-
-
-def _arch_weights(net) -> dict[str, list]:
-    return {name: F.softmax(a.detach(), dim=-1).cpu().tolist() for name, a in net.alphas().items()}
-
-
-def _epoch_diagnostics(space, net, x, y, table) -> dict:
-    genotype = derive(space, net)
-    record = {"genotype": space.format(genotype), **space.op_counts(genotype),
-              "mean_entropy": diag.mean_entropy(net.alphas()), "arch_weights": _arch_weights(net)}
-    record.update(diag.ib_point(net, x, y))
-    if table is not None:
-        for k, v in table.lookup(genotype).items():
-            record[f"{space.table}_{k}"] = v
-    return record
 
 
 def _summary(cfg: SearchConfig, space, net, history: list[dict], table, seconds: float,

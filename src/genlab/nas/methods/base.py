@@ -115,7 +115,7 @@ class SelectionContext:
     space: Any
     net: Any
     cfg: Any  # the resolved SearchConfig
-    train: Any  # step-indexed batches (genlab.nas.search._Stream)
+    train: Any  # step-indexed batches (genlab.nas.data.StepBatches)
     val: Any
     device: Any
     w_opt: Any  # the weight optimiser (its state, e.g. momentum, at the end of the search)
@@ -228,6 +228,19 @@ class SearchMethod:
     def arch_active(self, step: int, total: int) -> bool:
         """False during the warm-up in which alpha does not move (PC-DARTS)."""
         return step >= self.arch_start * total
+
+    def architecture(self, ctx: SelectionContext):
+        """The search's architecture: the stopping rule's choice when it fired (the genotype
+        of the epoch it names), else the selection rule's on the trained supernet (which reads
+        the expected weights: the relaxation is off meanwhile)."""
+        if self.stop.chosen is not None:
+            return ctx.space.parse(self.stop.chosen["genotype"])
+        net = ctx.net
+        net.relaxation, relaxation = None, net.relaxation
+        try:
+            return self.selection.select(ctx)
+        finally:
+            net.relaxation = relaxation
 
     def state_dict(self) -> dict:
         return {"relaxation": self.relaxation.state_dict(), "stop": self.stop.state_dict()}

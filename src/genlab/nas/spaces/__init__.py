@@ -8,8 +8,11 @@ all once, so adding a space means adding a module or sub-package here.
 
 from __future__ import annotations
 
+import os
+
 from torch import nn
 
+from genlab.core.errors import ConfigError
 from genlab.core.registry import import_submodules
 from genlab.nas.spaces.base import (
     SPACES,
@@ -56,5 +59,21 @@ def build_space_network(space: str, genotype: str, num_classes: int, in_channels
                                           channels=channels, cells=cells, **(options or {}))
 
 
+def resolve_table(path: str | None):
+    """The NB201 table from ``path`` or GENLAB_NB201_TABLE, or None when neither is set."""
+    return space_table(get_space("nb201"), path)
+
+
+def space_table(space: SearchSpace, path: str | None):
+    """The table that judges ``space``'s genotypes (``--nb201-table`` or the space's
+    environment variable), through the space protocol; None when neither is set."""
+    if path and space.table is None:
+        raise ConfigError(f"--nb201-table judges NB201 cells; space {space.name} has no "
+                          "accuracy table")
+    path = path or (os.environ.get(space.table_env) if space.table_env else None)
+    return space.load_table(path) if path else None
+
+
 __all__ = ["AlphaSpec", "ProxyDefaults", "RetrainRecipe", "SearchSpace", "SPACES", "get_space",
-           "build_space_network", "build_space_supernet", "register_space", "space_names"]
+           "build_space_network", "build_space_supernet", "register_space", "resolve_table",
+           "space_names", "space_table"]
