@@ -205,7 +205,6 @@ class SearchMethod:
     selection: Selection
     supernet_options: dict[str, Any]
     arch_start: float
-    aux_decay: bool = False  # DARTS-: beta of the auxiliary skip 1 -> 0 over the search
     drop_path_max: float = 0.0  # R-DARTS (DP): drop-path probability 0 -> max
 
     def attach(self, net) -> None:
@@ -219,7 +218,7 @@ class SearchMethod:
         self.stop.at(step, total)
         knobs = {}
         if self.supernet_options.get("aux_skip"):
-            knobs["aux_scale"] = 1.0 - step / total if self.aux_decay else 1.0
+            knobs["aux_scale"] = 1.0 - step / total  # DARTS-: beta 1 -> 0 over the search
         if self.supernet_options.get("drop_path"):
             knobs["drop_prob"] = self.drop_path_max * step / total
         if knobs:
@@ -280,7 +279,7 @@ def build_parts(method: Method, *, relaxation: str | None = None, perturb: str |
     if not 0.0 <= start < 1.0:
         raise ConfigError(f"arch-start is a fraction of the steps in [0, 1), got {start}")
     return SearchMethod(method, rel, per, stp, sel, options, start,
-                        aux_decay=bool(options.get("aux_skip")), drop_path_max=drop_max)
+                        drop_path_max=drop_max)
 
 
 __all__ = ["METHODS", "PERTURBATIONS", "RELAXATIONS", "SELECTIONS", "STOPS", "SUPERNET_OPTIONS",

@@ -38,22 +38,29 @@ class Gumbel(Relaxation):
         frac = step / (total - 1) if total > 1 else 1.0
         self.tau = self.tau_max - (self.tau_max - self.tau_min) * min(frac, 1.0)
 
-    def sample(self, alpha: torch.Tensor, gumbels: torch.Tensor) -> torch.Tensor:
-        """The hard straight-through weights for one draw ``gumbels`` (rows of alpha)."""
-        probs = torch.softmax((alpha.log_softmax(dim=-1) + gumbels) / self.tau, dim=-1)
+    def probs(self, alpha: torch.Tensor, gumbels: torch.Tensor) -> torch.Tensor:
+        """softmax((log_softmax(alpha) + gumbels) / tau) per row."""
+        return torch.softmax((alpha.log_softmax(dim=-1) + gumbels) / self.tau, dim=-1)
+
+    @staticmethod
+    def hard(probs: torch.Tensor) -> torch.Tensor:
+        """One-hot of each row's argmax, with the straight-through gradient of ``probs``."""
         index = probs.max(-1, keepdim=True)[1]
         one_hot = torch.zeros_like(probs).scatter_(-1, index, 1.0)
         return one_hot - probs.detach() + probs
 
+    def sample(self, alpha: torch.Tensor, gumbels: torch.Tensor) -> torch.Tensor:
+        """The hard straight-through weights for one draw ``gumbels`` (rows of alpha)."""
+        return self.hard(self.probs(alpha, gumbels))
+
     def __call__(self, name: str, alpha: torch.Tensor, training: bool) -> torch.Tensor:
         if not training:
             return torch.softmax(alpha, dim=-1)
-        while True:
+        while True:  # redrawn while the noise or the probabilities are not finite (upstream)
             gumbels = gumbel_noise(alpha)
-            probs = torch.softmax((alpha.log_softmax(dim=-1) + gumbels) / self.tau, dim=-1)
-            if torch.isinf(gumbels).any() or not torch.isfinite(probs).all():
-                continue
-            return self.sample(alpha, gumbels)
+            probs = self.probs(alpha, gumbels)
+            if not torch.isinf(gumbels).any() and torch.isfinite(probs).all():
+                return self.hard(probs)
 
     def state_dict(self) -> dict:
         return {"tau": self.tau}

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
+from genlab.nas.cells import drop_path
 from genlab.nas.ops import OPS, FactorizedReduce, ReLUConvBN, build_op
 from genlab.nas.spaces.darts.genotype import (
     CELL_TYPES,
@@ -33,13 +34,6 @@ from genlab.nas.spaces.darts.genotype import (
     parse_darts_genotype,
     validate,
 )
-
-
-def drop_path(x: torch.Tensor, prob: float) -> torch.Tensor:
-    """Zero whole samples with probability ``prob``; scale the others by 1 / (1 - prob)."""
-    keep = 1.0 - prob
-    mask = torch.empty(x.shape[0], 1, 1, 1, dtype=x.dtype, device=x.device).bernoulli_(keep)
-    return x / keep * mask
 
 
 class EvalCell(nn.Module):
