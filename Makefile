@@ -11,13 +11,14 @@ export OMP_NUM_THREADS ?= 2
 
 venv: $(STAMP)
 
-# The test environment includes the optional extras (Ray sweeps, TensorBoard events) so
-# that their tests run here and in CI; without them those tests skip. constraints.txt pins
-# the exact versions the project is tested with (pyproject.toml keeps ranges).
+# The test environment includes the optional extras (Ray sweeps, TensorBoard events, the
+# official NB201 benchmark files' packages) so that their tests run here and in CI; without
+# them those tests skip. constraints.txt pins the exact versions the project is tested with
+# (pyproject.toml keeps ranges).
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt \
-		-e '.[dev,ray,tensorboard]'
+		-e '.[dev,ray,tensorboard,nb201]'
 	touch $(STAMP)
 
 demo: $(STAMP)
