@@ -2,7 +2,8 @@
 
 The table is a CSV with one row per architecture and the columns below (public data derived from
 NATS-Bench). genlab never ships it: the user points at it with ``--nb201-table`` or the
-environment variable GENLAB_NB201_TABLE.
+environment variable GENLAB_NB201_TABLE. That path may also be the official NATS-Bench topology
+file or directory or the NAS-Bench-201 v1.1 .pth, read through their packages (official.py).
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ COLUMNS = {
     "imagenet16": "ImageNetTestAccuracy200Epochs",
 }
 ARCH_COLUMN = "ArchitectureString"
-REQUIRED = (*COLUMNS.values(), ARCH_COLUMN, "UniqueString")
+REQUIRED = (*COLUMNS.values(), ARCH_COLUMN)  # other columns (UniqueString...) are not read
 DATASETS = tuple(COLUMNS)
+FORMATS = ("the accuracy CSV, the NATS-Bench topology file or directory, or the NAS-Bench-201 "
+            "v1.1 .pth")
 
 
 class ArchitectureNotFound(GenlabError, KeyError):
@@ -50,19 +53,24 @@ class NB201Table:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> NB201Table:
-        """Read the table from ``path`` (or $GENLAB_NB201_TABLE); cached per file version."""
+        """Read the table from ``path`` (or $GENLAB_NB201_TABLE): the CSV, or an official file or
+        directory (official.py); cached per file version (a directory's own mtime and size)."""
         if path is None or str(path) == "":
             path = os.environ.get(ENV_VAR, "")
             if not path:
                 raise ConfigError("no NAS-Bench-201 table given: pass --nb201-table PATH or set "
                                   f"{ENV_VAR} to the accuracy CSV")
         p = Path(path).expanduser()
-        if not p.is_file():
-            raise DataError(f"NAS-Bench-201 table {p} does not exist or is not a file")
+        if not (p.is_file() or p.is_dir()):
+            raise DataError(f"NAS-Bench-201 table {p} does not exist")
         st = p.stat()
         key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
         if key not in cls._cache:
-            cls._cache[key] = cls(p, _read_rows(p))
+            from genlab.nas.spaces.nb201 import official  # it imports this module
+
+            kind = official.detect(p)
+            cls._cache[key] = cls(p, _read_rows(p) if kind == "csv" else
+                                  official.read_rows(p, kind))
         return cls._cache[key]
 
     def __len__(self) -> int:
@@ -138,10 +146,10 @@ def _read_rows(p: Path) -> dict[str, dict[str, float]]:
             return _parse_rows(p, csv.DictReader(fh))
     except UnicodeDecodeError as exc:
         raise DataError(f"NAS-Bench-201 table {p} is not UTF-8 text (byte {exc.start}: "
-                        f"{exc.reason}); pass the accuracy CSV") from exc
+                        f"{exc.reason}); pass {FORMATS}") from exc
     except csv.Error as exc:
-        raise DataError(f"NAS-Bench-201 table {p} is not a readable CSV ({exc}); pass the "
-                        "accuracy CSV") from exc
+        raise DataError(f"NAS-Bench-201 table {p} is not a readable CSV ({exc}); pass "
+                        f"{FORMATS}") from exc
 
 
 def _parse_rows(p: Path, reader: csv.DictReader) -> dict[str, dict[str, float]]:
