@@ -30,8 +30,16 @@ from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError, GenlabError, SpecError
 from genlab.nas.spaces.nb201.genotype import Genotype
-from genlab.nas.spaces.nb201.table import ARCH_COLUMN, COLUMNS, FORMATS
 
+# genlab's CSV (table.py reads it, write_csv writes it): dataset -> its accuracy column
+COLUMNS = {
+    "cifar10": "CIFAR10TestAccuracy200Epochs",
+    "cifar100": "CIFAR100TestAccuracy200Epochs",
+    "imagenet16": "ImageNetTestAccuracy200Epochs",
+}
+ARCH_COLUMN = "ArchitectureString"
+FORMATS = ("the accuracy CSV, the NATS-Bench topology file or directory, or the NAS-Bench-201 "
+           "v1.1 .pth")
 EXTRA = "pip install 'genlab[nb201]'"
 # genlab's dataset -> the official one
 OFFICIAL_DATASETS = {"cifar10": "cifar10", "cifar100": "cifar100",
@@ -63,7 +71,7 @@ def detect(p: Path) -> str:
     return "csv"
 
 
-def read_rows(p: Path, kind: str) -> dict[str, dict[str, float]]:
+def read_official(p: Path, kind: str) -> dict[str, dict[str, float]]:
     """{arch string: {'cifar10', 'cifar100', 'imagenet16'}} (%) of an official file or dir."""
     module, pip_name, what = PACKAGES[kind]
     try:

@@ -1,9 +1,10 @@
 """The NAS-Bench-201 accuracy table: judge a searched cell by its 200-epoch test accuracy.
 
-The table is a CSV with one row per architecture and the columns below (public data derived from
-NATS-Bench). genlab never ships it: the user points at it with ``--nb201-table`` or the
-environment variable GENLAB_NB201_TABLE. That path may also be the official NATS-Bench topology
-file or directory or the NAS-Bench-201 v1.1 .pth, read through their packages (official.py).
+The table is a CSV with one row per architecture and the columns of official.COLUMNS (public
+data derived from NATS-Bench). genlab never ships it: the user points at it with
+``--nb201-table`` or the environment variable GENLAB_NB201_TABLE. That path may also be the
+official NATS-Bench topology file or directory or the NAS-Bench-201 v1.1 .pth, read through
+their packages (official.py).
 """
 
 from __future__ import annotations
@@ -18,18 +19,11 @@ from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError, GenlabError
 from genlab.nas.spaces.nb201.genotype import Genotype
+from genlab.nas.spaces.nb201.official import ARCH_COLUMN, COLUMNS, FORMATS, detect, read_official
 
 ENV_VAR = "GENLAB_NB201_TABLE"
-COLUMNS = {
-    "cifar10": "CIFAR10TestAccuracy200Epochs",
-    "cifar100": "CIFAR100TestAccuracy200Epochs",
-    "imagenet16": "ImageNetTestAccuracy200Epochs",
-}
-ARCH_COLUMN = "ArchitectureString"
 REQUIRED = (*COLUMNS.values(), ARCH_COLUMN)  # other columns (UniqueString...) are not read
 DATASETS = tuple(COLUMNS)
-FORMATS = ("the accuracy CSV, the NATS-Bench topology file or directory, or the NAS-Bench-201 "
-            "v1.1 .pth")
 
 
 class ArchitectureNotFound(GenlabError, KeyError):
@@ -66,11 +60,8 @@ class NB201Table:
         st = p.stat()
         key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
         if key not in cls._cache:
-            from genlab.nas.spaces.nb201 import official  # it imports this module
-
-            kind = official.detect(p)
-            cls._cache[key] = cls(p, _read_rows(p) if kind == "csv" else
-                                  official.read_rows(p, kind))
+            kind = detect(p)
+            cls._cache[key] = cls(p, _read_rows(p) if kind == "csv" else read_official(p, kind))
         return cls._cache[key]
 
     def __len__(self) -> int:
