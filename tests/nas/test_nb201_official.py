@@ -199,6 +199,15 @@ def test_bad_input_is_one_line_naming_the_file(name, command, bad, tmp_path, cap
     assert not (tmp_path / "out").exists()
 
 
+def test_convert_to_a_bad_out_is_one_line(files, tmp_path, capsys):
+    (tmp_path / "a-dir").mkdir()
+    (tmp_path / "a-file").write_text("x")
+    for out in (tmp_path / "a-dir", tmp_path / "a-file" / "t.csv"):
+        code, _, err = run_cli(["nas", "table", "convert", files["nb201"], "--out", out], capsys)
+        assert code == 2 and len(err.splitlines()) == 1 and str(out) in err, err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a-dir", "a-file"]
+
+
 def test_missing_package_names_the_extra(files, monkeypatch, tmp_path, capsys):
     for kind, module in (("nats-dir", "nats_bench"), ("nb201", "nas_201_api")):
         monkeypatch.setitem(sys.modules, module, None)  # import fails

@@ -21,6 +21,7 @@ ImageNet16-120 on their test halves.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib
 import math
@@ -115,7 +116,8 @@ def write_csv(rows: dict[str, dict[str, float]], path: str | Path) -> Path:
     except OSError as exc:
         raise DataError(f"cannot write the accuracy CSV {path}: {exc}") from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # gone once renamed; never made if --out is bad
+            tmp.unlink(missing_ok=True)
     return path
 
 
