@@ -29,7 +29,7 @@ import os
 import re
 from pathlib import Path
 
-from genlab.core.errors import ConfigError, DataError, GenlabError, SpecError
+from genlab.core.errors import ConfigError, DataError, SpecError
 from genlab.nas.spaces.nb201.genotype import Genotype
 
 # genlab's CSV (table.py reads it, write_csv writes it): dataset -> its accuracy column
@@ -90,10 +90,11 @@ def read_official(p: Path, kind: str) -> dict[str, dict[str, float]]:
         raise DataError(f"NAS-Bench-201 table {p}: {pip_name} cannot read it as {what} "
                         f"({_reason(exc)})") from exc
     rows = {}
+    fast = kind == "nats" and p.is_dir()  # fast mode keeps every architecture it has read
     for index, arch in enumerate(archs):
         key = _arch_key(p, arch)  # before the accuracies: a size (sss) file has none here
         rows[key] = _accuracies(p, api, index, arch, pip_name)
-        if kind == "nats" and p.is_dir():  # fast mode caches every architecture it read
+        if fast:
             api.arch2infos_dict.pop(index, None)
     if not rows:
         raise DataError(f"NAS-Bench-201 table {p} holds no architectures")
@@ -135,8 +136,6 @@ def _accuracies(p: Path, api, index: int, arch: str, pip_name: str) -> dict[str,
         try:
             acc = float(api.get_more_info(index, name, hp="200",
                                           is_random=False)["test-accuracy"])
-        except GenlabError:
-            raise
         except Exception as exc:
             raise DataError(f"NAS-Bench-201 table {p}, architecture {index} ({arch}): "
                             f"{pip_name} gives no 200-epoch test accuracy on {name} "
