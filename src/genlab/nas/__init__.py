@@ -10,7 +10,8 @@ drop_path=0.2)``; ``build_network(arch_string, num_classes, C=16, N=5, in_channe
 ``NB201Table``, ``SearchConfig``/``run_search``, ``RetrainConfig``/``retrain``,
 ``BenchConfig``/``run_bench``, ``make_regularizer``; ``build_space_supernet`` /
 ``build_space_network`` (the builders by space name that checkpoints' model records name,
-so ``genlab.load`` rebuilds a searched supernet or a retrained network); ``load_image_data``.
+so ``genlab.load`` rebuilds a searched supernet or a retrained network); ``build_backbone``
+(a searched network as a detection backbone, timm's features_only); ``load_image_data``.
 docs/api/nas.md lists every public name by sub-module.
 """
 
@@ -25,6 +26,7 @@ _EXPORTS = {
     "space_names": "genlab.nas.spaces",
     "build_space_supernet": "genlab.nas.spaces",
     "build_space_network": "genlab.nas.spaces",
+    "build_backbone": "genlab.nas.spaces.backbone",
     "SearchSpace": "genlab.nas.spaces",
     # NAS-Bench-201
     "build_network": "genlab.nas.spaces.nb201.network",

@@ -15,7 +15,9 @@ know about one family of architectures:
   ``choices(genotype)``: the comparable decisions (for agreement across seeds);
 - ``build_network(genotype, num_classes, ...)``: the discrete network to retrain, and
   ``retrain``, the space's training recipe (scaled by flags for CPU proxies);
-- ``proxy``: the digits-proxy defaults of a search (input size, width, depth, steps).
+- ``proxy``: the digits-proxy defaults of a search (input size, width, depth, steps);
+- ``feature_layout(genotype, ...)``: the discrete network as a detection backbone's stages
+  (a ``FeatureLayout``; None for a space without one; genlab.nas.spaces.backbone).
 
 Spaces register themselves where they are defined (``register_space``); ``get_space``
 imports every module of this package once, so a new space is a new file here and nothing
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +91,34 @@ class RetrainRecipe:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class FeatureTap:
+    """One stage feature a discrete network offers: the output of step ``step`` of its
+    ``FeatureLayout.run``, with its channels, its reduction (input size / feature size) and
+    the name of the module that computes it (timm's FeatureInfo ``module``)."""
+
+    step: int
+    channels: int
+    reduction: int
+    module: str
+
+
+@dataclass(frozen=True)
+class FeatureLayout:
+    """A discrete network seen as a backbone (genlab.nas.spaces.backbone): ``run(m, x)``
+    yields the output of every step in order, reading only the modules ``keep(last)`` names
+    (the network's own children, lists cut after step ``last``) as attributes of ``m``;
+    ``taps`` are the features on offer, ``default`` the indices into them of a backbone's
+    default outputs, ``heads`` the children that are never part of a backbone."""
+
+    network: nn.Module
+    taps: tuple[FeatureTap, ...]
+    default: tuple[int, ...]
+    heads: tuple[str, ...]
+    keep: Callable[[int], dict[str, nn.Module]]
+    run: Callable[[nn.Module, torch.Tensor], Iterator[torch.Tensor]]
+
+
 class SearchSpace(ABC):
     """One search space (see the module docstring for the protocol)."""
 
@@ -137,6 +167,13 @@ class SearchSpace(ABC):
 
     def check_size_options(self, channels: int | None, cells: int | None) -> None:
         """ConfigError for a size option this space does not have (default: it has both)."""
+        return None
+
+    def feature_layout(self, genotype: Any, channels: int | None = None,
+                       cells: int | None = None, in_channels: int = 3,
+                       **options) -> FeatureLayout | None:
+        """The discrete network of ``genotype`` as a backbone's stages; None: this space
+        offers no backbone (the default)."""
         return None
 
     def load_table(self, path: str):

@@ -16,9 +16,15 @@ AvgPool 5/2 without the BN after its 768-channel conv, as upstream.
 
 Small inputs (ours): an auxiliary head whose input map is smaller than its 5x5 pooling window
 averages adaptively to 2x2 instead, so CPU proxies (digits at 8x8) can use the head.
+
+Backbone taps (``darts_feature_layout``, genlab.nas.spaces.backbone): the stem's map (ImageNet:
+stem0, stride 4; CIFAR: the stem) and the last cell of each resolution (ImageNet, 14 cells:
+cells 3, 8, 13 at strides 8, 16, 32, the default outputs).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +33,7 @@ from torch import nn
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
 from genlab.nas.cells import drop_path
 from genlab.nas.ops import OPS, FactorizedReduce, ReLUConvBN, build_op
+from genlab.nas.spaces.base import FeatureLayout, FeatureTap
 from genlab.nas.spaces.darts.genotype import (
     CELL_TYPES,
     DartsGenotype,
@@ -52,6 +59,7 @@ class EvalCell(nn.Module):
         self.indices = tuple(j for _, j in genes)
         self.concat = genotype.concat(cell)
         self.multiplier = len(self.concat)
+        self.reduction, self.out_channels = reduction, self.multiplier * channels
         self.ops = nn.ModuleList(build_op(op, channels, channels, 2 if reduction and j < 2 else 1)
                                  for op, j in genes)
 
@@ -198,3 +206,43 @@ def build_darts_network(genotype: DartsGenotype | str, num_classes: int, C: int 
     validate(genotype, {cell: any_op for cell in CELL_TYPES}, "DARTS-family")
     return LAYOUTS[layout](genotype, num_classes, C=C, layers=layers, auxiliary=auxiliary,
                            drop_path=drop_path, in_channels=in_channels)
+
+
+def darts_feature_layout(net: _DartsNetwork) -> FeatureLayout:
+    """A DARTS evaluation network as a backbone (module docstring): step 0 is the stem's map,
+    step i + 1 cell i's output."""
+    imagenet = isinstance(net, NetworkImageNet)
+    stem = "stem0" if imagenet else "stem"
+    stride = 4 if imagenet else 1
+    taps = [FeatureTap(0, getattr(net, stem)[-1].num_features, stride, stem)]
+    stride *= 2 if imagenet else 1  # stem1
+    cells = list(net.cells)
+    for i, cell in enumerate(cells):
+        stride *= 2 if cell.reduction else 1
+        if i == len(cells) - 1 or cells[i + 1].reduction:
+            taps.append(FeatureTap(i + 1, cell.out_channels, stride, f"cells.{i}"))
+
+    def keep(last: int) -> dict[str, nn.Module]:
+        kept = {"stem0": net.stem0, "stem1": net.stem1} if imagenet else {"stem": net.stem}
+        if imagenet and last == 0:
+            del kept["stem1"]
+        return {**kept, "cells": net.cells[:last]} if last else kept
+
+    return FeatureLayout(net, tuple(taps), tuple(range(1, len(taps))),
+                         ("auxiliary_head", "classifier"), keep,
+                         functools.partial(_darts_steps, imagenet=imagenet,
+                                           drop_prob=net.drop_path_prob))
+
+
+def _darts_steps(m: nn.Module, x: torch.Tensor, imagenet: bool, drop_prob: float):
+    """The stem's map, then every kept cell's output (the network's forward, headless)."""
+    if imagenet:
+        s0 = m.stem0(x)
+        yield s0
+        s1 = m.stem1(s0)
+    else:
+        s0 = s1 = m.stem(x)
+        yield s0
+    for cell in getattr(m, "cells", ()):
+        s0, s1 = s1, cell(s0, s1, drop_prob)
+        yield s1

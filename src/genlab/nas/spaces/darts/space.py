@@ -39,7 +39,7 @@ from genlab.nas.spaces.darts.genotype import (
     parse_darts_genotype,
     validate,
 )
-from genlab.nas.spaces.darts.network import build_darts_network
+from genlab.nas.spaces.darts.network import build_darts_network, darts_feature_layout
 from genlab.nas.spaces.darts.supernet import DARTS_TOPOLOGY, DartsSuperNet
 
 DARTS_OPS = ("none", "max_pool_3x3", "avg_pool_3x3", "skip_connect", "sep_conv_3x3",
@@ -125,6 +125,16 @@ class DartsFamilySpace(SearchSpace):
         return build_darts_network(self.ensure_genotype(genotype), num_classes,
                                    C=channels or 36, layers=cells or 20, auxiliary=auxiliary,
                                    drop_path=drop_path, in_channels=in_channels, layout=layout)
+
+    def feature_layout(self, genotype, channels: int | None = None, cells: int | None = None,
+                       in_channels: int = 3, layout: str = "imagenet", **options):
+        """The evaluation network as a backbone: the ImageNet layout by default, at its
+        upstream size (C=48, 14 cells) when ``channels``/``cells`` are None."""
+        if layout == "imagenet":
+            channels, cells = channels or 48, cells or 14
+        net = self.build_network(genotype, 1, in_channels, channels, cells, layout=layout,
+                                 **options)
+        return darts_feature_layout(net)
 
 
 DARTS = register_space(DartsFamilySpace(

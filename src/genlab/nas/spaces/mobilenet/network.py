@@ -29,6 +29,10 @@ as scalars (NB201's ``forward_gdas``); ``drop_path`` (R-DARTS): drop-path on a s
 block's mixed residual branch (never on the shortcut, nor on transition blocks, whose output
 is the only path). Edge normalisation is the identity here: a block has one input, and a
 softmax over one beta is 1 (so ``edge_norm`` is accepted and adds no parameter).
+
+Backbone taps (``mobilenet_feature_layout``, genlab.nas.spaces.backbone): the fixed first
+block's map and the end of every stage before a stride-2 stage and of the last one: widths
+16, 24, 40, 96, 320 at strides 2, 4, 8, 16, 32 (ImageNet stem); the last three by default.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from torch import nn
 from genlab.core.errors import ConfigError, SpecError, require_positive_ints
 from genlab.nas.cells import EdgeKnobs, channel_shuffle, drop_path, others_sum
 from genlab.nas.probe import CellTrace, Probe
-from genlab.nas.spaces.base import AlphaSupernet
+from genlab.nas.spaces.base import AlphaSupernet, FeatureLayout, FeatureTap
 
 MB_OPS = ("3x3_MBConv3", "3x3_MBConv6", "5x5_MBConv3", "5x5_MBConv6", "7x7_MBConv3",
           "7x7_MBConv6")
@@ -309,3 +313,35 @@ class MobileNetNetwork(_Skeleton):
             out = op(h)
             h = out + h if block.skippable else out
         return self._head(h)
+
+
+def mobilenet_feature_layout(net: MobileNetNetwork) -> FeatureLayout:
+    """A MobileNet-like network as a backbone (module docstring): step 0 is the first
+    block's output, step i + 1 block i's (its shortcut added)."""
+    specs = net.blocks_spec
+    stride = net.first_conv[0].stride[0]
+    taps = [FeatureTap(0, net.first_block.op[-1].num_features, stride, "first_block")]
+    for i, block in enumerate(specs):
+        stride *= block.stride
+        if i == len(specs) - 1 or specs[i + 1].stride > 1:
+            taps.append(FeatureTap(i + 1, block.c_out, stride, f"blocks.{i}"))
+
+    def keep(last: int) -> dict[str, nn.Module]:
+        return {"first_conv": net.first_conv, "first_block": net.first_block,
+                **({"blocks": net.blocks[:last]} if last else {})}
+
+    return FeatureLayout(net, tuple(taps), tuple(range(len(taps) - 3, len(taps))),
+                         ("feature_mix", "classifier"), keep,
+                         functools.partial(_mobilenet_steps,
+                                           skippable=tuple(b.skippable for b in specs)))
+
+
+def _mobilenet_steps(m: nn.Module, x: torch.Tensor, skippable: tuple[bool, ...]):
+    """The first block's map, then the output of every kept block (the network's forward)."""
+    h = m.first_block(m.first_conv(x))
+    yield h
+    for op, skip in zip(getattr(m, "blocks", ()), skippable, strict=False):
+        if not isinstance(op, nn.Identity):
+            out = op(h)
+            h = out + h if skip else out
+        yield h

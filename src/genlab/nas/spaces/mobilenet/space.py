@@ -31,6 +31,7 @@ from genlab.nas.spaces.mobilenet.network import (
     MobileNetSuperNet,
     derive_mobilenet_genotype,
     layout,
+    mobilenet_feature_layout,
     parse_mobilenet_genotype,
 )
 
@@ -94,6 +95,12 @@ class MobileNetSpace(SearchSpace):
         self.unsupported(cells=cells, **options)
         return MobileNetNetwork(self.ensure_genotype(genotype), num_classes,
                                 channels or self.upstream["channels"], in_channels, stem)
+
+    def feature_layout(self, genotype, channels: int | None = None, cells: int | None = None,
+                       in_channels: int = 3, **options):
+        """The discrete network as a backbone (spaces.mobilenet.network's taps)."""
+        return mobilenet_feature_layout(self.build_network(genotype, 1, in_channels, channels,
+                                                           cells, **options))
 
 
 MOBILENET = register_space(MobileNetSpace())

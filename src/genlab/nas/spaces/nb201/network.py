@@ -3,6 +3,9 @@
 Same macro skeleton as the supernet (stem, N cells, residual block, N cells, residual block,
 N cells, BN-ReLU, global pool, linear). Cell convs are ReLU-Conv-BN with an affine BN and no conv
 bias, as in the NB201 training networks, so parameter counts match NAS-Bench-201's.
+
+Backbone taps (``nb201_feature_layout``, genlab.nas.spaces.backbone): the last cell of each of
+the three stages (C, 2C, 4C channels at strides 1, 2, 4 of the stem's input).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from torch import nn
 from genlab.core.errors import require_positive_ints
 from genlab.nas.cells import edge_name
 from genlab.nas.ops import Head, ResidualBlock, Stem, make_op, stage_channels
+from genlab.nas.spaces.base import FeatureLayout, FeatureTap
 from genlab.nas.spaces.nb201.genotype import Genotype
 
 
@@ -55,6 +59,31 @@ class NB201Network(nn.Module):
         for cell in self.cells:
             h = cell(h)
         return self.head(h)
+
+
+def nb201_feature_layout(net: NB201Network) -> FeatureLayout:
+    """An NB201 network as a backbone (module docstring): step i is layer i's output (the
+    cells and the two residual blocks after the stem)."""
+    layers = stage_channels(net.stem[0].out_channels, (len(net.cells) - 2) // 3)
+    taps, stride = [], 1
+    for i, (channels, is_res) in enumerate(layers):
+        stride *= 2 if is_res else 1
+        if i == len(layers) - 1 or layers[i + 1][1]:
+            taps.append(FeatureTap(i, channels, stride, f"cells.{i}"))
+
+    def keep(last: int) -> dict[str, nn.Module]:
+        return {"stem": net.stem, "cells": net.cells[:last + 1]}
+
+    return FeatureLayout(net, tuple(taps), tuple(range(len(taps))), ("head",), keep,
+                         _nb201_steps)
+
+
+def _nb201_steps(m: nn.Module, x: torch.Tensor):
+    """The output of every kept layer after the stem (the network's forward, headless)."""
+    h = m.stem(x)
+    for cell in m.cells:
+        h = cell(h)
+        yield h
 
 
 def build_network(arch_string: str | Genotype, num_classes: int, C: int = 16, N: int = 5,

@@ -24,7 +24,7 @@ from genlab.nas.spaces.base import (
     register_space,
 )
 from genlab.nas.spaces.nb201.genotype import NB201_EDGES, NB201_OPS, Genotype, derive_genotype
-from genlab.nas.spaces.nb201.network import NB201Network
+from genlab.nas.spaces.nb201.network import NB201Network, nb201_feature_layout
 from genlab.nas.spaces.nb201.supernet import NB201SuperNet
 from genlab.nas.spaces.nb201.table import ENV_VAR, NB201Table
 
@@ -95,6 +95,12 @@ class NB201Space(SearchSpace):
         return NB201Network(self.ensure_genotype(genotype), num_classes,
                             C=channels or self.upstream["channels"],
                             N=cells or self.upstream["cells"], in_channels=in_channels)
+
+    def feature_layout(self, genotype, channels: int | None = None, cells: int | None = None,
+                       in_channels: int = 3, **options):
+        """The discrete network as a backbone (its three stages' last cells)."""
+        return nb201_feature_layout(self.build_network(genotype, 1, in_channels, channels,
+                                                       cells, **options))
 
     def load_table(self, path: str):
         """The NB201 accuracy table at ``path`` (genlab.nas.spaces.nb201.table)."""
