@@ -12,6 +12,7 @@ from __future__ import annotations
 REPORTED_NB201 = {
     "darts": (54.30, 15.61, 16.32, "NAS-Bench-201 paper (Dong & Yang, ICLR-20), DARTS-V1"),
     "gdas": (93.61, 70.70, 41.71, "NAS-Bench-201 paper (Dong & Yang, ICLR-20)"),
+    "darts-minus": (93.80, 71.53, 45.12, "DARTS- paper (Chu et al., ICLR-21)"),
     "pc-darts": (93.41, 67.48, 41.31, "DrNAS README (xiangning-chen/DrNAS)"),
     "drnas": (94.36, 73.51, 46.34, "DrNAS README (xiangning-chen/DrNAS)"),
     "beta": (94.36, 73.51, 46.34, "beta-DARTS paper (Ye et al., CVPR-22)"),

@@ -25,8 +25,9 @@ from genlab.nas.spaces.base import (
 
 
 def _load_all() -> None:
-    """Import every module of this package once (each registers what it defines)."""
-    import_submodules(__name__, __path__)
+    """Import every space module of this package once (each registers what it defines;
+    ``backbone`` defines no space)."""
+    import_submodules(__name__, __path__, skip=("base", "backbone"))
 
 
 def space_names() -> tuple[str, ...]:

@@ -174,7 +174,7 @@ def build_backbone(space: str | SearchSpace, genotype, out_indices: Sequence[int
     layout = space.feature_layout(genotype, channels=channels, cells=cells,
                                   in_channels=in_channels, **(options or {}))
     if layout is None:
-        have = [n for n in space_names()
+        have = [n for n in sorted(space_names())
                 if type(get_space(n)).feature_layout is not SearchSpace.feature_layout]
         raise ConfigError(f"space {space.name} offers no backbone; spaces with one: "
                           f"{', '.join(have)}")
