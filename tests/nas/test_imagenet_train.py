@@ -175,6 +175,9 @@ def test_sampler_shards_skips_and_reshuffles():
     assert keys(epoch=1) != one
     val = list(ShardedBatchSampler(10, 4, epoch=0, seed=0, shuffle=False, limit=2))
     assert [[i for _, i in b] for b in val] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    last = [list(ShardedBatchSampler(5, 4, epoch=0, seed=0, shuffle=False, rank=r, world=3))
+            for r in range(3)]  # the last val batch holds 1 image: ranks 1 and 2 skip it
+    assert [[[i for _, i in b] for b in r] for r in last] == [[[0, 1], [4]], [[2]], [[3]]]
 
 
 def _break(root: Path, how: str) -> str:

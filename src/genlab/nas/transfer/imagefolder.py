@@ -163,6 +163,7 @@ class ShardedBatchSampler:
             count = min(count, limit)
         self.order, self.batch_size, self.epoch = order, batch_size, epoch
         self.start, self.count, self.rank, self.world = start, count, rank, world
+        self.shuffle = shuffle
 
     def __len__(self) -> int:
         return max(self.count - self.start, 0)
@@ -171,7 +172,8 @@ class ShardedBatchSampler:
         for b in range(self.start, self.count):
             batch = self.order[b * self.batch_size:(b + 1) * self.batch_size]
             mine = batch[shard_slice(len(batch), self.rank, self.world)]
-            yield [(self.epoch, int(i)) for i in mine]
+            if len(mine) or self.shuffle:  # an evaluation's short last batch: ranks may skip
+                yield [(self.epoch, int(i)) for i in mine]
 
 
 def _one_line(exc: DataError) -> str:
