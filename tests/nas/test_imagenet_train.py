@@ -271,3 +271,31 @@ def test_two_processes_train_what_one_trains(tmp_path, root):
     assert float((flat_a - flat_b).norm() / flat_a.norm()) < 1e-4
     assert two["top1"] == one["top1"] and two["val_loss"] == pytest.approx(one["val_loss"],
                                                                            rel=1e-4)
+
+
+def test_trainer_max_steps_cross_epochs_and_count_resumed_steps(tmp_path):
+    """The Trainer's max_steps: 3 batches an epoch, 5 steps = 2 epochs (the second cut short
+    after 2 steps, then logged and checkpointed); a resume of the finished budget trains none."""
+    from genlab.core.runs import RunDir
+    from genlab.core.trainer import Trainer
+
+    x, y = torch.randn(12, 3), torch.randint(0, 2, (12,))
+    seen = []
+
+    def source(epoch):
+        seen.append(epoch)
+        return [(x[i:i + 4], y[i:i + 4]) for i in range(0, 12, 4)]
+
+    def trainer():
+        torch.manual_seed(0)
+        net = nn.Linear(3, 2)
+        return Trainer(net, torch.optim.SGD(net.parameters(), lr=0.1),
+                       nn.functional.cross_entropy, progress_bar=False)
+
+    t = trainer()
+    result = t.fit(source, 10, run=RunDir(tmp_path / "r", {"x": 1}), max_steps=5)
+    assert (t.global_step, len(result.history), seen) == (5, 2, [0, 1])
+    again = trainer()
+    again.fit(source, 10, run=RunDir(tmp_path / "r", {"x": 1}, resume=True), max_steps=5)
+    assert again.global_step == 5 and seen == [0, 1]
+    assert torch.equal(again.model.weight, t.model.weight)
