@@ -7,8 +7,10 @@ training with SAM and a MoEGaze training on the GPU; compares CUDA with CPU on s
 cases (gradients of one NB201 network on the same weights and batch; a retraining
 epoch's loss); checks mixed precision (bf16, fp16 with loss scaling) with channels_last,
 the CUDA RNG state in checkpoints and an exact resume on CUDA (deterministic kernels);
-prints step times. Every check prints PASS or FAIL with its figures; the exit code is
-1 when one fails. gpu_check.json in --out holds everything.
+times a few steps of the DARTS ImageNet network (batch 64, 224x224, bf16, channels_last;
+skipped on CPU, where --quick runs it at toy sizes); prints step times. Every check prints
+PASS or FAIL with its figures; the exit code is 1 when one fails. gpu_check.json in --out
+holds everything.
 
 On a machine without CUDA it prints a "no GPU" line and exits 0. ``--device cpu``
 runs the same checks on the CPU (CPU against CPU): a dry run of this script.
@@ -28,6 +30,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+DARTS_V2 = ("Genotype(normal=[('sep_conv_3x3', 0), ('sep_conv_3x3', 1), ('sep_conv_3x3', 0), "
+            "('sep_conv_3x3', 1), ('sep_conv_3x3', 1), ('skip_connect', 0), ('skip_connect', 0), "
+            "('dil_conv_3x3', 2)], normal_concat=[2, 3, 4, 5], reduce=[('max_pool_3x3', 0), "
+            "('max_pool_3x3', 1), ('skip_connect', 2), ('max_pool_3x3', 1), ('max_pool_3x3', 0), "
+            "('skip_connect', 2), ('skip_connect', 2), ('max_pool_3x3', 1)], "
+            "reduce_concat=[2, 3, 4, 5])")
 ARCH = "|nor_conv_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|avg_pool_3x3~0|none~1|nor_conv_3x3~2|"
 
 
@@ -192,6 +200,51 @@ def check_exact_resume(device, out: Path, quick: bool) -> dict:
             "cuda_rng_in_checkpoint": has_cuda_rng}
 
 
+def check_imagenet_step(device, out: Path, quick: bool) -> dict:
+    """DARTS_V2's ImageNet network (C=48, 14 cells, auxiliary head, 1000 classes) trained a few
+    steps at batch 64 on synthetic 224x224 tensors, bf16 and channels_last, with the recipe's
+    loss and optimiser: step time, images per second, peak memory. On CPU: skipped, or with
+    --quick a toy size (C=8, batch 2, 32x32, float32) that only exercises the code."""
+    from genlab.core.trainer import Trainer
+    from genlab.nas.retrain import ClippedSGD
+    from genlab.nas.spaces import build_space_network
+    from genlab.nas.transfer.imagenet import smoothed_loss
+    from genlab.nas.transfer.measures import count_macs, parameter_counts
+    from genlab.nas.transfer.recipes import network_options
+
+    cuda = device.type == "cuda"
+    if not cuda and not quick:
+        return {"skipped": "needs CUDA (--device cpu --quick runs a toy size)"}
+    channels, batch, side, amp, steps = (48, 64, 224, "bf16", 4 if quick else 10) if cuda \
+        else (8, 2, 32, "off", 2)
+    torch.manual_seed(0)
+    model = build_space_network("darts", DARTS_V2, 1000, channels=channels, cells=14,
+                                options=network_options("darts", 0.4, 0.0)).to(device)
+    params, macs = parameter_counts(model), count_macs(model, side)
+    opt = ClippedSGD(model.parameters(), max_norm=5.0, lr=0.5, momentum=0.9, weight_decay=3e-5)
+    trainer = Trainer(model, opt, smoothed_loss(0.1, 0.4), device=device, amp=amp,
+                      channels_last=True, progress_bar=False)
+    model.to(memory_format=torch.channels_last).train()
+    x = torch.randn(batch, 3, side, side, device=device).contiguous(
+        memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (batch,), device=device)
+    trainer.step(x, y)  # warm-up (cuDNN autotuning, allocations)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    _sync(device)
+    t0 = time.perf_counter()
+    losses = [trainer.step(x, y) for _ in range(steps)]
+    _sync(device)
+    seconds = (time.perf_counter() - t0) / steps
+    assert all(v == v and abs(v) < 1e4 for v in losses), f"losses {losses}"
+    result = {"batch": batch, "image_size": side, "amp": amp, "seconds_per_step": seconds,
+              "images_per_second": batch / seconds, "params_trained": params[0],
+              "params": params[1], "macs_per_image": macs, "last_loss": losses[-1]}
+    if cuda:
+        result["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    return result
+
+
 CHECKS = {
     "nas_search": check_nas_search,
     "nas_retrain_vs_cpu": check_nas_retrain,
@@ -200,6 +253,7 @@ CHECKS = {
     "gradients_vs_cpu": check_gradients_vs_cpu,
     "precisions_channels_last": check_precisions,
     "exact_resume": check_exact_resume,
+    "imagenet_step": check_imagenet_step,
 }
 
 

@@ -80,6 +80,8 @@ PROXY = "default: the space's digits proxy"
 SQUARE = "the networks take squares: N or NxN"
 AMP_HELP = ("off | bf16 | fp16: autocast of forward and loss; fp16 adds a GradScaler (its "
             "state in the checkpoint).")
+IMAGENET = "--dataset imagenet:"
+IMAGENET_LAYOUT = "ROOT/train/CLASS/*.JPEG and ROOT/val/CLASS/*.JPEG"
 REGISTRY = "(from the registry)"  # placeholder until RegistryHelp fills it in
 
 
@@ -179,19 +181,23 @@ def train(
     out: Path = typer.Option(..., help="Run folder."),
     space: str = typer.Option("nb201", help=REGISTRY),
     dataset: str = typer.Option("digits", help=REGISTRY),
-    data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits)."),
+    data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits;"
+                                              f" --dataset imagenet: {IMAGENET_LAYOUT})."),
     size: str = options.size_option(None, f"{SQUARE}; default: the search proxy's"),
     channels: int = typer.Option(None, "--channels", "-C", help="Width (default: the recipe's)."),
     cells: int = typer.Option(None, "--cells", "-N", help="Depth (default: the recipe's)."),
     epochs: int = typer.Option(None, help="Epochs (default: the recipe's)."),
-    batch_size: int = typer.Option(64),
-    lr: float = typer.Option(None, help="SGD lr, cosine to 0 (DARTS recipe: 0.025)."),
-    weight_decay: float = typer.Option(None, help="(DARTS recipe: 3e-4)."),
+    batch_size: int = typer.Option(None, help="Global batch (default 64; ImageNet: the "
+                                              "recipe's, DARTS 1024, MobileNet 256)."),
+    lr: float = typer.Option(None, help="SGD lr, cosine to 0 (DARTS recipe: 0.025; ImageNet: "
+                                        "DARTS 0.5, MobileNet 0.05)."),
+    weight_decay: float = typer.Option(None, help="(DARTS recipe: 3e-4; ImageNet: 3e-5, "
+                                                  "MobileNet 4e-5)."),
     grad_clip: float = typer.Option(None, help="Gradient-norm clip, 0 = off (DARTS: 5)."),
     aux_weight: float = typer.Option(None, help="Auxiliary-head loss weight, 0 = no head "
                                                 "(DARTS: 0.4)."),
     drop_path: float = typer.Option(None, help="Final drop-path probability, ramped from 0 "
-                                               "(DARTS: 0.2)."),
+                                               "(DARTS: 0.2; ImageNet: 0)."),
     cutout: bool = typer.Option(None, "--cutout/--no-cutout",
                                 help="Cutout of half the image side (DARTS: on)."),
     augment: bool = typer.Option(True, help="Augment training batches (digits)."),
@@ -200,19 +206,76 @@ def train(
     threads: int = options.threads_option(),
     amp: str = typer.Option("off", help=AMP_HELP),
     channels_last: bool = typer.Option(False, help="NHWC layout of model and inputs."),
+    image_size: int = typer.Option(None, help=f"{IMAGENET} Crop size (224); evaluation "
+                                              "resizes to 256/224 of it."),
+    workers: int = typer.Option(None, help=f"{IMAGENET} DataLoader workers per process (8)."),
+    momentum: float = typer.Option(None, help=f"{IMAGENET} SGD momentum (0.9)."),
+    nesterov: bool = typer.Option(None, "--nesterov/--no-nesterov",
+                                  help=f"{IMAGENET} (DARTS off, MobileNet on)."),
+    bn_weight_decay: bool = typer.Option(None, "--bn-weight-decay/--no-bn-weight-decay",
+                                         help=f"{IMAGENET} Decay BatchNorm weights and biases "
+                                              "(DARTS on, MobileNet off)."),
+    schedule: str = typer.Option(None, help=f"{IMAGENET} linear | cosine (DARTS linear, "
+                                            "MobileNet cosine)."),
+    warmup_epochs: int = typer.Option(None, help=f"{IMAGENET} Linear warm-up epochs (DARTS 5, "
+                                                 "MobileNet 0)."),
+    label_smoothing: float = typer.Option(None, help=f"{IMAGENET} In training (0.1)."),
+    checkpoint_steps: int = typer.Option(None, help=f"{IMAGENET} Also checkpoint every N steps "
+                                                    "(a resume continues mid-epoch)."),
+    max_steps: int = typer.Option(None, help=f"{IMAGENET} Stop after N optimiser steps, score "
+                                             "at most N val batches (smoke runs)."),
     resume: bool = options.resume_option(),
 ):
-    """Retrain an architecture from scratch with its space's recipe; test accuracy, params."""
+    """Retrain an architecture from scratch with its space's recipe; test accuracy, params
+    (--dataset imagenet: the ImageNet recipe on image folders; top-1/top-5)."""
+    imagenet = {"image_size": image_size, "workers": workers, "momentum": momentum,
+                "nesterov": nesterov, "bn_weight_decay": bn_weight_decay, "schedule": schedule,
+                "warmup_epochs": warmup_epochs, "label_smoothing": label_smoothing,
+                "checkpoint_steps": checkpoint_steps, "max_steps": max_steps}
+    if dataset == "imagenet":
+        _train_imagenet(arch, out, imagenet, size=size, cutout=cutout, space=space,
+                        data_root=_s(data_root), channels=channels, cells=cells, epochs=epochs,
+                        batch_size=batch_size, lr=lr, weight_decay=weight_decay,
+                        grad_clip=grad_clip, auxiliary_weight=aux_weight, drop_path=drop_path,
+                        seed=seed, device=device, threads=threads, amp=amp,
+                        channels_last=channels_last, resume=resume)
+        return
+    from genlab.core.errors import ConfigError
     from genlab.nas.retrain import RetrainConfig, retrain
 
+    given = [k for k, v in imagenet.items() if v is not None]
+    if given:
+        raise ConfigError(f"--{given[0].replace('_', '-')} is an option of --dataset imagenet")
     cfg = RetrainConfig(arch=arch, space=space, dataset=dataset, data_root=_s(data_root),
                         size=_size(size), channels=channels, cells=cells, epochs=epochs,
-                        batch_size=batch_size, lr=lr, weight_decay=weight_decay,
+                        batch_size=64 if batch_size is None else batch_size, lr=lr,
+                        weight_decay=weight_decay,
                         grad_clip=grad_clip, auxiliary_weight=aux_weight, drop_path=drop_path,
                         cutout=cutout, augment=augment, seed=seed, device=device,
                         threads=threads, amp=amp, channels_last=channels_last)
     s = retrain(cfg, out, resume=resume)
     typer.echo(f"test accuracy {s['test_acc']:.2f}%   parameters {s['params']:,}")
+    options.closing(out)
+
+
+def _train_imagenet(arch: str, out: Path, imagenet: dict, *, size, cutout, resume: bool,
+                    **common) -> None:
+    """`nas train --dataset imagenet` (genlab.nas.transfer.imagenet)."""
+    from genlab.core.errors import ConfigError
+    from genlab.nas.transfer.imagenet import ImageNetTrainConfig, train_imagenet
+
+    for flag, value in (("--size", size), ("--cutout", cutout)):
+        if value is not None:
+            raise ConfigError(f"{flag} is not an option of --dataset imagenet (crop size: "
+                              "--image-size)")
+    if imagenet["workers"] is None:
+        imagenet["workers"] = ImageNetTrainConfig.workers
+    cfg = ImageNetTrainConfig(arch=arch, **common, **imagenet)
+    s = train_imagenet(cfg, out, resume=resume, report=typer.echo)
+    top5 = "top-5" if s["top5_k"] == 5 else f"top-{s['top5_k']} (k = min(5, classes))"
+    typer.echo(f"val top-1 {s['top1']:.2f}%   {top5} {s['top5']:.2f}%   parameters "
+               f"{s['params']:,} at inference, {s['params_trained']:,} trained   "
+               f"{s['macs'] / 1e6:,.1f}M multiply-adds")
     options.closing(out)
 
 

@@ -14,6 +14,15 @@ normalise over the global batch (genlab.core.parallel.data_parallel). P processe
 global batch B therefore train the model one process trains at B, up to float
 rounding. The logged training loss is the global batch's.
 
+Streamed data (image folders read by DataLoader workers): ``sharded_batches=True`` says that
+the batches are already this rank's share of the global batch (each rank decodes only its
+own images), so they are not split again; the shares' weights come from the all-reduced
+batch sizes. ``fit(checkpoint_steps=N)`` also checkpoints every N steps inside an epoch; a
+run resumed from such a checkpoint continues the epoch at the next step, drawing its batches
+from ``train_batches(epoch, step)`` (a source that skips the consumed batches), and ends as
+the uninterrupted run. ``fit(max_steps=N)`` stops after N optimiser steps in all (the last
+epoch is cut short, then scored and checkpointed as any other).
+
 Options for accelerators: ``amp`` ("bf16" | "fp16", see genlab.core.amp) and
 ``channels_last`` (NHWC memory layout of the model and of 4-D inputs, which cuDNN
 convolutions prefer under mixed precision).
@@ -50,6 +59,7 @@ from genlab.core.seeding import capture_rng_state, make_generator, restore_rng_s
 __all__ = ["BatchSource", "TrainResult", "Trainer", "accuracy", "evaluate", "resolve_device"]
 
 BatchSource = Callable[[int], Iterable]  # epoch -> iterable of (inputs, targets)
+# with checkpoint_steps, also called as (epoch, step): the epoch's batches from that step on
 
 
 @dataclass
@@ -128,7 +138,8 @@ class Trainer:
                  device: str | torch.device = "cpu", scheduler=None, augment=None,
                  seed: int = 0, progress_bar: bool | None = None, name: str = "train",
                  amp: str | None = None, channels_last: bool = False,
-                 global_batchnorm: bool = True, model_record: dict | None = None):
+                 global_batchnorm: bool = True, model_record: dict | None = None,
+                 sharded_batches: bool = False):
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.model_record = model_record  # what rebuilds the model (core.checkpoints)
         self._segments: list[float] = []  # seconds of earlier segments (from a checkpoint)
@@ -139,10 +150,17 @@ class Trainer:
         self.precision = make_precision(amp, self.device)
         self.channels_last, self.global_batchnorm = channels_last, global_batchnorm
         self.sync: GradientSync | None = None  # set while fit runs under torchrun
+        self.sharded_batches = sharded_batches
+        self.global_step = 0  # optimiser steps over the whole run (resumes included)
+        self._position: dict | None = None  # where a mid-epoch checkpoint stopped
 
     # -- checkpoints ---------------------------------------------------------------
-    def state(self, epoch: int) -> dict:
+    def state(self, epoch: int, position: dict | None = None) -> dict:
+        """The checkpoint after ``epoch`` (the last finished one); ``position``: inside the
+        next epoch, its step and loss sums (a mid-epoch checkpoint)."""
         extra = {MODEL_RECORD: self.model_record} if self.model_record is not None else {}
+        if position is not None:
+            extra["position"] = position
         return {
             **extra,
             "segments": [*self._segments, time.perf_counter() - self._t0],
@@ -152,6 +170,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else {},
             "amp": self.precision.state_dict(),
             "rng": capture_rng_state(),
+            "global_step": self.global_step,
         }
 
     def load_state(self, state: dict) -> int:
@@ -162,6 +181,8 @@ class Trainer:
         self.precision.load_state_dict(state.get("amp", {}))
         restore_rng_state(state["rng"])
         self._segments = [float(x) for x in state.get("segments", [])]
+        self.global_step = int(state.get("global_step", 0))
+        self._position = state.get("position")
         return int(state["epoch"]) + 1
 
     # -- one step --------------------------------------------------------------------
@@ -190,7 +211,10 @@ class Trainer:
         """This rank's share of the global batch (augmented first), on the device; its weight."""
         if self.augment is not None:
             x = self.augment(x.to(self.device), make_generator(self.seed, epoch, step))
-        (x, y), share = shard_batch((x, y))
+        if self.sharded_batches:  # this rank's share already: its weight from the sizes
+            share = len(y) / max(float(global_sum([len(y)])[0]), 1.0)
+        else:
+            (x, y), share = shard_batch((x, y))
         x, y = x.to(self.device), y.to(self.device)
         if self.channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
@@ -222,8 +246,12 @@ class Trainer:
     # -- the loop --------------------------------------------------------------------
     def fit(self, train_batches: BatchSource, epochs: int, *, run: RunDir | None = None,
             on_epoch: Callable[[int, nn.Module], dict] | None = None,
-            steps_per_epoch: int | None = None) -> TrainResult:
+            steps_per_epoch: int | None = None, checkpoint_steps: int | None = None,
+            max_steps: int | None = None) -> TrainResult:
         require_positive("epochs", epochs)
+        for name, value in (("checkpoint-steps", checkpoint_steps), ("max-steps", max_steps)):
+            if value is not None:
+                require_positive(name, value)
         info = init_distributed()
         start = 0
         if run is not None and run.resumed_state is not None:
@@ -236,7 +264,10 @@ class Trainer:
         with self._data_parallel(), progress(epochs, self.name, self.progress_bar,
                                               completed=start) as tick:
             for epoch in range(start, epochs):
-                record = self._epoch(train_batches, epoch, steps_per_epoch, run)
+                if max_steps is not None and self.global_step >= max_steps:
+                    break
+                limits = (steps_per_epoch, checkpoint_steps, max_steps)
+                record = self._epoch(train_batches, epoch, limits, run)
                 if on_epoch is not None:
                     record.update(on_epoch(epoch, self.model))
                     self.model.train()
@@ -249,11 +280,17 @@ class Trainer:
         result.seconds = sum(result.segments)
         return result
 
-    def _epoch(self, train_batches: BatchSource, epoch: int, steps_per_epoch: int | None,
-               run: RunDir | None) -> dict:
-        """Train one epoch; returns its record (global-batch mean training loss, lr)."""
+    def _epoch(self, train_batches: BatchSource, epoch: int, limits: tuple, run: RunDir | None
+               ) -> dict:
+        """Train one epoch (from a mid-epoch checkpoint's step when resumed there); returns
+        its record (global-batch mean training loss, lr). ``limits``: (steps_per_epoch,
+        checkpoint_steps, max_steps)."""
+        steps_per_epoch, checkpoint_steps, max_steps = limits
         total, n, step = 0.0, 0, 0
-        for x_all, y_all in train_batches(epoch):
+        position, self._position = self._position, None
+        if position is not None and int(position["epoch"]) == epoch:
+            total, n, step = float(position["total"]), int(position["n"]), int(position["step"])
+        for x_all, y_all in (train_batches(epoch, step) if step else train_batches(epoch)):
             x, y, share = self._inputs(x_all, y_all, epoch, step)
             if self.sync is not None:
                 self.sync.share = share
@@ -263,8 +300,13 @@ class Trainer:
                 raise DivergedError(f"non-finite training loss at epoch {epoch}, step {step}; "
                                     + _kept_checkpoint(run, epoch))
             total, n, step = total + loss_sum, n + int(count), step + 1
-            if steps_per_epoch is not None and step >= steps_per_epoch:
+            self.global_step += 1
+            if (steps_per_epoch is not None and step >= steps_per_epoch) or (
+                    max_steps is not None and self.global_step >= max_steps):
                 break
+            if checkpoint_steps is not None and run is not None and step % checkpoint_steps == 0:
+                run.save(self.state(epoch - 1, {"epoch": epoch, "step": step, "total": total,
+                                                "n": n}))
         if self.scheduler is not None:
             self.scheduler.step()
         return {"epoch": epoch, "train_loss": total / max(n, 1),
