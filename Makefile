@@ -17,7 +17,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt \
-		-e '.[dev,ray,tensorboard]'
+		-e '.[dev,ray,tensorboard,detect]'
 	touch $(STAMP)
 
 demo: $(STAMP)
