@@ -71,7 +71,7 @@ def test_synthetic_boxes_are_tight_and_batches_repeat_per_epoch():
     for it in train[:8]:
         for x1, y1, x2, y2 in it.boxes.astype(int):
             assert 0 <= x1 < x2 <= 64 and 0 <= y1 < y2 <= 64
-            assert 14 <= max(x2 - x1, y2 - y1) <= 28
+            assert 22 <= max(x2 - x1, y2 - y1) <= 40
     batches = TrainBatches(train, 8, total_steps=10, checkpoint_steps=3, seed=1)
     assert batches.steps_per_epoch == 4 and batches.segments == 4
     keys = [k for s in range(4) for k in batches.keys(s)]

@@ -29,6 +29,8 @@ def detect(
                                                                 "ImageNet: 48)."),
     cells: int = typer.Option(None, "--cells", "-N", help="Backbone depth (DARTS: 14)."),
     fpn_channels: int = typer.Option(256, help="FPN and head width."),
+    head_norm: str = typer.Option("none", help="RetinaNet head: none (torchvision v1) | gn "
+                                               "(GroupNorm, torchvision v2; from scratch)."),
     epochs: int = typer.Option(12, help=f"Epochs ({PROTOCOL}: 12)."),
     batch_size: int = typer.Option(16, help="Global batch (over every torchrun process)."),
     lr: float = typer.Option(None, help="SGD lr (default 0.01 x batch-size / 16)."),
@@ -37,8 +39,8 @@ def detect(
                                             "scaled with --epochs)."),
     warmup: int = typer.Option(500, help="Linear warm-up iterations (from 0.001 x lr)."),
     grad_clip: float = typer.Option(35.0, help="Gradient-norm clip, 0 = off."),
-    min_size: int = typer.Option(None, help="Shorter side after resizing (800; synthetic 128)."),
-    max_size: int = typer.Option(None, help="Longest side cap (1333; synthetic 128)."),
+    min_size: int = typer.Option(None, help="Shorter side after resizing (800; synthetic 64)."),
+    max_size: int = typer.Option(None, help="Longest side cap (1333; synthetic 64)."),
     flip: bool = typer.Option(True, help="Random horizontal flips in training."),
     max_steps: int = typer.Option(None, help="Stop after N iterations (then evaluate)."),
     checkpoint_steps: int = typer.Option(None, help="Checkpoint every N iterations (default: "
@@ -60,7 +62,8 @@ def detect(
                        backbone=backbone,
                        backbone_weights=None if backbone_weights is None else str(
                            backbone_weights),
-                       channels=channels, cells=cells, fpn_channels=fpn_channels, epochs=epochs,
+                       channels=channels, cells=cells, fpn_channels=fpn_channels,
+                       head_norm=head_norm, epochs=epochs,
                        batch_size=batch_size, lr=lr, weight_decay=weight_decay, lr_steps=steps,
                        warmup=warmup, grad_clip=grad_clip, min_size=min_size, max_size=max_size,
                        flip=flip, max_steps=max_steps, checkpoint_steps=checkpoint_steps,

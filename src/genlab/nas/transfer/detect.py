@@ -45,6 +45,7 @@ class DetectConfig:
     channels: int | None = None
     cells: int | None = None
     fpn_channels: int = 256
+    head_norm: str = "none"  # none (torchvision's RetinaNet v1 head) | gn (GroupNorm, v2)
     epochs: int = PROTOCOL_EPOCHS
     batch_size: int = 16
     lr: float | None = None  # 0.01 x batch_size / 16
@@ -54,8 +55,8 @@ class DetectConfig:
     warmup: int = 500
     warmup_ratio: float = 0.001
     grad_clip: float = 35.0
-    min_size: int | None = None  # 800 (synthetic: 128)
-    max_size: int | None = None  # 1333 (synthetic: 128)
+    min_size: int | None = None  # 800 (synthetic: 64, its own size)
+    max_size: int | None = None  # 1333 (synthetic: 64)
     flip: bool = True
     max_steps: int | None = None
     checkpoint_steps: int | None = None  # default: one data epoch
@@ -71,6 +72,9 @@ class DetectConfig:
         require_choice("detector", self.detector, DETECTORS)
         require_choice("backbone", self.backbone, ("searched", *RESNETS))
         require_choice("amp", self.amp, tuple(PRECISIONS))
+        require_choice("head_norm", self.head_norm, ("none", "gn"))
+        if self.head_norm == "gn" and self.detector != "retinanet":
+            raise ConfigError("--head-norm gn is RetinaNet's (torchvision's v2 head)")
         parse_data(self.data)
         if self.backbone == "searched":
             if not self.genotype:
@@ -108,8 +112,8 @@ class DetectConfig:
         batch = min(self.batch_size, len(data.train))
         return replace(self, lr=self.lr if self.lr is not None else 0.01 * self.batch_size / 16,
                        lr_steps=tuple(int(s) for s in steps),
-                       min_size=self.min_size or (128 if small else 800),
-                       max_size=self.max_size or max(self.min_size or 0, 128 if small else 1333),
+                       min_size=self.min_size or (64 if small else 800),
+                       max_size=self.max_size or max(self.min_size or 0, 64 if small else 1333),
                        checkpoint_steps=self.checkpoint_steps or max(1, len(data.train) // batch))
 
 
@@ -127,7 +131,7 @@ def _model(cfg: DetectConfig, data: DetectionData):
             "backbone": None if cfg.backbone == "searched" else cfg.backbone,
             "space": cfg.space, "genotype": cfg.genotype, "fpn_channels": cfg.fpn_channels,
             "min_size": cfg.min_size, "max_size": cfg.max_size, "channels": cfg.channels,
-            "cells": cfg.cells}
+            "cells": cfg.cells, "head_norm": cfg.head_norm}
     model = build_detector(**args, weights=cfg.backbone_weights)
     return model, model_record("nas detect", path_of(build_detector), args)
 

@@ -9,7 +9,10 @@
   layers 2-4 (strides 8-32) under the same FeatureFPN, every layer trainable, BatchNorm
   trained (there are no pretrained statistics to freeze).
 - RetinaNet keeps torchvision's defaults (4-conv heads, 9 anchors per place of sizes 32-512
-  on P3-P7, focal loss gamma 2 alpha 0.25); Faster R-CNN gets one anchor size per level
+  on P3-P7, focal loss gamma 2 alpha 0.25; ``head_norm="gn"`` adds GroupNorm to the head
+  convolutions, as torchvision's RetinaNet v2, which lets a head fed by a narrow FPN or a
+  backbone trained from scratch learn: without it the head's 0.01-std convolutions shrink
+  the signal layer by layer); Faster R-CNN gets one anchor size per level
   (32-256 on P3-P5 and the pooled level, 3 aspect ratios) and RoIAlign on P3-P5.
 
 ``PackedDetector`` takes the Trainer's packed batches (records module): in training it
@@ -89,13 +92,27 @@ def resnet_fpn(name: str, detector: str, fpn_channels: int) -> FeatureFPN:
     return FeatureFPN(body, body.channels, fpn_channels, _extra(detector, fpn_channels))
 
 
+def group_norm(channels: int) -> nn.Module:
+    """GroupNorm with 32 groups (fewer when ``channels`` has no 32 groups), as torchvision's
+    RetinaNet v2 head."""
+    groups = 32
+    while channels % groups:
+        groups //= 2
+    return nn.GroupNorm(groups, channels)
+
+
 def detection_model(detector: str, backbone: nn.Module, num_classes: int, min_size: int,
-                    max_size: int) -> nn.Module:
-    """torchvision's ``detector`` on ``backbone`` (an FPN with ``out_channels``)."""
+                    max_size: int, head_norm: str = "none") -> nn.Module:
+    """torchvision's ``detector`` on ``backbone`` (an FPN with ``out_channels``);
+    ``head_norm="gn"``: RetinaNet's head convolutions with GroupNorm."""
     if detector == "retinanet":
         from torchvision.models.detection import RetinaNet
+        from torchvision.models.detection.retinanet import RetinaNetHead
 
-        return RetinaNet(backbone, num_classes, min_size=min_size, max_size=max_size)
+        head = RetinaNetHead(backbone.out_channels, 9, num_classes,
+                             norm_layer=group_norm if head_norm == "gn" else None)
+        return RetinaNet(backbone, num_classes, min_size=min_size, max_size=max_size,
+                         head=head)
     from torchvision.models.detection import FasterRCNN
     from torchvision.models.detection.anchor_utils import AnchorGenerator
     from torchvision.ops import MultiScaleRoIAlign
@@ -127,13 +144,13 @@ class PackedDetector(nn.Module):
 
 def build_detector(detector: str, num_classes: int, *, backbone: str | None, space: str,
                    genotype: str | None, fpn_channels: int, min_size: int, max_size: int,
-                   channels: int | None = None, cells: int | None = None,
-                   weights=None) -> PackedDetector:
+                   channels: int | None = None, cells: int | None = None, weights=None,
+                   head_norm: str = "none") -> PackedDetector:
     """The whole model of a `genlab nas detect` run."""
     if backbone in RESNETS:
         fpn = resnet_fpn(backbone, detector, fpn_channels)
     else:
         fpn = searched_fpn(space, genotype, detector, fpn_channels, channels=channels,
                            cells=cells, weights=weights)
-    net = detection_model(detector, fpn, num_classes, min_size, max_size)
+    net = detection_model(detector, fpn, num_classes, min_size, max_size, head_norm)
     return PackedDetector(net, label_offset=int(detector == "fasterrcnn"))

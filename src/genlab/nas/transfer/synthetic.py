@@ -1,11 +1,12 @@
 """A small embedded detection set: shapes on textured backgrounds, boxes known exactly.
 
 ``synthetic[:N]`` (ours): N training and max(16, N // 4) test images of 64x64 pixels, made
-from a seed (train and test from different streams). Each image is a texture (an 8x8 grid of
-random colours blown up to 64x64, plus per-pixel noise) with 1 to 3 shapes that do not
-touch: a filled square, a disk or an upward triangle (the three classes), 14 to 28 pixels
-across, each in a random colour. A shape's box is the tight box of its pixel mask in
-continuous coordinates (first column to last column + 1), so boxes are exact.
+from a seed (train and test from different streams). Each image is a texture (a 4x4 grid of
+random colours, bilinearly interpolated to 64x64, plus per-pixel noise) with 1 to 3 shapes
+that do not touch (a shape that finds no free place in 50 draws is left out): a filled
+square, a disk or an upward triangle (the three classes), 22 to 40 pixels across, each in a
+random colour. A shape's box is the tight box of its pixel mask in continuous coordinates
+(first column to last column + 1), so boxes are exact.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from genlab.nas.transfer.records import DetectionImage
 CLASSES = ("square", "disk", "triangle")
 SIDE = 64
 DEFAULT_IMAGES = 256
+MIN_SHAPE, MAX_SHAPE = 22, 40  # pixels across: the 32-50 px anchors of P3 fit them
 
 
 def _mask(kind: int, size: int) -> np.ndarray:
@@ -30,9 +32,14 @@ def _mask(kind: int, size: int) -> np.ndarray:
 
 
 def _background(rng: np.random.Generator) -> np.ndarray:
-    coarse = rng.uniform(0, 255, (8, 8, 3))
-    img = np.kron(coarse, np.ones((SIDE // 8, SIDE // 8, 1)))
-    return img + rng.normal(0, 12, img.shape)
+    """A smooth texture: a 4x4 grid of colours, bilinearly interpolated, plus pixel noise."""
+    coarse = rng.uniform(40, 215, (4, 4, 3))
+    t = (np.arange(SIDE) + 0.5) / SIDE * 3  # grid coordinates 0..3
+    i = np.minimum(t.astype(int), 2)
+    f = (t - i)[:, None]
+    rows = coarse[i] * (1 - f[..., None]) + coarse[i + 1] * f[..., None]  # (SIDE, 4, 3)
+    img = rows[:, i] * (1 - f.T[..., None]) + rows[:, i + 1] * f.T[..., None]
+    return img + rng.normal(0, 10, img.shape)
 
 
 def _place(rng, taken: list, size: int):
@@ -49,7 +56,7 @@ def make_image(rng: np.random.Generator) -> DetectionImage:
     img = _background(rng)
     taken, boxes, labels = [], [], []
     for _ in range(int(rng.integers(1, 4))):
-        kind, size = int(rng.integers(0, 3)), int(rng.integers(14, 29))
+        kind, size = int(rng.integers(0, 3)), int(rng.integers(MIN_SHAPE, MAX_SHAPE + 1))
         spot = _place(rng, taken, size)
         if spot is None:
             continue
