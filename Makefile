@@ -18,7 +18,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt \
-		-e '.[dev,ray,tensorboard,nb201]'
+		-e '.[dev,ray,tensorboard,nb201,detect]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -8,7 +8,8 @@ cases (gradients of one NB201 network on the same weights and batch; a retrainin
 epoch's loss); checks mixed precision (bf16, fp16 with loss scaling) with channels_last,
 the CUDA RNG state in checkpoints and an exact resume on CUDA (deterministic kernels);
 times a few steps of the DARTS ImageNet network (batch 64, 224x224, bf16, channels_last;
-skipped on CPU, where --quick runs it at toy sizes); prints step times. Every check prints
+skipped on CPU, where --quick runs it at toy sizes) and a RetinaNet step on the DARTS
+backbone (bf16, cuda only); prints step times. Every check prints
 PASS or FAIL with its figures; the exit code is 1 when one fails. gpu_check.json in --out
 holds everything.
 
@@ -245,6 +246,54 @@ def check_imagenet_step(device, out: Path, quick: bool) -> dict:
     return result
 
 
+def _detection_batch(n: int, side: int, seed: int = 0):
+    """Packed (images, targets) of n random side x side images, 1-4 random boxes each."""
+    from genlab.nas.transfer.records import pack
+
+    g = torch.Generator().manual_seed(seed)
+    samples = []
+    for i in range(n):
+        k = int(torch.randint(1, 5, (1,), generator=g))
+        xy = torch.rand(k, 2, generator=g) * side * 0.6
+        wh = side * (0.1 + 0.3 * torch.rand(k, 2, generator=g))
+        rows = torch.cat([xy, (xy + wh).clamp(max=side),
+                          torch.randint(0, 20, (k, 1), generator=g).float()], 1)
+        samples.append((torch.rand(3, side, side, generator=g), rows, i))
+    return pack(samples)
+
+
+def check_detection(device, out: Path, quick: bool) -> dict:
+    """RetinaNet on the DARTS ImageNet backbone (C=48, 14 cells) + FPN, batch 8 at 512 px of
+    synthetic tensors, bf16 autocast: finite losses, step time, peak memory (cuda only)."""
+    if device.type != "cuda":
+        return {"skipped": "cuda only"}
+    from genlab.nas.transfer.models import build_detector
+    from genlab.nas.transfer.training import DetectionTrainer, IterationSchedule
+
+    n, side, steps = (2, 256, 2) if quick else (8, 512, 10)
+    torch.manual_seed(0)
+    model = build_detector("retinanet", 20, backbone=None, space="darts", genotype=DARTS_V2,
+                           fpn_channels=256, min_size=side, max_size=side).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    sched = IterationSchedule(opt, lr=0.01, steps_per_epoch=100, milestones=(8, 11),
+                              warmup=500, warmup_ratio=0.001)
+    trainer = DetectionTrainer(model, opt, None, device=device, scheduler=sched, amp="bf16",
+                               progress_bar=False)
+    x, y = (t.to(device) for t in _detection_batch(n, side))
+    model.train()
+    trainer.step(x, y)  # warm-up
+    torch.cuda.reset_peak_memory_stats(device)
+    _sync(device)
+    t0 = time.perf_counter()
+    losses = [trainer.step(x, y) for _ in range(steps)]
+    _sync(device)
+    assert all(v == v and abs(v) < 1e4 for v in losses), f"losses {losses}"
+    return {"batch": n, "side": side, "seconds_per_step": (time.perf_counter() - t0) / steps,
+            "images_per_second": n * steps / (time.perf_counter() - t0),
+            "peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30,
+            "params": sum(p.numel() for p in model.parameters()), "last_loss": losses[-1]}
+
+
 CHECKS = {
     "nas_search": check_nas_search,
     "nas_retrain_vs_cpu": check_nas_retrain,
@@ -254,6 +303,7 @@ CHECKS = {
     "precisions_channels_last": check_precisions,
     "exact_resume": check_exact_resume,
     "imagenet_step": check_imagenet_step,
+    "detection_retinanet_bf16": check_detection,
 }
 
 

@@ -421,3 +421,8 @@ def _size(text: str | None) -> int | None:
     """--size N or NxN (the NAS networks take square inputs); None: the space's default. Too
     small a size for the network is refused later, with the smallest that works."""
     return None if text is None else options.parse_size(text, square=True)[0]
+
+
+from genlab.cli.nas_detect import detect  # noqa: E402 - `genlab nas detect`
+
+app.command()(detect)

@@ -1,0 +1,195 @@
+"""`genlab nas detect`: a searched cell's backbone under torchvision's RetinaNet (or Faster
+R-CNN) + FPN, trained with mmdetection's 1x protocol (training module) and scored with VOC
+2007's 11-point mAP or COCOeval (evaluation module).
+
+Order, as every genlab command: every option checked, the data read and checked whole, the
+model built (backbone weights loaded), then the run folder; training through genlab's one
+Trainer, checkpointed every ``checkpoint_steps`` iterations (default: every data epoch);
+then the evaluation and summary.json (``map``, ``map50``, COCO's ``map75``, the trivial
+detector's ``trivial_map50``, ``params``) and detections.png.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+import torch
+
+from genlab.core.amp import PRECISIONS
+from genlab.core.checkpoints import model_record
+from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.core.registry import path_of
+from genlab.core.runs import RunDir
+from genlab.core.seeding import fixed_threads, seed_everything
+from genlab.core.trainer import resolve_device
+from genlab.nas.retrain import ClippedSGD
+from genlab.nas.transfer.batches import TrainBatches
+from genlab.nas.transfer.evaluation import plot_detections, predict, score, trivial_predictions
+from genlab.nas.transfer.models import DETECTORS, RESNETS, build_detector
+from genlab.nas.transfer.sources import DetectionData, parse_data, read_data
+from genlab.nas.transfer.training import DetectionTrainer, IterationSchedule
+
+PROTOCOL_EPOCHS, PROTOCOL_STEPS = 12, (8, 11)  # mmdetection schedule_1x
+
+
+@dataclass
+class DetectConfig:
+    """Options of `genlab nas detect`; None takes the protocol's value (``resolved``)."""
+
+    genotype: str | None = None
+    space: str = "darts"
+    data: str = "synthetic"
+    detector: str = "retinanet"
+    backbone: str = "searched"  # searched | resnet18 | resnet50
+    backbone_weights: str | None = None
+    channels: int | None = None
+    cells: int | None = None
+    fpn_channels: int = 256
+    head_norm: str = "none"  # none (torchvision's RetinaNet v1 head) | gn (GroupNorm, v2)
+    epochs: int = PROTOCOL_EPOCHS
+    batch_size: int = 16
+    lr: float | None = None  # 0.01 x batch_size / 16
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    lr_steps: tuple[int, ...] | None = None  # epochs after which lr /= 10; 8, 11 of 12
+    warmup: int = 500
+    warmup_ratio: float = 0.001
+    grad_clip: float = 35.0
+    min_size: int | None = None  # 800 (synthetic: 64, its own size)
+    max_size: int | None = None  # 1333 (synthetic: 64)
+    flip: bool = True
+    max_steps: int | None = None
+    checkpoint_steps: int | None = None  # default: one data epoch
+    seed: int = 0
+    device: str = "cpu"
+    threads: int = 1
+    amp: str = "off"
+    channels_last: bool = False
+    workers: int = 0
+    eval_batch_size: int = 8
+
+    def validate(self) -> None:
+        require_choice("detector", self.detector, DETECTORS)
+        require_choice("backbone", self.backbone, ("searched", *RESNETS))
+        require_choice("amp", self.amp, tuple(PRECISIONS))
+        require_choice("head_norm", self.head_norm, ("none", "gn"))
+        if self.head_norm == "gn" and self.detector != "retinanet":
+            raise ConfigError("--head-norm gn is RetinaNet's (torchvision's v2 head)")
+        parse_data(self.data)
+        if self.backbone == "searched":
+            if not self.genotype:
+                raise ConfigError("GENOTYPE is needed for the searched backbone (or pass "
+                                  "--backbone resnet18|resnet50)")
+            from genlab.nas.inputs import parse_genotype
+            from genlab.nas.spaces import get_space
+
+            parse_genotype(get_space(self.space), self.genotype)
+        elif self.backbone_weights is not None:
+            raise ConfigError("--backbone-weights loads a searched backbone, not "
+                              f"{self.backbone} (its reference row trains from scratch)")
+        for name in ("fpn_channels", "epochs", "batch_size", "eval_batch_size", "lr",
+                     "min_size", "max_size", "max_steps", "checkpoint_steps", "channels",
+                     "cells"):
+            if getattr(self, name) is not None:
+                require_positive(name.replace("_", "-"), getattr(self, name))
+        for name in ("momentum", "weight_decay", "warmup", "grad_clip", "workers"):
+            require_positive(name.replace("_", "-"), getattr(self, name), allow_zero=True)
+        require_positive("threads", self.threads, allow_zero=True)
+        if not 0 < self.warmup_ratio <= 1:
+            raise ConfigError(f"warmup-ratio must be in (0, 1], got {self.warmup_ratio}")
+        if self.min_size and self.max_size and self.min_size > self.max_size:
+            raise ConfigError(f"min-size {self.min_size} exceeds max-size {self.max_size}")
+        steps = self.lr_steps or ()
+        if any(b <= a for a, b in zip(steps, steps[1:], strict=False)) or any(
+                not 0 < s <= self.epochs for s in steps):
+            raise ConfigError(f"lr-steps {','.join(map(str, steps))}: increasing epochs in "
+                              f"1..{self.epochs}")
+
+    def resolved(self, data: DetectionData) -> DetectConfig:
+        small = data.kind == "synthetic"
+        steps = self.lr_steps if self.lr_steps is not None else tuple(
+            round(self.epochs * s / PROTOCOL_EPOCHS) for s in PROTOCOL_STEPS)
+        batch = min(self.batch_size, len(data.train))
+        return replace(self, lr=self.lr if self.lr is not None else 0.01 * self.batch_size / 16,
+                       lr_steps=tuple(int(s) for s in steps),
+                       min_size=self.min_size or (64 if small else 800),
+                       max_size=self.max_size or max(self.min_size or 0, 64 if small else 1333),
+                       checkpoint_steps=self.checkpoint_steps or max(1, len(data.train) // batch))
+
+
+def detect(cfg: DetectConfig, out, *, resume: bool = False, progress_bar=None) -> dict:
+    """Train and score ``cfg``'s detector into the run folder ``out`` (module docstring)."""
+    cfg.validate()
+    data = read_data(cfg.data, cfg.seed)
+    cfg = cfg.resolved(data)
+    with fixed_threads(cfg.threads):
+        return _detect(cfg, data, out, resume=resume, progress_bar=progress_bar)
+
+
+def _model(cfg: DetectConfig, data: DetectionData):
+    args = {"detector": cfg.detector, "num_classes": len(data.classes),
+            "backbone": None if cfg.backbone == "searched" else cfg.backbone,
+            "space": cfg.space, "genotype": cfg.genotype, "fpn_channels": cfg.fpn_channels,
+            "min_size": cfg.min_size, "max_size": cfg.max_size, "channels": cfg.channels,
+            "cells": cfg.cells, "head_norm": cfg.head_norm}
+    model = build_detector(**args, weights=cfg.backbone_weights)
+    return model, model_record("nas detect", path_of(build_detector), args)
+
+
+def _detect(cfg: DetectConfig, data: DetectionData, out, *, resume: bool, progress_bar) -> dict:
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed)
+    model, record = _model(cfg, data)
+    batches = TrainBatches(data.train, cfg.batch_size, 1, cfg.checkpoint_steps, seed=cfg.seed,
+                           flip=cfg.flip, workers=cfg.workers)
+    total = cfg.epochs * batches.steps_per_epoch
+    total = min(total, cfg.max_steps) if cfg.max_steps else total
+    batches = TrainBatches(data.train, cfg.batch_size, total, cfg.checkpoint_steps,
+                           seed=cfg.seed, flip=cfg.flip, workers=cfg.workers)
+    run = RunDir(out, {**asdict(cfg), "data_kind": data.kind}, resume=resume)
+    if (done := run.finished_summary()) is not None:
+        run.close()
+        return done
+    opt = ClippedSGD([p for p in model.parameters() if p.requires_grad], max_norm=cfg.grad_clip,
+                     lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    sched = IterationSchedule(opt, lr=cfg.lr, steps_per_epoch=batches.steps_per_epoch,
+                              milestones=cfg.lr_steps, warmup=cfg.warmup,
+                              warmup_ratio=cfg.warmup_ratio)
+    trainer = DetectionTrainer(model, opt, None, device=device, scheduler=sched, seed=cfg.seed,
+                               progress_bar=progress_bar, name=f"detect {cfg.detector}",
+                               amp=cfg.amp, channels_last=cfg.channels_last, model_record=record)
+
+    def on_segment(segment, _model):
+        return {"iteration": sched.iteration, "data_epoch": (sched.iteration - 1)
+                // batches.steps_per_epoch}
+
+    result = trainer.fit(batches.segment, batches.segments, run=run, on_epoch=on_segment,
+                         steps_per_epoch=cfg.checkpoint_steps)
+    summary = _evaluate(cfg, data, model, trainer, run, device)
+    summary.update({"params": sum(p.numel() for p in model.parameters()),
+                    "train_seconds": result.seconds, "steps": total,
+                    "steps_per_epoch": batches.steps_per_epoch})
+    if summary["map50"] <= summary["trivial_map50"]:
+        run.sanity_warning(summary, (
+            f"mAP@0.5 {summary['map50']:.4f} is not above the trivial detector's "
+            f"{summary['trivial_map50']:.4f} (after {total} iterations: train longer or "
+            "check the data)"))
+    run.write_summary(summary)
+    return summary
+
+
+def _evaluate(cfg, data: DetectionData, model, trainer, run, device) -> dict:
+    preds = predict(model, data.test, device, cfg.eval_batch_size, cfg.workers,
+                    trainer.autocast)
+    figures = score(data.kind, preds, data.test, data.classes, coco_ids=data.coco_ids,
+                    annotations=data.annotations, run=run)
+    trivial = score(data.kind, trivial_predictions(data.train, data.test, len(data.classes)),
+                    data.test, data.classes, coco_ids=data.coco_ids,
+                    annotations=data.annotations)
+    if run.is_main:
+        plot_detections(run, data.test, preds, data.classes)
+    return {"genotype": cfg.genotype, "space": cfg.space, "backbone": cfg.backbone,
+            "detector": cfg.detector, "data": data.kind, "train_images": len(data.train),
+            "eval_images": len(data.test), **figures, "trivial_map": trivial["map"],
+            "trivial_map50": trivial["map50"], "seed": cfg.seed,
+            "torch_threads": torch.get_num_threads()}
