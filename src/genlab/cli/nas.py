@@ -7,16 +7,11 @@ from pathlib import Path
 import typer
 
 from genlab.cli import options
+from genlab.cli.nas_table import OFFICIAL_TABLES, table_app
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
-table_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(table_app, name="table", help="The NB201 accuracy table: convert the official "
                                             "benchmark files to genlab's CSV.")
-
-OFFICIAL_TABLES = ("also the official NATS-Bench topology file/dir or the NAS-Bench-201 v1.1 .pth "
-                   "(through their packages: pip install 'genlab[nb201]'; those are pickles and "
-                   "run code when loaded: only give a file you trust, or convert it once with "
-                   "`genlab nas table convert`)")
 
 
 def _space_help() -> str:
@@ -294,23 +289,6 @@ def lookup(
     acc = table.lookup(arch)
     typer.echo(f"{acc['cifar10']:.2f}% / {acc['cifar100']:.2f}% / {acc['imagenet16']:.2f}%  "
                "(CIFAR-10 / CIFAR-100 / ImageNet16-120)")
-
-
-@table_app.command()
-def convert(
-    src: Path = typer.Argument(..., help="The table to read: genlab's CSV, the official "
-                               "NATS-Bench topology file/dir or the NAS-Bench-201 v1.1 .pth "
-                               "(through their packages: pip install 'genlab[nb201]'; those are "
-                               "pickles and run code when loaded: only give a file you trust)."),
-    out: Path = typer.Option(..., help="The CSV to write (replaced as a whole, atomically)."),
-):
-    """Write an accuracy table as genlab's CSV, which later runs read without running code."""
-    from genlab.nas.spaces.nb201.official import write_csv
-    from genlab.nas.spaces.nb201.table import NB201Table
-
-    table = NB201Table.load(src)  # all of SRC is read and checked before OUT is touched
-    path = write_csv(table.rows, out)
-    typer.echo(f"{len(table):,} architectures -> {path}")
 
 
 def _bench_resume_option() -> bool:

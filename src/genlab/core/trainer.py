@@ -58,8 +58,9 @@ from genlab.core.seeding import capture_rng_state, make_generator, restore_rng_s
 
 __all__ = ["BatchSource", "TrainResult", "Trainer", "accuracy", "evaluate", "resolve_device"]
 
-BatchSource = Callable[[int], Iterable]  # epoch -> iterable of (inputs, targets)
-# with checkpoint_steps, also called as (epoch, step): the epoch's batches from that step on
+# epoch -> iterable of (inputs, targets); with checkpoint_steps, also called as (epoch, step):
+# the epoch's batches from that step on
+BatchSource = Callable[..., Iterable]
 
 
 @dataclass
