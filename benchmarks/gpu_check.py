@@ -31,12 +31,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-DARTS_V2 = ("Genotype(normal=[('sep_conv_3x3', 0), ('sep_conv_3x3', 1), ('sep_conv_3x3', 0), "
-            "('sep_conv_3x3', 1), ('sep_conv_3x3', 1), ('skip_connect', 0), ('skip_connect', 0), "
-            "('dil_conv_3x3', 2)], normal_concat=[2, 3, 4, 5], reduce=[('max_pool_3x3', 0), "
-            "('max_pool_3x3', 1), ('skip_connect', 2), ('max_pool_3x3', 1), ('max_pool_3x3', 0), "
-            "('skip_connect', 2), ('skip_connect', 2), ('max_pool_3x3', 1)], "
-            "reduce_concat=[2, 3, 4, 5])")
+from genlab.nas.spaces.darts.genotype import DARTS_V2  # the checks' DARTS-space cell
+
 ARCH = "|nor_conv_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|avg_pool_3x3~0|none~1|nor_conv_3x3~2|"
 
 

@@ -13,6 +13,7 @@ from genlab.cli.options import closing
 # (section key, module with demo_section, title)
 SECTIONS = [
     ("nas", "genlab.nas.demo", "BER architecture search"),
+    ("transfer", "genlab.nas.transfer.demo", "A searched cell as a detection backbone"),
     ("optim", "genlab.optim.studies.demo", "Nonuniformity"),
     ("gaze", "genlab.gaze.demo", "MoEGaze"),
 ]
@@ -31,7 +32,8 @@ def timing_reading(timings: list[dict]) -> str:
 def demo(
     out: Path = typer.Option(Path("runs/demo"), help="Output folder of the demo report."),
     nb201_table: Path = typer.Option(None, help="NB201 accuracy CSV to judge searched cells."),
-    only: str = typer.Option("", help="Comma-separated sections to run (nas, optim, gaze)."),
+    only: str = typer.Option("", help="Comma-separated sections to run (nas, transfer, optim, "
+                                      "gaze)."),
     full: bool = typer.Option(False, help="Full budgets instead of the quick demo ones."),
 ):
     """Run every method on embedded data (digits, rendered eyes) and write one report."""

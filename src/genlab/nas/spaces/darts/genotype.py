@@ -30,6 +30,13 @@ from genlab.nas.ops import PARAM_FREE_OPS
 Gene = tuple[str, int]
 STEPS = 4  # intermediate nodes per cell
 CELL_TYPES = ("normal", "reduce")
+# quark0/darts genotypes.py DARTS_V2 (second-order DARTS on CIFAR-10), as its text
+DARTS_V2 = ("Genotype(normal=[('sep_conv_3x3', 0), ('sep_conv_3x3', 1), ('sep_conv_3x3', 0), "
+            "('sep_conv_3x3', 1), ('sep_conv_3x3', 1), ('skip_connect', 0), ('skip_connect', 0), "
+            "('dil_conv_3x3', 2)], normal_concat=[2, 3, 4, 5], reduce=[('max_pool_3x3', 0), "
+            "('max_pool_3x3', 1), ('skip_connect', 2), ('max_pool_3x3', 1), ('max_pool_3x3', 0), "
+            "('skip_connect', 2), ('skip_connect', 2), ('max_pool_3x3', 1)], "
+            "reduce_concat=[2, 3, 4, 5])")
 
 
 @dataclass(frozen=True)
