@@ -21,15 +21,15 @@ ImageNet16-120 on their test halves.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import importlib
+import io
 import math
-import os
 import re
 from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError, SpecError
+from genlab.core.files import atomic_write_bytes, output_errors
 from genlab.nas.spaces.nb201.genotype import Genotype
 
 # genlab's CSV (table.py reads it, write_csv writes it): dataset -> its accuracy column
@@ -103,22 +103,16 @@ def read_official(p: Path, kind: str) -> dict[str, dict[str, float]]:
 
 def write_csv(rows: dict[str, dict[str, float]], path: str | Path) -> Path:
     """Write ``rows`` as genlab's accuracy CSV (NB201Table.load reads them back identically);
-    atomically: a temporary file next to ``path`` (its folder made if needed), renamed onto it."""
+    atomically (core.files.atomic_write_bytes), its folder made if needed."""
     path = Path(path).expanduser()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow([*COLUMNS.values(), ARCH_COLUMN])
+    for arch, acc in rows.items():
+        writer.writerow([*(repr(float(acc[ds])) for ds in COLUMNS), arch])
+    with output_errors(path, "cannot write the accuracy CSV"):
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("w", newline="", encoding="utf-8") as fh:
-            writer = csv.writer(fh)
-            writer.writerow([*COLUMNS.values(), ARCH_COLUMN])
-            for arch, acc in rows.items():
-                writer.writerow([*(repr(float(acc[ds])) for ds in COLUMNS), arch])
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise DataError(f"cannot write the accuracy CSV {path}: {exc}") from exc
-    finally:
-        with contextlib.suppress(OSError):  # gone once renamed; never made if --out is bad
-            tmp.unlink(missing_ok=True)
+    atomic_write_bytes(path, text.getvalue().encode("utf-8"))
     return path
 
 
