@@ -205,9 +205,9 @@ def check_imagenet_step(device, out: Path, quick: bool) -> dict:
     from genlab.core.trainer import Trainer
     from genlab.nas.retrain import ClippedSGD
     from genlab.nas.spaces import build_space_network
-    from genlab.nas.transfer.imagenet import smoothed_loss
-    from genlab.nas.transfer.measures import count_macs, parameter_counts
-    from genlab.nas.transfer.recipes import network_options
+    from genlab.nas.transfer.classify.imagenet import smoothed_loss
+    from genlab.nas.transfer.classify.measures import count_macs, parameter_counts
+    from genlab.nas.transfer.classify.recipes import network_options
 
     cuda = device.type == "cuda"
     if not cuda and not quick:
@@ -244,7 +244,7 @@ def check_imagenet_step(device, out: Path, quick: bool) -> dict:
 
 def _detection_batch(n: int, side: int, seed: int = 0):
     """Packed (images, targets) of n random side x side images, 1-4 random boxes each."""
-    from genlab.nas.transfer.records import pack
+    from genlab.nas.transfer.detection.records import pack
 
     g = torch.Generator().manual_seed(seed)
     samples = []
@@ -263,8 +263,8 @@ def check_detection(device, out: Path, quick: bool) -> dict:
     synthetic tensors, bf16 autocast: finite losses, step time, peak memory (cuda only)."""
     if device.type != "cuda":
         return {"skipped": "cuda only"}
-    from genlab.nas.transfer.models import build_detector
-    from genlab.nas.transfer.training import DetectionTrainer, IterationSchedule
+    from genlab.nas.transfer.detection.models import build_detector
+    from genlab.nas.transfer.detection.training import DetectionTrainer, IterationSchedule
 
     n, side, steps = (2, 256, 2) if quick else (8, 512, 10)
     torch.manual_seed(0)

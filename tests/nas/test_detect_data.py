@@ -10,11 +10,11 @@ import torch
 from detect_fixtures import COCO_TRAIN, VOC_TRAIN, make_coco, make_voc, voc_xml
 from nas_reference import DARTS_V2, run_cli
 
-from genlab.nas.transfer.batches import TrainBatches
-from genlab.nas.transfer.coco import read_coco
-from genlab.nas.transfer.records import pack, sample, unpack
-from genlab.nas.transfer.synthetic import read_synthetic
-from genlab.nas.transfer.voc import VOC_CLASSES, read_voc
+from genlab.nas.transfer.detection.batches import TrainBatches
+from genlab.nas.transfer.detection.coco import read_coco
+from genlab.nas.transfer.detection.records import pack, sample, unpack
+from genlab.nas.transfer.detection.synthetic import read_synthetic
+from genlab.nas.transfer.detection.voc import VOC_CLASSES, read_voc
 
 
 def test_voc_reader_keeps_difficult_and_shifts_to_continuous(tmp_path):

@@ -5,7 +5,7 @@ on perfect and empty results through the COCO results file."""
 import numpy as np
 import pytest
 
-from genlab.nas.transfer.metrics import (
+from genlab.nas.transfer.detection.metrics import (
     box_iou,
     class_ap,
     eleven_point_ap,
@@ -85,7 +85,12 @@ def test_coco_eval_of_perfect_and_empty_results(tmp_path):
     pytest.importorskip("pycocotools")
     from detect_fixtures import make_coco
 
-    from genlab.nas.transfer.coco import annotation_file, coco_eval, read_coco, results_json
+    from genlab.nas.transfer.detection.coco import (
+        annotation_file,
+        coco_eval,
+        read_coco,
+        results_json,
+    )
 
     root = make_coco(tmp_path / "coco")
     _, val, names, ids = read_coco(root)

@@ -9,9 +9,9 @@ import torch
 from detect_fixtures import make_coco, make_voc
 from nas_reference import DARTS_V2, run_cli
 
-from genlab.nas.transfer import detect as detect_mod
-from genlab.nas.transfer.detect import DetectConfig, detect
-from genlab.nas.transfer.training import protocol_lr
+from genlab.nas.transfer.detection import detect as detect_mod
+from genlab.nas.transfer.detection.detect import DetectConfig, detect
+from genlab.nas.transfer.detection.training import protocol_lr
 
 SMALL = ["--channels", "8", "--fpn-channels", "16", "--min-size", "64", "--max-size", "96",
          "--batch-size", "2"]

@@ -19,11 +19,15 @@ from torch import nn
 
 from genlab.core.checkpoints import load_checkpoint
 from genlab.nas.spaces import build_space_network
-from genlab.nas.transfer import imagefolder
-from genlab.nas.transfer.imagefolder import ShardedBatchSampler, eval_transform, train_transform
-from genlab.nas.transfer.imagenet import ImageNetTrainConfig, train_imagenet
-from genlab.nas.transfer.measures import count_macs, parameter_counts, topk_correct
-from genlab.nas.transfer.recipes import lr_at, network_options, parameter_groups
+from genlab.nas.transfer.classify import imagefolder
+from genlab.nas.transfer.classify.imagefolder import (
+    ShardedBatchSampler,
+    eval_transform,
+    train_transform,
+)
+from genlab.nas.transfer.classify.imagenet import ImageNetTrainConfig, train_imagenet
+from genlab.nas.transfer.classify.measures import count_macs, parameter_counts, topk_correct
+from genlab.nas.transfer.classify.recipes import lr_at, network_options, parameter_groups
 
 REPO = Path(__file__).resolve().parents[2]
 CLASSES = ("ant", "bee", "cat")
@@ -86,7 +90,7 @@ def _config(root, **kw):
 KILLED = """
 import os, sys
 from genlab.core.runs import RunDir
-from genlab.nas.transfer.imagenet import ImageNetTrainConfig, train_imagenet
+from genlab.nas.transfer.classify.imagenet import ImageNetTrainConfig, train_imagenet
 save = RunDir.save
 def save_then_die(self, state):
     save(self, state)

@@ -3,7 +3,7 @@
 from nas_reference import DARTS_V2 as UPSTREAM_DARTS_V2
 
 from genlab.nas.spaces.darts.genotype import parse_darts_genotype
-from genlab.nas.transfer.demo import DARTS_V2, demo_config, detect_reading
+from genlab.nas.transfer.detection.demo import DARTS_V2, demo_config, detect_reading
 
 
 def summary(ours, trivial):

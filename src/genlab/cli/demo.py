@@ -13,7 +13,7 @@ from genlab.cli.options import closing
 # (section key, module with demo_section, title)
 SECTIONS = [
     ("nas", "genlab.nas.demo", "BER architecture search"),
-    ("transfer", "genlab.nas.transfer.demo", "A searched cell as a detection backbone"),
+    ("transfer", "genlab.nas.transfer.detection.demo", "A searched cell as a detection backbone"),
     ("optim", "genlab.optim.studies.demo", "Nonuniformity"),
     ("gaze", "genlab.gaze.demo", "MoEGaze"),
 ]

@@ -255,9 +255,9 @@ def train(
 
 def _train_imagenet(arch: str, out: Path, imagenet: dict, *, size, cutout, resume: bool,
                     **common) -> None:
-    """`nas train --dataset imagenet` (genlab.nas.transfer.imagenet)."""
+    """`nas train --dataset imagenet` (genlab.nas.transfer.classify.imagenet)."""
     from genlab.core.errors import ConfigError
-    from genlab.nas.transfer.imagenet import ImageNetTrainConfig, train_imagenet
+    from genlab.nas.transfer.classify.imagenet import ImageNetTrainConfig, train_imagenet
 
     for flag, value in (("--size", size), ("--cutout", cutout)):
         if value is not None:

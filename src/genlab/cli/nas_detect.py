@@ -54,8 +54,8 @@ def detect(
     resume: bool = options.resume_option(),
 ):
     """Train and score a detector on a searched backbone + FPN: map, map50 in summary.json."""
-    from genlab.nas.transfer.detect import DetectConfig
-    from genlab.nas.transfer.detect import detect as run_detect
+    from genlab.nas.transfer.detection.detect import DetectConfig
+    from genlab.nas.transfer.detection.detect import detect as run_detect
 
     steps = None if lr_steps is None else tuple(options.parse_list(lr_steps, int, "--lr-steps"))
     cfg = DetectConfig(genotype=genotype, space=space, data=data, detector=detector,

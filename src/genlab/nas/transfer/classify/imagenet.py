@@ -1,7 +1,7 @@
 """`genlab nas train GENOTYPE --space darts|mobilenet --dataset imagenet --data-root ROOT`.
 
-Trains the space's ImageNet network (genlab.nas.transfer.recipes) on streamed image folders
-(genlab.nas.transfer.imagefolder) with the one Trainer: torchrun data parallel (each rank
+Trains the space's ImageNet network (genlab.nas.transfer.classify.recipes) on streamed image folders
+(genlab.nas.transfer.classify.imagefolder) with the one Trainer: torchrun data parallel (each rank
 reads its share of every batch), ``amp``, channels-last, per-epoch checkpoints and every
 ``checkpoint_steps`` steps (a resume continues mid-epoch exactly), ``max_steps`` for smoke
 runs (at most that many optimiser steps, and at most that many val batches per evaluation).
@@ -30,9 +30,9 @@ from genlab.core.trainer import Trainer, resolve_device
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, parse_genotype
 from genlab.nas.retrain import ClippedSGD
 from genlab.nas.spaces import build_space_network, get_space
-from genlab.nas.transfer import imagefolder as folders
-from genlab.nas.transfer.measures import count_macs, parameter_counts, topk_correct
-from genlab.nas.transfer.recipes import (
+from genlab.nas.transfer.classify import imagefolder as folders
+from genlab.nas.transfer.classify.measures import count_macs, parameter_counts, topk_correct
+from genlab.nas.transfer.classify.recipes import (
     RECIPES,
     SCHEDULES,
     EpochSchedule,

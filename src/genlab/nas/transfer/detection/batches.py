@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from genlab.core.seeding import make_generator
-from genlab.nas.transfer.records import DetectionImage, pack, sample
+from genlab.nas.transfer.detection.records import DetectionImage, pack, sample
 
 
 class Samples(torch.utils.data.Dataset):

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from genlab.core.errors import DataError
-from genlab.nas.transfer.records import DetectionImage
+from genlab.nas.transfer.detection.records import DetectionImage
 
 TOLERANCE = 1.0  # pixels a COCO box may overhang its image (float rounding in the files)
 

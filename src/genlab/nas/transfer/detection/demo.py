@@ -1,6 +1,6 @@
 """The transfer line of `genlab demo`: DARTS_V2's cell as a RetinaNet backbone on the embedded
-synthetic shapes, against the trivial detector (genlab.nas.transfer.metrics), with a picture of
-its detections. A finished run is reused."""
+synthetic shapes, against the trivial detector (genlab.nas.transfer.detection.metrics), with a
+picture of its detections. A finished run is reused."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from genlab.core.report import Report
 from genlab.nas.spaces.darts.genotype import DARTS_V2
-from genlab.nas.transfer.detect import DetectConfig, detect
+from genlab.nas.transfer.detection.detect import DetectConfig, detect
 
 
 def demo_config(quick: bool) -> DetectConfig:

@@ -23,11 +23,16 @@ from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import resolve_device
 from genlab.nas.retrain import ClippedSGD
-from genlab.nas.transfer.batches import TrainBatches
-from genlab.nas.transfer.evaluation import plot_detections, predict, score, trivial_predictions
-from genlab.nas.transfer.models import DETECTORS, RESNETS, build_detector
-from genlab.nas.transfer.sources import DetectionData, parse_data, read_data
-from genlab.nas.transfer.training import DetectionTrainer, IterationSchedule
+from genlab.nas.transfer.detection.batches import TrainBatches
+from genlab.nas.transfer.detection.evaluation import (
+    plot_detections,
+    predict,
+    score,
+    trivial_predictions,
+)
+from genlab.nas.transfer.detection.models import DETECTORS, RESNETS, build_detector
+from genlab.nas.transfer.detection.sources import DetectionData, parse_data, read_data
+from genlab.nas.transfer.detection.training import DetectionTrainer, IterationSchedule
 
 PROTOCOL_EPOCHS, PROTOCOL_STEPS = 12, (8, 11)  # mmdetection schedule_1x
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 
 from genlab.core.parallel.distributed import is_distributed, rank, world_size
-from genlab.nas.transfer.batches import eval_batches
-from genlab.nas.transfer.metrics import trivial_detector, voc_map
+from genlab.nas.transfer.detection.batches import eval_batches
+from genlab.nas.transfer.detection.metrics import trivial_detector, voc_map
 
 
 @torch.no_grad()
@@ -55,7 +55,7 @@ def score(kind: str, predictions, items, classes, *, coco_ids=None,
     """{"map", "map50", ...}: VOC's 11-point mAP@0.5 (map = map50) with the per-class APs, or
     COCOeval's AP, AP50, AP75 (its table written to coco_eval.txt in ``run``)."""
     if kind == "coco":
-        from genlab.nas.transfer.coco import coco_eval, results_json
+        from genlab.nas.transfer.detection.coco import coco_eval, results_json
 
         results = results_json(predictions, items, coco_ids)
         figures, text = coco_eval(annotations, results)
@@ -77,7 +77,7 @@ def plot_detections(run, items, predictions, classes, count: int = 8,
     from matplotlib.patches import Rectangle
 
     from genlab.core.report import figure
-    from genlab.nas.transfer.records import image_tensor
+    from genlab.nas.transfer.detection.records import image_tensor
 
     shown = list(zip(items, predictions, strict=True))[:count]
     cols = min(4, len(shown))

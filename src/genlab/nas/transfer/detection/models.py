@@ -27,7 +27,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from genlab.nas.transfer.records import unpack
+from genlab.nas.transfer.detection.records import unpack
 
 RESNETS = ("resnet18", "resnet50")
 DETECTORS = ("retinanet", "fasterrcnn")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from genlab.core.errors import ConfigError
-from genlab.nas.transfer.records import DetectionImage
+from genlab.nas.transfer.detection.records import DetectionImage
 
 KINDS = ("voc", "coco", "synthetic")
 
@@ -39,14 +39,14 @@ def parse_data(spec: str) -> tuple[str, str | None]:
 def read_data(spec: str, seed: int = 0) -> DetectionData:
     kind, rest = parse_data(spec)
     if kind == "synthetic":
-        from genlab.nas.transfer.synthetic import DEFAULT_IMAGES, read_synthetic
+        from genlab.nas.transfer.detection.synthetic import DEFAULT_IMAGES, read_synthetic
 
         return DetectionData(kind, *read_synthetic(int(rest or DEFAULT_IMAGES), seed))
     if kind == "voc":
-        from genlab.nas.transfer.voc import read_voc
+        from genlab.nas.transfer.detection.voc import read_voc
 
         return DetectionData(kind, *read_voc(rest))
-    from genlab.nas.transfer.coco import annotation_file, read_coco
+    from genlab.nas.transfer.detection.coco import annotation_file, read_coco
 
     train, val, names, ids = read_coco(rest)
     return DetectionData(kind, train, val, names, ids, annotation_file(Path(rest), "val"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from genlab.nas.transfer.records import DetectionImage
+from genlab.nas.transfer.detection.records import DetectionImage
 
 CLASSES = ("square", "disk", "triangle")
 SIDE = 64

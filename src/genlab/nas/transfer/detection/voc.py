@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from genlab.core.errors import DataError
-from genlab.nas.transfer.records import DetectionImage
+from genlab.nas.transfer.detection.records import DetectionImage
 
 VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair",
                "cow", "diningtable", "dog", "horse", "motorbike", "person", "pottedplant",
