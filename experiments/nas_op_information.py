@@ -7,6 +7,8 @@ on every edge e of the three search cells two costs are taken:
 
 - D_ek = relu(H_B(x_e) - H_B(o_ek)), the batch entropy the op loses (ber-op's cost);
 - L_ek = I_B(x_e; Y) - I_B(o_ek; Y), the label information it loses (ber-ib's cost),
+- G_ek = I_B(m(x_e); Y) - I_B(m(o_ek); Y), the same on every channel's spatial mean m, and
+  D_ek + G_ek (ber-xu's cost),
 
 with x_e the edge input and o_ek the op's unscaled output (genlab.nas.regularizers.per_op).
 The table gives their mean per op over all 18 edges, over the 9 edges from the cell input
@@ -30,13 +32,26 @@ from genlab.core.data import augment_images
 from genlab.core.runs import CHECKPOINT, atomic_write_bytes, load_checkpoint, write_json
 from genlab.core.seeding import make_generator
 from genlab.nas.data import load_image_data
-from genlab.nas.regularizers.per_op import OpCompression, OpLabelInformation, edge_sources
+from genlab.nas.entropy import label_information, spatial_mean
+from genlab.nas.regularizers.per_op import (OpCompression, OpLabelInformation,
+                                            OpPooledInformation, edge_sources)
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
 
 SEED, STEP, IMAGES = 9, 900, 256
+
+
+class PooledLabelInformation(OpLabelInformation):
+    """G_ek alone: the label information lost by the channels' spatial means (ber-xu's 2nd term)."""
+
+    def statistic(self, t, labels=None):
+        return label_information(spatial_mean(t), labels)
+
+
 COSTS = {"D: batch entropy lost (ber-op)": OpCompression,
-         "label information lost (ber-ib)": OpLabelInformation}
+         "label information lost (ber-ib)": OpLabelInformation,
+         "G: pooled label information lost": PooledLabelInformation,
+         "D + G (ber-xu)": OpPooledInformation}
 
 
 GROUPS = {"all edges": lambda s: True, "from the cell input": lambda s: s == 0,

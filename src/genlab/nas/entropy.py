@@ -86,6 +86,12 @@ def label_information(t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return batch_entropy(t) - conditional_batch_entropy(t, labels)
 
 
+def spatial_mean(t: torch.Tensor) -> torch.Tensor:
+    """(batch, channels) spatial mean of a (batch, channels, height, width) feature map; any
+    other tensor unchanged (ber-xu's units across space)."""
+    return t.mean(dim=(2, 3)) if t.dim() == 4 else t
+
+
 def gaussian_batch_entropy(t: torch.Tensor) -> torch.Tensor:
     """genlab's earlier estimator, mean_j 0.5 ln(2 pi e v_j + 1) (population variance).
 

@@ -13,7 +13,10 @@ The penalties are objects (genlab.nas.regularizers.base.Penalty) in one registry
 - ``ber-kl``               genlab.nas.regularizers.kl (BER on the architecture side);
 - ``ber-batch``            genlab.nas.regularizers.batch (BER on the cells' features);
 - ``ber-lbe``              genlab.nas.regularizers.layerwise (Peer's layerwise batch entropy);
-- ``ber-op``, ``ber-ib``   genlab.nas.regularizers.per_op (per-op compression / information).
+- ``ber-op``, ``ber-ib``, ``ber-xu``
+                           genlab.nas.regularizers.per_op (per-op compression / information);
+- ``ber-decay``, ``ber-commit``
+                           genlab.nas.regularizers.decay (what changes at the entropy turn).
 
 Each entry carries its preset: the settings its name stands for when the command line leaves
 them unset (``PRESETS``: ber-kl at the earlier ablation's choice, docs/ber.md "Choosing BER";
@@ -46,12 +49,14 @@ from genlab.nas.regularizers.base import (
 )
 from genlab.nas.regularizers.baselines import BetaDecay, NoPenalty
 from genlab.nas.regularizers.batch import CellCompression
+from genlab.nas.regularizers.decay import BetaUntilTurn, EntropyDecayRestraint
 from genlab.nas.regularizers.kl import KLToUniform
 from genlab.nas.regularizers.layerwise import LayerwiseBatchEntropy
-from genlab.nas.regularizers.per_op import OpCompression, OpLabelInformation
+from genlab.nas.regularizers.per_op import OpCompression, OpLabelInformation, OpPooledInformation
 
 for _penalty in (NoPenalty, BetaDecay, KLToUniform, CellCompression, LayerwiseBatchEntropy,
-                 OpCompression, OpLabelInformation):
+                 OpCompression, OpLabelInformation, OpPooledInformation, EntropyDecayRestraint,
+                 BetaUntilTurn):
     PENALTIES.register(_penalty.name, _penalty)
 
 REGULARIZERS = PENALTIES.names()

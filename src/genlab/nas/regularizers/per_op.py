@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
-from genlab.nas.entropy import batch_entropy, label_information
+from genlab.nas.entropy import batch_entropy, label_information, spatial_mean
 from genlab.nas.probe import CellTraces
 from genlab.nas.regularizers.base import Penalty
 
@@ -103,7 +103,7 @@ class PerOpPenalty(Penalty):
                     at_input = self.statistic(states[s], labels)
                     for k in range(alpha.shape[1]):
                         out = probe.ops.get((tr.alpha, tr.index, r, k))
-                        at_output = (at_input.new_zeros(()) if out is None
+                        at_output = (torch.zeros_like(at_input) if out is None
                                      else self.statistic(out, labels))
                         c[r, k] = self.cost(at_input, at_output)
                 sums[tr.alpha] = sums.get(tr.alpha, 0) + c
@@ -144,3 +144,21 @@ class OpLabelInformation(PerOpPenalty):
 
     def cost(self, at_input, at_output) -> torch.Tensor:
         return at_input - at_output
+
+
+class OpPooledInformation(PerOpPenalty):
+    """ber-xu: c_ek = relu(H_B(x_e) - H_B(o_ek)) + [I_B(m(x_e); Y) - I_B(m(o_ek); Y)], m the
+    spatial mean of every channel: the batch entropy the op loses per unit (ber-op's cost)
+    plus the label information it loses across the units of a channel (a local average
+    barely changes a channel's spatial mean, so pooling gains none of it)."""
+
+    name = "ber-xu"
+    preset = {"strength": 1.0, "schedule": "constant"}
+
+    def statistic(self, t, labels=None) -> torch.Tensor:
+        if labels is None:
+            raise ConfigError("ber-xu measures label information: pass the validation labels")
+        return torch.stack([batch_entropy(t), label_information(spatial_mean(t), labels)])
+
+    def cost(self, at_input, at_output) -> torch.Tensor:
+        return F.relu(at_input[0] - at_output[0]) + (at_input[1] - at_output[1])

@@ -1,0 +1,157 @@
+"""``ber-decay`` and ``ber-commit``: the bifurcation reading of BER (ours; the paper's formula is not public).
+
+The abstract's "entropy-decay": the search cells first fit (their nodes' batch entropy rises)
+and then compress (it falls); the turn is the bifurcation point. This candidate detects the
+turn and from there restrains alpha's movement in proportion to the batch-entropy decay:
+
+- H_t: the mean batch entropy (Peer et al., genlab.nas.entropy.batch_entropy) of every node
+  of every search cell on the step's validation batch, smoothed by an exponential moving
+  average with weight ``SMOOTHING`` (a time constant of ~50 steps); P_t its running peak;
+- the turn: the first step t >= ``WARMUP`` at which the smoothed H_t has fallen
+  ``TURN_DROP`` (relative) below P_t; alpha at that step is kept as the anchor a* (fixed,
+  never learnt);
+- after the turn, R = d_t x sum over alpha tensors of mean_e ||alpha_e - a*_e||^2 with
+  d_t = max(0, P_t - H_t) / P_t, the relative decay; before it R = 0 (plain DARTS).
+
+``ber-commit`` (the composition with beta-DARTS, the bench's method that does not collapse):
+beta-DARTS' penalty, the mean logsumexp of every edge's alphas, at a constant strength until
+the turn, then released linearly to 0 at the end of the search, so alpha commits from the
+ordering it kept while it was held near uniform. (lambda_t is read at the step's start, so
+the release begins on the step after the turn.)
+
+The state (smoothed entropy, peak, turn step, anchors) is updated once per search step (the
+second-order step evaluates the penalty several times per step) and is checkpointed, so a
+resumed search continues the same curve. Presets: strength 1, constant schedule, until the
+calibration (docs/ber.md, "Round three") fixes the grids.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from genlab.nas.probe import CellTraces
+from genlab.nas.regularizers.base import Penalty, per_alpha_sum, zero_like
+from genlab.nas.regularizers.layerwise import node_entropies
+
+SMOOTHING = 0.02  # EMA weight of the newest step (time constant ~50 steps)
+WARMUP = 100  # steps before a turn may be detected (the EMA has settled)
+TURN_DROP = 0.01  # relative fall below the running peak that marks the turn
+
+
+class EntropyTurn:
+    """The smoothed mean node batch entropy, its running peak and the step of the turn,
+    updated once per search step (see the module docstring)."""
+
+    def __init__(self):
+        self.smoothed: float | None = None
+        self.peak = 0.0
+        self.turn_step: int | None = None
+        self.updated_at: int | None = None
+
+    def update(self, step: int, probe: CellTraces) -> bool:
+        """Take this step's node entropies (once per step); True when the turn is this step."""
+        if self.updated_at == step:
+            return False
+        h = float(node_entropies(probe).detach().mean())
+        self.smoothed = h if self.smoothed is None else (
+            (1 - SMOOTHING) * self.smoothed + SMOOTHING * h)
+        self.peak = max(self.peak, self.smoothed)
+        self.updated_at = step
+        if (self.turn_step is None and step >= WARMUP
+                and self.smoothed < (1 - TURN_DROP) * self.peak):
+            self.turn_step = step
+            return True
+        return False
+
+    def decay(self) -> float:
+        """d_t, the relative fall of the smoothed node batch entropy below its peak."""
+        if self.smoothed is None or self.peak <= 0:
+            return 0.0
+        return max(0.0, self.peak - self.smoothed) / self.peak
+
+    def state_dict(self) -> dict:
+        return {"smoothed": self.smoothed, "peak": self.peak, "turn_step": self.turn_step,
+                "updated_at": self.updated_at}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.smoothed, self.peak = state["smoothed"], state["peak"]
+        self.turn_step, self.updated_at = state["turn_step"], state["updated_at"]
+
+
+class TurnPenalty(Penalty):
+    """A penalty that reads the entropy turn: keeps the step that lam() was asked for."""
+
+    needs_probe = True
+    preset = {"strength": 1.0, "schedule": "constant"}
+
+    def __init__(self, h_min: float = 0.0):
+        self.turn = EntropyTurn()
+        self.step = 0
+
+    @property
+    def turn_step(self) -> int | None:
+        return self.turn.turn_step
+
+    def make_probe(self) -> CellTraces:
+        return CellTraces()
+
+    def lam(self, strength, schedule, step, total_steps, steps_per_epoch) -> float:
+        self.step = step  # the step the next penalty() belongs to
+        return super().lam(strength, schedule, step, total_steps, steps_per_epoch)
+
+    def state_dict(self) -> dict:
+        return self.turn.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        if state:
+            self.turn.load_state_dict(state)
+
+
+class EntropyDecayRestraint(TurnPenalty):
+    """ber-decay: after the nodes' batch entropy turns, restrain alpha in proportion to its decay."""
+
+    name = "ber-decay"
+
+    def __init__(self, h_min: float = 0.0):
+        super().__init__(h_min)
+        self.anchors: dict[str, torch.Tensor] = {}
+
+    def decay(self) -> float:
+        return self.turn.decay()
+
+    def penalty(self, alphas, probe, val_loss=None, labels=None) -> torch.Tensor:
+        if self.turn.update(self.step, probe):
+            self.anchors = {name: a.detach().clone() for name, a in alphas.items()}
+        if self.turn_step is None:
+            return zero_like(alphas)
+        d = self.turn.decay()
+        total = zero_like(alphas)
+        for name, a in alphas.items():
+            total = total + d * ((a - self.anchors[name]) ** 2).sum(-1).mean()
+        return total
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(),
+                "anchors": {k: v.clone() for k, v in self.anchors.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if state:
+            self.anchors = {k: v.clone() for k, v in state["anchors"].items()}
+
+
+class BetaUntilTurn(TurnPenalty):
+    """ber-commit: beta-DARTS' restraint until the entropy turn, released linearly after it."""
+
+    name = "ber-commit"
+
+    def lam(self, strength, schedule, step, total_steps, steps_per_epoch) -> float:
+        lam = super().lam(strength, schedule, step, total_steps, steps_per_epoch)
+        t0 = self.turn_step
+        if t0 is None or step <= t0:
+            return lam
+        return lam * max(0.0, 1.0 - (step - t0) / max(total_steps - t0, 1))
+
+    def penalty(self, alphas, probe, val_loss=None, labels=None) -> torch.Tensor:
+        self.turn.update(self.step, probe)
+        return per_alpha_sum(lambda a: torch.logsumexp(a, dim=-1).mean(), alphas)

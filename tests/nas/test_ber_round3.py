@@ -1,0 +1,146 @@
+"""BER round-three candidates: ber-xu's costs by hand and its gradient against finite
+differences (float64); ber-decay's turn, anchors and restraint against a hand-run loop; both
+wired into a search, resumed mid-way equal to an uninterrupted run."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from genlab.core.errors import ConfigError
+from genlab.nas.entropy import batch_entropy, label_information
+from genlab.nas.regularizers import make_regularizer
+from genlab.nas.regularizers.decay import SMOOTHING, TURN_DROP, WARMUP, EntropyDecayRestraint
+from genlab.nas.regularizers.per_op import edge_sources
+from genlab.nas.search import SearchConfig, run_search
+from genlab.nas.spaces import get_space
+
+
+def _forward(name):
+    torch.manual_seed(0)
+    space = get_space("nb201")
+    net = space.build_supernet(num_classes=3, in_channels=1, channels=2, cells=1).double()
+    with torch.no_grad():
+        net.alphas()["cell"].normal_(0, 0.5)
+    x = torch.randn(9, 1, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    y = torch.tensor([0, 1, 2] * 3)
+    reg = make_regularizer(name, strength=1.0)
+    reg.setup(net, x, space)
+    probe = reg.make_probe()
+    net(x, probe=probe)
+    spec = space.alpha_specs()["cell"]
+    return net, y, reg, probe, spec.ops[0], edge_sources(spec.rows)
+
+
+def test_ber_xu_costs_by_hand_and_gradient_matches_finite_differences():
+    net, y, reg, probe, ops, sources = _forward("ber-xu")
+    c = reg.penalty_object.losses(net.alphas(), probe, y)["cell"]
+    for r, s in enumerate(sources):
+        for k in range(len(ops)):
+            per_cell = []
+            for tr in probe.traces:
+                x_in = (tr.inputs + tr.nodes)[s]
+                out = probe.ops.get(("cell", tr.index, r, k))
+                h_out = 0.0 if out is None else float(batch_entropy(out))
+                g_out = 0.0 if out is None else float(label_information(out.mean((2, 3)), y))
+                per_cell.append(max(0.0, float(batch_entropy(x_in)) - h_out)
+                                + float(label_information(x_in.mean((2, 3)), y)) - g_out)
+            assert float(c[r, k]) == pytest.approx(sum(per_cell) / len(per_cell), rel=1e-9,
+                                                   abs=1e-12)
+    assert torch.all(c[:, ops.index("skip_connect")].abs() < 1e-12)  # skip loses nothing
+    assert torch.all(c[:, ops.index("none")] > 0)
+    alpha = net.alphas()["cell"]
+    grad, = torch.autograd.grad(reg(net.alphas(), 0, 10, probe, None, y), [alpha])
+    base, eps = alpha.detach().clone(), 1e-6
+
+    def value(a):
+        return float((F.softmax(a, -1) * c).sum(-1).mean())
+
+    for r, k in [(0, 0), (2, 1), (5, 3), (3, 4)]:
+        bump = torch.zeros_like(base)
+        bump[r, k] = eps
+        fd = (value(base + bump) - value(base - bump)) / (2 * eps)
+        assert grad[r, k].item() == pytest.approx(fd, rel=1e-6, abs=1e-12)
+
+
+def test_ber_xu_refuses_missing_labels():
+    net, _, reg, probe, _, _ = _forward("ber-xu")
+    with pytest.raises(ConfigError, match="labels"):
+        reg.penalty(net.alphas(), probe)
+
+
+def _probe_with_entropy(h: float) -> SimpleNamespace:
+    """A probe whose one node has batch entropy h: two samples +-a (unbiased var 2a^2)."""
+    import math
+    var = (math.exp(2 * h) - 1) / (math.pi * math.e)
+    a = math.sqrt(var / 2)
+    node = torch.tensor([[a], [-a]], dtype=torch.float64)
+    assert float(batch_entropy(node)) == pytest.approx(h, rel=1e-9)
+    return SimpleNamespace(traces=[SimpleNamespace(nodes=[node])])
+
+
+def test_ber_decay_turn_anchor_and_restraint_match_a_hand_loop():
+    curve = [0.5 + 0.004 * t for t in range(150)] + [1.1 - 0.01 * t for t in range(100)]
+    pen = EntropyDecayRestraint()
+    alpha = {"cell": torch.zeros(2, 3, dtype=torch.float64)}
+    ema, peak, turn, anchor = None, 0.0, None, None
+    for t, h in enumerate(curve):
+        with torch.no_grad():
+            alpha["cell"] += 0.01 * (t % 7)  # alpha moves every step
+        ema = h if ema is None else (1 - SMOOTHING) * ema + SMOOTHING * h
+        peak = max(peak, ema)
+        if turn is None and t >= WARMUP and ema < (1 - TURN_DROP) * peak:
+            turn, anchor = t, alpha["cell"].clone()
+        pen.lam(1.0, "constant", t, 250, 1)
+        probe = _probe_with_entropy(h)
+        r1 = float(pen.penalty(alpha, probe))
+        r2 = float(pen.penalty(alpha, probe))  # a second call in the same step changes nothing
+        expected = 0.0 if turn is None else (
+            (peak - ema) / peak * float(((alpha["cell"] - anchor) ** 2).sum(-1).mean()))
+        assert r1 == pytest.approx(expected, rel=1e-9, abs=1e-15) and r2 == r1
+    assert pen.turn_step == turn and 150 < turn < 200
+    assert torch.equal(pen.anchors["cell"], anchor)
+    # the checkpointed state continues the same curve
+    twin = EntropyDecayRestraint()
+    twin.load_state_dict(pen.state_dict())
+    for p in (pen, twin):
+        p.lam(1.0, "constant", 250, 300, 1)
+    probe = _probe_with_entropy(0.2)
+    assert float(twin.penalty(alpha, probe)) == float(pen.penalty(alpha, probe))
+
+
+TINY = dict(channels=2, cells=1, batch_size=64, hessian_points=0, diag_batch=16)
+
+
+@pytest.mark.parametrize("reg", ["ber-xu", "ber-decay", "ber-commit"])
+def test_candidates_search_and_resume_equal_to_an_uninterrupted_run(tmp_path, reg):
+    steps = 12 if reg == "ber-xu" else 130  # the turn comes after WARMUP steps only
+    cfg = SearchConfig(**TINY, steps=steps, reg=reg, reg_strength=5.0, seed=0)
+    full = run_search(cfg, tmp_path / "full")
+    assert full["reg_resolved"]["name"] == reg
+    run_search(cfg, tmp_path / "part", stop_at=steps - 11)
+    resumed = run_search(cfg, tmp_path / "part", resume=True)
+    assert resumed["alpha"] == full["alpha"]
+
+
+def test_ber_xu_and_ber_decay_run_second_order(tmp_path):
+    for reg in ("ber-xu", "ber-decay", "ber-commit"):
+        out = run_search(SearchConfig(**TINY, steps=3, reg=reg, seed=0, order=2),
+                         tmp_path / reg)
+        assert out["steps"] == 3
+
+
+def test_ber_commit_holds_like_beta_until_the_turn_then_releases_linearly():
+    curve = [0.5 + 0.004 * t for t in range(150)] + [1.1 - 0.01 * t for t in range(100)]
+    reg = make_regularizer("ber-commit", strength=2.0)
+    alpha = {"cell": torch.randn(3, 5, dtype=torch.float64)}
+    lams = []
+    for t, h in enumerate(curve):
+        lams.append(reg.lam(t, 250))
+        r = reg.penalty(alpha, _probe_with_entropy(h))
+        assert float(r) == pytest.approx(float(torch.logsumexp(alpha["cell"], -1).mean()))
+    t0 = reg.penalty_object.turn_step
+    assert t0 is not None and all(v == 2.0 for v in lams[:t0 + 1])
+    for t in (t0 + 1, t0 + 20, 249):  # 2 (1 - (t - t0) / (T - t0)) after it
+        assert lams[t] == pytest.approx(2.0 * (1 - (t - t0) / (250 - t0)))
