@@ -33,8 +33,12 @@ from genlab.core.runs import CHECKPOINT, atomic_write_bytes, load_checkpoint, wr
 from genlab.core.seeding import make_generator
 from genlab.nas.data import load_image_data
 from genlab.nas.entropy import label_information, spatial_mean
-from genlab.nas.regularizers.per_op import (OpCompression, OpLabelInformation,
-                                            OpPooledInformation, edge_sources)
+from genlab.nas.regularizers.per_op import (
+    OpCompression,
+    OpLabelInformation,
+    OpPooledInformation,
+    edge_sources,
+)
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
 

@@ -1,4 +1,4 @@
-"""``ber-decay`` and ``ber-commit``: the bifurcation reading of BER (ours; the paper's formula is not public).
+"""``ber-decay`` and ``ber-commit``: the bifurcation reading of BER (ours; not the paper's code).
 
 The abstract's "entropy-decay": the search cells first fit (their nodes' batch entropy rises)
 and then compress (it falls); the turn is the bifurcation point. This candidate detects the
@@ -108,7 +108,7 @@ class TurnPenalty(Penalty):
 
 
 class EntropyDecayRestraint(TurnPenalty):
-    """ber-decay: after the nodes' batch entropy turns, restrain alpha in proportion to its decay."""
+    """ber-decay: after the nodes' batch entropy turns, restrain alpha as much as it decays."""
 
     name = "ber-decay"
 
