@@ -239,7 +239,7 @@ def test_second_order_refuses_ber_lbe(tmp_path):
 
 
 def test_candidates_default_to_a_constant_schedule_and_refuse_unknown_names():
-    for name in ("ber-lbe", "ber-op", "ber-ib"):
+    for name in ("ber-lbe", "ber-op", "ber-ib", "ber-xu", "ber-decay", "ber-commit"):
         reg = make_regularizer(name, strength=0.7)
         assert reg.schedule == "constant" and reg.needs_probe
         assert reg.lam(0, 100) == reg.lam(99, 100) == 0.7

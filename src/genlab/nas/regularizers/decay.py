@@ -21,8 +21,8 @@ the release begins on the step after the turn.)
 
 The state (smoothed entropy, peak, turn step, anchors) is updated once per search step (the
 second-order step evaluates the penalty several times per step) and is checkpointed, so a
-resumed search continues the same curve. Presets: strength 1, constant schedule, until the
-calibration (docs/ber.md, "Round three") fixes the grids.
+resumed search continues the same curve. Presets: each candidate's calibrated middle point
+(docs/ber_round3.md, "Calibration"), constant schedule.
 """
 
 from __future__ import annotations
@@ -82,7 +82,6 @@ class TurnPenalty(Penalty):
     """A penalty that reads the entropy turn: keeps the step that lam() was asked for."""
 
     needs_probe = True
-    preset = {"strength": 1.0, "schedule": "constant"}
 
     def __init__(self, h_min: float = 0.0):
         self.turn = EntropyTurn()
@@ -111,6 +110,7 @@ class EntropyDecayRestraint(TurnPenalty):
     """ber-decay: after the nodes' batch entropy turns, restrain alpha as much as it decays."""
 
     name = "ber-decay"
+    preset = {"strength": 101.0, "schedule": "constant"}
 
     def __init__(self, h_min: float = 0.0):
         super().__init__(h_min)
@@ -144,6 +144,7 @@ class BetaUntilTurn(TurnPenalty):
     """ber-commit: beta-DARTS' restraint until the entropy turn, released linearly after it."""
 
     name = "ber-commit"
+    preset = {"strength": 0.476, "schedule": "constant"}
 
     def lam(self, strength, schedule, step, total_steps, steps_per_epoch) -> float:
         lam = super().lam(strength, schedule, step, total_steps, steps_per_epoch)

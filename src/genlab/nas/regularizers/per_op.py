@@ -24,7 +24,8 @@ Both act on alpha only (the architecture step) and read the search cells through
   negative cost, skip exactly 0, ``none`` (I_B = 0) and pooling a positive one. It restrains
   the compression of the information about the target, the IB's prediction term, op by op.
 
-Presets: each candidate's calibrated mid-point (docs/ber.md, "Calibration"), constant schedule.
+Presets: each candidate's calibrated mid-point (docs/ber.md and docs/ber_round3.md, "Calibration"),
+constant schedule.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ class OpPooledInformation(PerOpPenalty):
     barely changes a channel's spatial mean, so pooling gains none of it)."""
 
     name = "ber-xu"
-    preset = {"strength": 1.0, "schedule": "constant"}
+    preset = {"strength": 2.59, "schedule": "constant"}
 
     def statistic(self, t, labels=None) -> torch.Tensor:
         if labels is None:
