@@ -59,14 +59,14 @@ def calibrate(reg: str, out: Path) -> dict:
                 or len((folder / FORCES).read_text().splitlines()) < STEPS):
             run_search(cfg, folder, resume=(folder / "config.json").exists(), stop_at=STEPS)
     else:  # run in chunks until the turn is 100 steps behind
-        done = 0
+        done, budget = 0, cfg.resolved().steps
         while True:
             turn = _turn_step(folder) if (folder / CHECKPOINT).exists() else None
             if turn is not None and done >= turn + 1 + STEPS:
                 break
-            if done >= cfg.resolved().steps:
+            if done >= budget:
                 raise SystemExit(f"{reg}: no entropy turn within the search budget")
-            done = min(done + TURN_CHUNK, cfg.resolved().steps)
+            done = min(done + TURN_CHUNK, budget)
             run_search(cfg, folder, resume=(folder / "config.json").exists(), stop_at=done)
         first = turn + 1
     ratios = read_ratios(folder / FORCES, first)

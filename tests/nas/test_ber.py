@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from ber_fixtures import per_op_forward, tiny_net
 
 from genlab.core.errors import ConfigError
 from genlab.nas.diagnostics import alpha_forces
@@ -15,18 +16,8 @@ from genlab.nas.regularizers import make_regularizer
 from genlab.nas.regularizers.layerwise import LayerwiseBatchEntropy
 from genlab.nas.regularizers.per_op import OpCompression, OpLabelInformation, edge_sources
 from genlab.nas.search import SearchConfig, run_search
-from genlab.nas.spaces import get_space
 
-
-def _tiny_net(seed=0):
-    torch.manual_seed(seed)
-    space = get_space("nb201")
-    net = space.build_supernet(num_classes=3, in_channels=1, channels=2, cells=1).double()
-    with torch.no_grad():
-        net.alphas()["cell"].normal_(0, 0.5)
-    x = torch.randn(6, 1, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    y = torch.tensor([0, 1, 2, 0, 1, 2])
-    return space, net, x, y
+_tiny_net = tiny_net
 
 
 def _lbe_loss(net, x, y, reg, alpha_value=None):
@@ -98,16 +89,7 @@ def test_ber_lbe_refuses_missing_setup_and_missing_loss():
         LayerwiseBatchEntropy(h_min=-1.0)
 
 
-def _per_op_forward(name):
-    """A per-op candidate set up on the tiny net, after one forward with its probe: (net, y,
-    regulariser, probe, op names, edge sources)."""
-    space, net, x, y = _tiny_net()
-    reg = make_regularizer(name, strength=1.0)
-    reg.setup(net, x, space)
-    probe = reg.make_probe()
-    net(x, probe=probe)
-    spec = space.alpha_specs()["cell"]
-    return net, y, reg, probe, spec.ops[0], edge_sources(spec.rows)
+_per_op_forward = per_op_forward
 
 
 def test_ber_op_losses_by_hand_and_gradient_matches_finite_differences():

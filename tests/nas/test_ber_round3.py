@@ -7,30 +7,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
+from ber_fixtures import per_op_forward
 
 from genlab.core.errors import ConfigError
 from genlab.nas.entropy import batch_entropy, label_information
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.regularizers.decay import SMOOTHING, TURN_DROP, WARMUP, EntropyDecayRestraint
-from genlab.nas.regularizers.per_op import edge_sources
 from genlab.nas.search import SearchConfig, run_search
-from genlab.nas.spaces import get_space
 
 
 def _forward(name):
-    torch.manual_seed(0)
-    space = get_space("nb201")
-    net = space.build_supernet(num_classes=3, in_channels=1, channels=2, cells=1).double()
-    with torch.no_grad():
-        net.alphas()["cell"].normal_(0, 0.5)
-    x = torch.randn(9, 1, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    y = torch.tensor([0, 1, 2] * 3)
-    reg = make_regularizer(name, strength=1.0)
-    reg.setup(net, x, space)
-    probe = reg.make_probe()
-    net(x, probe=probe)
-    spec = space.alpha_specs()["cell"]
-    return net, y, reg, probe, spec.ops[0], edge_sources(spec.rows)
+    return per_op_forward(name, batch=9)
 
 
 def test_ber_xu_costs_by_hand_and_gradient_matches_finite_differences():

@@ -52,7 +52,8 @@ class EntropyTurn:
         """Take this step's node entropies (once per step); True when the turn is this step."""
         if self.updated_at == step:
             return False
-        h = float(node_entropies(probe).detach().mean())
+        with torch.no_grad():  # a reading, never a force: no graph on the hot path
+            h = float(node_entropies(probe).mean())
         self.smoothed = h if self.smoothed is None else (
             (1 - SMOOTHING) * self.smoothed + SMOOTHING * h)
         self.peak = max(self.peak, self.smoothed)
@@ -115,9 +116,6 @@ class EntropyDecayRestraint(TurnPenalty):
     def __init__(self, h_min: float = 0.0):
         super().__init__(h_min)
         self.anchors: dict[str, torch.Tensor] = {}
-
-    def decay(self) -> float:
-        return self.turn.decay()
 
     def penalty(self, alphas, probe, val_loss=None, labels=None) -> torch.Tensor:
         if self.turn.update(self.step, probe):
