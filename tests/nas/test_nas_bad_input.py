@@ -145,10 +145,12 @@ def test_help_lists_every_regulariser_and_the_ber_alias(capsys):
     code, stdout, _ = _run(["nas", "search", "--help"], capsys)
     assert code == 0
     text = " ".join(stdout.replace("\u2502", " ").split())  # the rich panel's borders
-    for name in PENALTIES.choices():
-        assert name in text
+    # rich may break a line after a name's hyphen ("ber-" / "commit"): names are looked
+    # for with every space removed, so the check holds at any terminal width
+    packed = "".join(text.split())
+    assert "|".join(PENALTIES.choices()) in packed
     assert "ber is an alias of the chosen setting" in text
-    assert " ".join(describe_setting(preset_of("ber")).split()) in text
+    assert "".join(describe_setting(preset_of("ber")).split()) in packed
 
 
 def test_bench_resume_has_help(capsys):
