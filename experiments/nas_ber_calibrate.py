@@ -6,8 +6,8 @@ every step, rho_t = ||grad_alpha (lambda_p R)|| / ||grad_alpha CE_val|| (forces.
 genlab.nas.diagnostics.alpha_forces). With rho the mean of rho_t over those 100 steps, the
 candidate's grid is lambda in {0.3, 1, 3} x lambda_p / rho. The runs are used for nothing else.
 
-A candidate whose force is zero until the nodes' batch entropy turns (``AFTER_TURN``: ber-decay)
-is calibrated over the 100 steps after its turn instead (docs/ber.md, round three's
+A candidate whose force is zero until the nodes' batch entropy turns (``AFTER_TURN``: ber-decay; ber-anchor,
+whose strength acts only after it) is calibrated over the 100 steps after its turn instead (docs/ber.md, round three's
 protocol): its search runs on until then, and the turn step is read from its checkpoint.
 
     python experiments/nas_ber_calibrate.py --out runs/ber_calibration \
@@ -28,7 +28,7 @@ from genlab.core.runs import CHECKPOINT, atomic_write_bytes, load_checkpoint, wr
 from genlab.nas.search import FORCES, SearchConfig, run_search
 
 SEED, STEPS, PROBE_STRENGTH, MULTIPLIERS = 9, 100, 1.0, (0.3, 1.0, 3.0)
-AFTER_TURN, TURN_CHUNK = ("ber-decay",), 300
+AFTER_TURN, TURN_CHUNK = ("ber-decay", "ber-anchor"), 300
 
 
 def read_ratios(path: Path, first: int = 0, steps: int = STEPS) -> list[float]:

@@ -12,7 +12,13 @@ from ber_fixtures import per_op_forward
 from genlab.core.errors import ConfigError
 from genlab.nas.entropy import batch_entropy, label_information
 from genlab.nas.regularizers import make_regularizer
-from genlab.nas.regularizers.decay import SMOOTHING, TURN_DROP, WARMUP, EntropyDecayRestraint
+from genlab.nas.regularizers.decay import (
+    HOLD_STRENGTH,
+    SMOOTHING,
+    TURN_DROP,
+    WARMUP,
+    EntropyDecayRestraint,
+)
 from genlab.nas.search import SearchConfig, run_search
 
 
@@ -100,7 +106,7 @@ def test_ber_decay_turn_anchor_and_restraint_match_a_hand_loop():
 TINY = dict(channels=2, cells=1, batch_size=64, hessian_points=0, diag_batch=16)
 
 
-@pytest.mark.parametrize("reg", ["ber-xu", "ber-decay", "ber-commit"])
+@pytest.mark.parametrize("reg", ["ber-xu", "ber-decay", "ber-commit", "ber-anchor"])
 def test_candidates_search_and_resume_equal_to_an_uninterrupted_run(tmp_path, reg):
     steps = 12 if reg == "ber-xu" else 130  # the turn comes after WARMUP steps only
     cfg = SearchConfig(**TINY, steps=steps, reg=reg, reg_strength=5.0, seed=0)
@@ -112,7 +118,7 @@ def test_candidates_search_and_resume_equal_to_an_uninterrupted_run(tmp_path, re
 
 
 def test_ber_xu_and_ber_decay_run_second_order(tmp_path):
-    for reg in ("ber-xu", "ber-decay", "ber-commit"):
+    for reg in ("ber-xu", "ber-decay", "ber-commit", "ber-anchor"):
         out = run_search(SearchConfig(**TINY, steps=3, reg=reg, seed=0, order=2),
                          tmp_path / reg)
         assert out["steps"] == 3
@@ -131,3 +137,36 @@ def test_ber_commit_holds_like_beta_until_the_turn_then_releases_linearly():
     assert t0 is not None and all(v == 2.0 for v in lams[:t0 + 1])
     for t in (t0 + 1, t0 + 20, 249):  # 2 (1 - (t - t0) / (T - t0)) after it
         assert lams[t] == pytest.approx(2.0 * (1 - (t - t0) / (250 - t0)))
+
+
+def test_ber_anchor_holds_until_the_turn_then_pulls_to_the_ops_leading_there():
+    curve = [0.5 + 0.004 * t for t in range(150)] + [1.1 - 0.01 * t for t in range(100)]
+    reg = make_regularizer("ber-anchor", strength=0.7)
+    alpha = {"cell": torch.randn(3, 5, dtype=torch.float64, generator=torch.Generator()
+                                 .manual_seed(0)).requires_grad_()}
+    lams, leaders = [], None
+    for t, h in enumerate(curve):
+        with torch.no_grad():
+            alpha["cell"][:, t % 5] += 0.05  # the leader changes until the turn
+        lams.append(reg.lam(t, 250))
+        r = reg.penalty(alpha, _probe_with_entropy(h))
+        t0 = reg.penalty_object.turn_step
+        if t0 is not None and t == t0:
+            leaders = alpha["cell"].detach().argmax(-1)
+        if t0 is None or t <= t0:  # beta-DARTS' penalty
+            assert float(r) == pytest.approx(float(torch.logsumexp(alpha["cell"], -1).mean()))
+            continue
+        p = torch.softmax(alpha["cell"].detach(), -1)
+        hand = -sum(float(torch.log(p[e, leaders[e]])) for e in range(3)) / 3
+        assert float(r) == pytest.approx(hand, rel=1e-12)
+        grad, = torch.autograd.grad(r, [alpha["cell"]])  # (p - onehot(k*)) / |E|
+        onehot = F.one_hot(leaders, 5).double()
+        assert torch.allclose(grad, (p - onehot) / 3, atol=1e-12)
+    t0 = reg.penalty_object.turn_step
+    assert t0 is not None and 150 < t0 < 200
+    assert all(v == HOLD_STRENGTH for v in lams[:t0 + 1]) and all(v == 0.7 for v in lams[t0 + 1:])
+    assert torch.equal(reg.penalty_object.leaders["cell"], leaders)
+    twin = make_regularizer("ber-anchor", strength=0.7)
+    twin.load_state_dict(reg.state_dict())
+    assert torch.equal(twin.penalty_object.leaders["cell"], leaders)
+    assert twin.lam(251, 300) == 0.7

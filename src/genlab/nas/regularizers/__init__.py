@@ -15,7 +15,7 @@ The penalties are objects (genlab.nas.regularizers.base.Penalty) in one registry
 - ``ber-lbe``              genlab.nas.regularizers.layerwise (Peer's layerwise batch entropy);
 - ``ber-op``, ``ber-ib``, ``ber-xu``
                            genlab.nas.regularizers.per_op (per-op compression / information);
-- ``ber-decay``, ``ber-commit``
+- ``ber-decay``, ``ber-commit``, ``ber-anchor``
                            genlab.nas.regularizers.decay (what changes at the entropy turn).
 
 Each entry carries its preset: the settings its name stands for when the command line leaves
@@ -49,14 +49,14 @@ from genlab.nas.regularizers.base import (
 )
 from genlab.nas.regularizers.baselines import BetaDecay, NoPenalty
 from genlab.nas.regularizers.batch import CellCompression
-from genlab.nas.regularizers.decay import BetaUntilTurn, EntropyDecayRestraint
+from genlab.nas.regularizers.decay import BetaUntilTurn, EntropyDecayRestraint, HoldThenAnchor
 from genlab.nas.regularizers.kl import KLToUniform
 from genlab.nas.regularizers.layerwise import LayerwiseBatchEntropy
 from genlab.nas.regularizers.per_op import OpCompression, OpLabelInformation, OpPooledInformation
 
 for _penalty in (NoPenalty, BetaDecay, KLToUniform, CellCompression, LayerwiseBatchEntropy,
                  OpCompression, OpLabelInformation, OpPooledInformation, EntropyDecayRestraint,
-                 BetaUntilTurn):
+                 BetaUntilTurn, HoldThenAnchor):
     PENALTIES.register(_penalty.name, _penalty)
 
 REGULARIZERS = PENALTIES.names()

@@ -19,6 +19,12 @@ the turn, then released linearly to 0 at the end of the search, so alpha commits
 ordering it kept while it was held near uniform. (lambda_t is read at the step's start, so
 the release begins on the step after the turn.)
 
+``ber-anchor`` (round three's addendum, docs/ber_round3.md): beta-DARTS' hold at the fixed
+strength ``HOLD_STRENGTH`` until the turn; at the turn each edge's leading op k*_e (the argmax
+of alpha there) is fixed, and after it the hold stops and alpha is pulled to those ops with
+R = sum over alpha tensors of mean_e -log softmax(alpha_e)[k*_e] at the given strength: the
+ordering kept while held is committed to, not released to the data's drift.
+
 The state (smoothed entropy, peak, turn step, anchors) is updated once per search step (the
 second-order step evaluates the penalty several times per step) and is checkpointed, so a
 resumed search continues the same curve. Presets: each candidate's calibrated middle point
@@ -36,6 +42,9 @@ from genlab.nas.regularizers.layerwise import node_entropies
 SMOOTHING = 0.02  # EMA weight of the newest step (time constant ~50 steps)
 WARMUP = 100  # steps before a turn may be detected (the EMA has settled)
 TURN_DROP = 0.01  # relative fall below the running peak that marks the turn
+# ber-anchor's hold until the turn: ber-commit's strongest calibrated grid point (3 / 2.099),
+# the one whose cells kept the fewest parameter-free edges (docs/ber_round3.md, "Selection")
+HOLD_STRENGTH = 1.43
 
 
 class EntropyTurn:
@@ -138,6 +147,11 @@ class EntropyDecayRestraint(TurnPenalty):
             self.anchors = {k: v.clone() for k, v in state["anchors"].items()}
 
 
+def _hold(alphas) -> torch.Tensor:
+    """beta-DARTS' penalty: the mean logsumexp of every edge's alphas, summed over tensors."""
+    return per_alpha_sum(lambda a: torch.logsumexp(a, dim=-1).mean(), alphas)
+
+
 class BetaUntilTurn(TurnPenalty):
     """ber-commit: beta-DARTS' restraint until the entropy turn, released linearly after it."""
 
@@ -153,4 +167,44 @@ class BetaUntilTurn(TurnPenalty):
 
     def penalty(self, alphas, probe, val_loss=None, labels=None) -> torch.Tensor:
         self.turn.update(self.step, probe)
-        return per_alpha_sum(lambda a: torch.logsumexp(a, dim=-1).mean(), alphas)
+        return _hold(alphas)
+
+
+class HoldThenAnchor(TurnPenalty):
+    """ber-anchor: beta-DARTS' hold until the entropy turn, then commitment to the ops that
+    led at the turn (see the module docstring)."""
+
+    name = "ber-anchor"
+    preset = {"strength": 1.0, "schedule": "constant"}
+
+    def __init__(self, h_min: float = 0.0):
+        super().__init__(h_min)
+        self.leaders: dict[str, torch.Tensor] = {}
+
+    def committing(self, step: int) -> bool:
+        """True from the step after the turn on (lambda_t is read at the step's start)."""
+        return self.turn_step is not None and step > self.turn_step
+
+    def lam(self, strength, schedule, step, total_steps, steps_per_epoch) -> float:
+        lam = super().lam(strength, schedule, step, total_steps, steps_per_epoch)
+        return lam if self.committing(step) else HOLD_STRENGTH
+
+    def penalty(self, alphas, probe, val_loss=None, labels=None) -> torch.Tensor:
+        if self.turn.update(self.step, probe):
+            self.leaders = {name: a.detach().argmax(-1) for name, a in alphas.items()}
+        if not self.committing(self.step):
+            return _hold(alphas)
+        total = zero_like(alphas)
+        for name, a in alphas.items():
+            logp = torch.log_softmax(a, dim=-1)
+            total = total - logp.gather(-1, self.leaders[name].unsqueeze(-1)).mean()
+        return total
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(),
+                "leaders": {k: v.clone() for k, v in self.leaders.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if state:
+            self.leaders = {k: v.clone() for k, v in state["leaders"].items()}
