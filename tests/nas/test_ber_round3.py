@@ -14,6 +14,7 @@ from genlab.nas.entropy import batch_entropy, label_information
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.regularizers.decay import (
     HOLD_STRENGTH,
+    PLATEAU_WINDOW,
     SMOOTHING,
     TURN_DROP,
     WARMUP,
@@ -139,6 +140,34 @@ def test_ber_commit_holds_like_beta_until_the_turn_then_releases_linearly():
         assert lams[t] == pytest.approx(2.0 * (1 - (t - t0) / (250 - t0)))
 
 
+def _plateau_turn(curve):
+    """The end of the rise by a hand loop: first t >= WARMUP whose EMA rose < 1% over 100 steps."""
+    ema = []
+    for h in curve:
+        ema.append(h if not ema else (1 - SMOOTHING) * ema[-1] + SMOOTHING * h)
+        t = len(ema) - 1
+        if (t >= WARMUP and t >= PLATEAU_WINDOW
+                and ema[t] - ema[t - PLATEAU_WINDOW] < TURN_DROP * ema[t]):
+            return t
+    return None
+
+
+def test_ber_anchor_turns_where_a_held_curve_levels_off_without_falling():
+    curve = [1.0 - 0.5 * 0.98 ** t for t in range(500)]  # rises, then levels off
+    pen = make_regularizer("ber-anchor").penalty_object
+    alpha = {"cell": torch.zeros(2, 3)}
+    for t, h in enumerate(curve):
+        pen.lam(1.0, "constant", t, 500, 1)
+        pen.penalty(alpha, _probe_with_entropy(h))
+    turn = _plateau_turn(curve)
+    assert turn is not None and 300 < turn < 450 and pen.turn_step == turn
+    decay = EntropyDecayRestraint()  # the fall rule never fires on it
+    for t, h in enumerate(curve):
+        decay.lam(1.0, "constant", t, 500, 1)
+        decay.penalty(alpha, _probe_with_entropy(h))
+    assert decay.turn_step is None
+
+
 def test_ber_anchor_holds_until_the_turn_then_pulls_to_the_ops_leading_there():
     curve = [0.5 + 0.004 * t for t in range(150)] + [1.1 - 0.01 * t for t in range(100)]
     reg = make_regularizer("ber-anchor", strength=0.7)
@@ -163,7 +192,7 @@ def test_ber_anchor_holds_until_the_turn_then_pulls_to_the_ops_leading_there():
         onehot = F.one_hot(leaders, 5).double()
         assert torch.allclose(grad, (p - onehot) / 3, atol=1e-12)
     t0 = reg.penalty_object.turn_step
-    assert t0 is not None and 150 < t0 < 200
+    assert t0 is not None and t0 == _plateau_turn(curve) and 150 < t0 < 250
     assert all(v == HOLD_STRENGTH for v in lams[:t0 + 1]) and all(v == 0.7 for v in lams[t0 + 1:])
     assert torch.equal(reg.penalty_object.leaders["cell"], leaders)
     twin = make_regularizer("ber-anchor", strength=0.7)

@@ -20,7 +20,8 @@ ordering it kept while it was held near uniform. (lambda_t is read at the step's
 the release begins on the step after the turn.)
 
 ``ber-anchor`` (round three's addendum, docs/ber_round3.md): beta-DARTS' hold at the fixed
-strength ``HOLD_STRENGTH`` until the turn; at the turn each edge's leading op k*_e (the argmax
+strength ``HOLD_STRENGTH`` until the turn, here the end of the rise (PlateauTurn: a held
+alpha's cells level off without falling, so EntropyTurn's fall never comes); at the turn each edge's leading op k*_e (the argmax
 of alpha there) is fixed, and after it the hold stops and alpha is pulled to those ops with
 R = sum over alpha tensors of mean_e -log softmax(alpha_e)[k*_e] at the given strength: the
 ordering kept while held is committed to, not released to the data's drift.
@@ -42,6 +43,7 @@ from genlab.nas.regularizers.layerwise import node_entropies
 SMOOTHING = 0.02  # EMA weight of the newest step (time constant ~50 steps)
 WARMUP = 100  # steps before a turn may be detected (the EMA has settled)
 TURN_DROP = 0.01  # relative fall below the running peak that marks the turn
+PLATEAU_WINDOW = 100  # ber-anchor: the rise is measured over this many steps (2 time constants)
 # ber-anchor's hold until the turn: ber-commit's strongest calibrated grid point (3 / 2.099),
 # the one whose cells kept the fewest parameter-free edges (docs/ber_round3.md, "Selection")
 HOLD_STRENGTH = 1.43
@@ -67,11 +69,14 @@ class EntropyTurn:
             (1 - SMOOTHING) * self.smoothed + SMOOTHING * h)
         self.peak = max(self.peak, self.smoothed)
         self.updated_at = step
-        if (self.turn_step is None and step >= WARMUP
-                and self.smoothed < (1 - TURN_DROP) * self.peak):
+        if self.turn_step is None and step >= WARMUP and self.fires():
             self.turn_step = step
             return True
         return False
+
+    def fires(self) -> bool:
+        """The turn's rule: the smoothed entropy has fallen TURN_DROP below its peak."""
+        return self.smoothed < (1 - TURN_DROP) * self.peak
 
     def decay(self) -> float:
         """d_t, the relative fall of the smoothed node batch entropy below its peak."""
@@ -88,13 +93,43 @@ class EntropyTurn:
         self.turn_step, self.updated_at = state["turn_step"], state["updated_at"]
 
 
+class PlateauTurn(EntropyTurn):
+    """The end of the rise: the first step t >= ``WARMUP`` at which the smoothed entropy has
+    risen less than ``TURN_DROP`` (relative) over the last ``PLATEAU_WINDOW`` steps. It fires
+    where EntropyTurn would (a fall is a rise below 1%) or earlier, and also on a curve that
+    rises and levels off without falling (ber-anchor: the cells of a held alpha)."""
+
+    def __init__(self):
+        super().__init__()
+        self.history: list[float] = []  # smoothed values of the PLATEAU_WINDOW steps before
+
+    def fires(self) -> bool:
+        return (len(self.history) == PLATEAU_WINDOW
+                and self.smoothed - self.history[0] < TURN_DROP * self.smoothed)
+
+    def update(self, step: int, probe: CellTraces) -> bool:
+        if self.updated_at == step:
+            return False
+        fired = super().update(step, probe)
+        self.history = (self.history + [self.smoothed])[-PLATEAU_WINDOW:]
+        return fired
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "history": list(self.history)}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.history = list(state["history"])
+
+
 class TurnPenalty(Penalty):
     """A penalty that reads the entropy turn: keeps the step that lam() was asked for."""
 
     needs_probe = True
+    turn_rule: type[EntropyTurn] = EntropyTurn
 
     def __init__(self, h_min: float = 0.0):
-        self.turn = EntropyTurn()
+        self.turn = self.turn_rule()
         self.step = 0
 
     @property
@@ -176,6 +211,7 @@ class HoldThenAnchor(TurnPenalty):
 
     name = "ber-anchor"
     preset = {"strength": 1.0, "schedule": "constant"}
+    turn_rule = PlateauTurn
 
     def __init__(self, h_min: float = 0.0):
         super().__init__(h_min)
