@@ -210,7 +210,7 @@ class HoldThenAnchor(TurnPenalty):
     led at the turn (see the module docstring)."""
 
     name = "ber-anchor"
-    preset = {"strength": 1.0, "schedule": "constant"}
+    preset = {"strength": 0.582, "schedule": "constant"}
     turn_rule = PlateauTurn
 
     def __init__(self, h_min: float = 0.0):
