@@ -77,7 +77,7 @@ def test_corrected_search_succeeds_in_the_same_out(tmp_path, capsys, quiet):
                              capsys)
     assert code == 0, err
     assert (out / "summary.json").is_file()
-    assert "--reg ber stands for ber-kl" in stdout.splitlines()[0]
+    assert "--reg ber stands for ber-anchor" in stdout.splitlines()[0]
     assert stdout.splitlines()[-1] == f"outputs in {out}"
 
 

@@ -40,7 +40,9 @@ def test_ber_schedules_up_and_down():
     down = make_regularizer("ber-kl", strength=2.0, schedule="down")
     assert (up.lam(0, 100), up.lam(50, 100), up.lam(100, 100)) == (0.0, 1.0, 2.0)
     assert (down.lam(0, 100), down.lam(50, 100), down.lam(100, 100)) == (2.0, 1.0, 0.0)
-    assert make_regularizer("ber").name in ("ber-kl", "ber-batch")
+    # `ber` is round three's selected setting (docs/ber_round3.md, "Selection of ber-anchor")
+    ber = make_regularizer("ber")
+    assert (ber.name, ber.strength, ber.schedule) == ("ber-anchor", 1.75, "constant")
 
 
 def test_batch_entropy_hand_value():

@@ -51,8 +51,8 @@ METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "m
            "test_acc", "hessian_eig", "force_ratio", "search_seconds")
 TABLE_COLUMNS = {"cifar10": "C10", "cifar100": "C100", "imagenet16": "IN16"}
 RANDOM = "random"
-# The default rows: DARTS, beta-DARTS, BER as chosen (docs/ber.md), the earlier ber-kl by its
-# own name (the same runs while `ber` names it) and every batch-entropy candidate at its preset.
+# The default rows: DARTS, beta-DARTS, BER as chosen (docs/ber_round3.md), the earlier ber-kl
+# by its own name and round two's batch-entropy candidates at their presets.
 DEFAULT_REGS = ("none", "beta", "ber", "ber-kl", "ber-op", "ber-lbe", "ber-ib")
 
 

@@ -20,10 +20,11 @@ The penalties are objects (genlab.nas.regularizers.base.Penalty) in one registry
 
 Each entry carries its preset: the settings its name stands for when the command line leaves
 them unset (``PRESETS``: ber-kl at the earlier ablation's choice, docs/ber.md "Choosing BER";
-each batch-entropy candidate at its calibrated mid-point, docs/ber.md "Calibration").
-``ber`` is a registry alias of the variant kept after the selection protocol
-(genlab.nas.studies.ber_select; docs/ber.md, "Selection protocol") at ``BER_DEFAULT``; as
-long as no candidate is eligible, the earlier ablation's ber-kl.
+each batch-entropy candidate at its calibrated mid-point, docs/ber.md "Calibration";
+ber-anchor at its selected setting, docs/ber_round3.md). ``ber`` is a registry alias of the
+variant kept after the selection protocol (genlab.nas.studies.ber_select; docs/ber.md,
+"Selection protocol") at ``BER_DEFAULT``: since round three ber-anchor, the first eligible
+candidate; before it the earlier ablation's ber-kl.
 
 :class:`Regularizer` is one configured regulariser (name, strength, schedule); its dataclass
 fields are the plain settings that a search stores as ``reg_resolved``.
@@ -62,9 +63,9 @@ for _penalty in (NoPenalty, BetaDecay, KLToUniform, CellCompression, LayerwiseBa
 REGULARIZERS = PENALTIES.names()
 PRESETS = {name: dict(entry.preset) for name, entry in PENALTIES.items() if entry.preset}
 BER = "ber"
-# What ``--reg ber`` means: the winner of the selection protocol; as long as no candidate is
-# eligible, the earlier ablation's ber-kl at its preset.
-BER_DEFAULT = {"name": "ber-kl", **PRESETS["ber-kl"]}
+# What ``--reg ber`` means: the winner of the selection protocol, ber-anchor at lambda 1.75
+# (round three, docs/ber_round3.md; until then the earlier ablation's ber-kl).
+BER_DEFAULT = {"name": "ber-anchor", **PRESETS["ber-anchor"]}
 PENALTIES.alias(BER, BER_DEFAULT["name"])
 BETA_DEFAULT_STRENGTH = BetaDecay.default_strength
 

@@ -28,8 +28,9 @@ ordering kept while held is committed to, not released to the data's drift.
 
 The state (smoothed entropy, peak, turn step, anchors) is updated once per search step (the
 second-order step evaluates the penalty several times per step) and is checkpointed, so a
-resumed search continues the same curve. Presets: each candidate's calibrated middle point
-(docs/ber_round3.md, "Calibration"), constant schedule.
+resumed search continues the same curve. Presets (constant schedule): ber-decay's and
+ber-commit's calibrated middle points (docs/ber_round3.md, "Calibration"); ber-anchor's
+selected setting, the one ``ber`` names.
 """
 
 from __future__ import annotations
@@ -210,7 +211,8 @@ class HoldThenAnchor(TurnPenalty):
     led at the turn (see the module docstring)."""
 
     name = "ber-anchor"
-    preset = {"strength": 0.582, "schedule": "constant"}
+    # the selected setting (docs/ber_round3.md, "Selection of ber-anchor"), which `ber` names
+    preset = {"strength": 1.75, "schedule": "constant"}
     turn_rule = PlateauTurn
 
     def __init__(self, h_min: float = 0.0):
