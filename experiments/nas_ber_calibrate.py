@@ -6,9 +6,10 @@ every step, rho_t = ||grad_alpha (lambda_p R)|| / ||grad_alpha CE_val|| (forces.
 genlab.nas.diagnostics.alpha_forces). With rho the mean of rho_t over those 100 steps, the
 candidate's grid is lambda in {0.3, 1, 3} x lambda_p / rho. The runs are used for nothing else.
 
-A candidate whose force is zero until the nodes' batch entropy turns (``AFTER_TURN``: ber-decay; ber-anchor,
-whose strength acts only after it) is calibrated over the 100 steps after its turn instead (docs/ber.md, round three's
-protocol): its search runs on until then, and the turn step is read from its checkpoint.
+A candidate whose force is zero until the nodes' batch entropy turns (``AFTER_TURN``:
+ber-decay; ber-anchor, whose strength acts only after it) is calibrated over the 100 steps
+after its turn instead (docs/ber_round3.md, protocol): its search runs on until then, and the
+turn step is read from its checkpoint.
 
     python experiments/nas_ber_calibrate.py --out runs/ber_calibration \
         [--regs ber-lbe,ber-op,ber-ib]

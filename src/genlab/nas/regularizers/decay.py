@@ -21,8 +21,9 @@ the release begins on the step after the turn.)
 
 ``ber-anchor`` (round three's addendum, docs/ber_round3.md): beta-DARTS' hold at the fixed
 strength ``HOLD_STRENGTH`` until the turn, here the end of the rise (PlateauTurn: a held
-alpha's cells level off without falling, so EntropyTurn's fall never comes); at the turn each edge's leading op k*_e (the argmax
-of alpha there) is fixed, and after it the hold stops and alpha is pulled to those ops with
+alpha's cells level off without falling, so EntropyTurn's fall never comes); at the turn
+each edge's leading op k*_e (the argmax of alpha there) is fixed, and after it the hold
+stops and alpha is pulled to those ops with
 R = sum over alpha tensors of mean_e -log softmax(alpha_e)[k*_e] at the given strength: the
 ordering kept while held is committed to, not released to the data's drift.
 
@@ -128,10 +129,13 @@ class TurnPenalty(Penalty):
 
     needs_probe = True
     turn_rule: type[EntropyTurn] = EntropyTurn
+    # the checkpoint key of the per-alpha tensors kept at the turn (``kept``); None: none kept
+    kept_key: str | None = None
 
     def __init__(self, h_min: float = 0.0):
         self.turn = self.turn_rule()
         self.step = 0
+        self.kept: dict[str, torch.Tensor] = {}
 
     @property
     def turn_step(self) -> int | None:
@@ -145,11 +149,16 @@ class TurnPenalty(Penalty):
         return super().lam(strength, schedule, step, total_steps, steps_per_epoch)
 
     def state_dict(self) -> dict:
-        return self.turn.state_dict()
+        state = self.turn.state_dict()
+        if self.kept_key:
+            state[self.kept_key] = {k: v.clone() for k, v in self.kept.items()}
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         if state:
             self.turn.load_state_dict(state)
+            if self.kept_key:
+                self.kept = {k: v.clone() for k, v in state[self.kept_key].items()}
 
 
 class EntropyDecayRestraint(TurnPenalty):
@@ -157,14 +166,16 @@ class EntropyDecayRestraint(TurnPenalty):
 
     name = "ber-decay"
     preset = {"strength": 101.0, "schedule": "constant"}
+    kept_key = "anchors"
 
-    def __init__(self, h_min: float = 0.0):
-        super().__init__(h_min)
-        self.anchors: dict[str, torch.Tensor] = {}
+    @property
+    def anchors(self) -> dict[str, torch.Tensor]:
+        """a*, alpha at the turn (by alpha name)."""
+        return self.kept
 
     def penalty(self, alphas, probe, val_loss=None, labels=None) -> torch.Tensor:
         if self.turn.update(self.step, probe):
-            self.anchors = {name: a.detach().clone() for name, a in alphas.items()}
+            self.kept = {name: a.detach().clone() for name, a in alphas.items()}
         if self.turn_step is None:
             return zero_like(alphas)
         d = self.turn.decay()
@@ -172,15 +183,6 @@ class EntropyDecayRestraint(TurnPenalty):
         for name, a in alphas.items():
             total = total + d * ((a - self.anchors[name]) ** 2).sum(-1).mean()
         return total
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(),
-                "anchors": {k: v.clone() for k, v in self.anchors.items()}}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        if state:
-            self.anchors = {k: v.clone() for k, v in state["anchors"].items()}
 
 
 def _hold(alphas) -> torch.Tensor:
@@ -214,10 +216,12 @@ class HoldThenAnchor(TurnPenalty):
     # the selected setting (docs/ber_round3.md, "Selection of ber-anchor"), which `ber` names
     preset = {"strength": 1.75, "schedule": "constant"}
     turn_rule = PlateauTurn
+    kept_key = "leaders"
 
-    def __init__(self, h_min: float = 0.0):
-        super().__init__(h_min)
-        self.leaders: dict[str, torch.Tensor] = {}
+    @property
+    def leaders(self) -> dict[str, torch.Tensor]:
+        """k*, each edge's leading op at the turn (by alpha name)."""
+        return self.kept
 
     def committing(self, step: int) -> bool:
         """True from the step after the turn on (lambda_t is read at the step's start)."""
@@ -229,7 +233,7 @@ class HoldThenAnchor(TurnPenalty):
 
     def penalty(self, alphas, probe, val_loss=None, labels=None) -> torch.Tensor:
         if self.turn.update(self.step, probe):
-            self.leaders = {name: a.detach().argmax(-1) for name, a in alphas.items()}
+            self.kept = {name: a.detach().argmax(-1) for name, a in alphas.items()}
         if not self.committing(self.step):
             return _hold(alphas)
         total = zero_like(alphas)
@@ -237,12 +241,3 @@ class HoldThenAnchor(TurnPenalty):
             logp = torch.log_softmax(a, dim=-1)
             total = total - logp.gather(-1, self.leaders[name].unsqueeze(-1)).mean()
         return total
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(),
-                "leaders": {k: v.clone() for k, v in self.leaders.items()}}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        if state:
-            self.leaders = {k: v.clone() for k, v in state["leaders"].items()}
