@@ -1,7 +1,9 @@
 """The tiny float64 NB201 supernet the BER candidate tests share (imported by name: pytest puts
 this folder on sys.path)."""
 
+import pytest
 import torch
+import torch.nn.functional as F
 
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.regularizers.per_op import edge_sources
@@ -31,3 +33,39 @@ def per_op_forward(name, batch=6):
     net(x, probe=probe)
     spec = space.alpha_specs()["cell"]
     return net, y, reg, probe, spec.ops[0], edge_sources(spec.rows)
+
+
+def hand_costs(probe, sources, n_ops, cost) -> list[list[float]]:
+    """A per-op cost table by hand: row r, op k = the mean over the traced cells of
+    cost(edge input, op k's output or None for `none`)."""
+    table = []
+    for r, s in enumerate(sources):
+        row = []
+        for k in range(n_ops):
+            per_cell = [float(cost((tr.inputs + tr.nodes)[s],
+                                   probe.ops.get(("cell", tr.index, r, k))))
+                        for tr in probe.traces]
+            row.append(sum(per_cell) / len(per_cell))
+        table.append(row)
+    return table
+
+
+def assert_per_op_gradient(reg, net, probe, costs, labels=None):
+    """grad_alpha of R = mean_e sum_k p_ek c_ek (c held fixed) against FD and p (c - p.c)/|E|."""
+    alpha = net.alphas()["cell"]
+    loss = reg(net.alphas(), 0, 10, probe, None, labels)
+    grad, = torch.autograd.grad(loss, [alpha])
+    base = alpha.detach().clone()
+    eps = 1e-6
+
+    def value(a):
+        return float((F.softmax(a, -1) * costs).sum(-1).mean())
+
+    for r, k in [(0, 0), (2, 1), (5, 3), (3, 4), (1, 2)]:
+        bump = torch.zeros_like(base)
+        bump[r, k] = eps
+        fd = (value(base + bump) - value(base - bump)) / (2 * eps)
+        assert grad[r, k].item() == pytest.approx(fd, rel=1e-6, abs=1e-12)
+    p = F.softmax(base, -1)
+    closed = p * (costs - (p * costs).sum(-1, keepdim=True)) / base.shape[0]
+    assert torch.allclose(grad, closed, atol=1e-12)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from ber_fixtures import per_op_forward, tiny_net
+from ber_fixtures import assert_per_op_gradient, hand_costs, per_op_forward, tiny_net
 
 from genlab.core.errors import ConfigError
 from genlab.nas.diagnostics import alpha_forces
@@ -103,47 +103,19 @@ def test_ber_op_losses_by_hand_and_gradient_matches_finite_differences():
     assert torch.allclose(d[:, ops.index("none")], torch.stack(expected_none))
     assert torch.all(d[:, ops.index("skip_connect")].abs() < 1e-12)
     assert torch.all(d >= 0)
-    _assert_per_op_gradient(reg, net, probe, d)  # R with D held fixed (stop-gradient)
-
-
-def _assert_per_op_gradient(reg, net, probe, costs, labels=None):
-    """grad_alpha of R = mean_e sum_k p_ek c_ek (c held fixed) against FD and p (c - p.c)/|E|."""
-    alpha = net.alphas()["cell"]
-    loss = reg(net.alphas(), 0, 10, probe, None, labels)
-    grad, = torch.autograd.grad(loss, [alpha])
-    base = alpha.detach().clone()
-    eps = 1e-6
-
-    def value(a):
-        return float((F.softmax(a, -1) * costs).sum(-1).mean())
-
-    for r, k in [(0, 0), (2, 1), (5, 3), (3, 4), (1, 2)]:
-        bump = torch.zeros_like(base)
-        bump[r, k] = eps
-        fd = (value(base + bump) - value(base - bump)) / (2 * eps)
-        assert grad[r, k].item() == pytest.approx(fd, rel=1e-6, abs=1e-12)
-    p = F.softmax(base, -1)
-    closed = p * (costs - (p * costs).sum(-1, keepdim=True)) / base.shape[0]
-    assert torch.allclose(grad, closed, atol=1e-12)
+    assert_per_op_gradient(reg, net, probe, d)  # R with D held fixed (stop-gradient)
 
 
 def test_ber_ib_costs_by_hand_and_gradient_matches_finite_differences():
     net, y, reg, probe, ops, sources = _per_op_forward("ber-ib")
     c = reg.penalty_object.losses(net.alphas(), probe, y)["cell"]
     # by hand, edge by edge and cell by cell: cost = I_B(input; Y) - I_B(op output; Y)
-    for r, s in enumerate(sources):
-        for k in range(len(ops)):
-            per_cell = []
-            for tr in probe.traces:
-                out = probe.ops.get(("cell", tr.index, r, k))
-                i_in = label_information((tr.inputs + tr.nodes)[s], y)
-                i_out = 0.0 if out is None else label_information(out, y)
-                per_cell.append(i_in - i_out)
-            assert float(c[r, k]) == pytest.approx(float(sum(per_cell) / len(per_cell)),
-                                                   rel=1e-9, abs=1e-12)
+    hand = hand_costs(probe, sources, len(ops), lambda x_in, out: label_information(x_in, y)
+                      - (0.0 if out is None else label_information(out, y)))
+    assert torch.allclose(c, torch.tensor(hand, dtype=c.dtype), rtol=1e-9, atol=1e-12)
     assert torch.all(c[:, ops.index("skip_connect")].abs() < 1e-12)  # skip passes it through
     assert not torch.allclose(c[:, ops.index("nor_conv_3x3")], c[:, ops.index("skip_connect")])
-    _assert_per_op_gradient(reg, net, probe, c, y)
+    assert_per_op_gradient(reg, net, probe, c, y)
 
 
 def test_ber_ib_refuses_missing_labels():

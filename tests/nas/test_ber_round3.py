@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from ber_fixtures import per_op_forward
+from ber_fixtures import assert_per_op_gradient, hand_costs, per_op_forward
 
 from genlab.core.errors import ConfigError
 from genlab.nas.entropy import batch_entropy, label_information
@@ -30,32 +30,18 @@ def _forward(name):
 def test_ber_xu_costs_by_hand_and_gradient_matches_finite_differences():
     net, y, reg, probe, ops, sources = _forward("ber-xu")
     c = reg.penalty_object.losses(net.alphas(), probe, y)["cell"]
-    for r, s in enumerate(sources):
-        for k in range(len(ops)):
-            per_cell = []
-            for tr in probe.traces:
-                x_in = (tr.inputs + tr.nodes)[s]
-                out = probe.ops.get(("cell", tr.index, r, k))
-                h_out = 0.0 if out is None else float(batch_entropy(out))
-                g_out = 0.0 if out is None else float(label_information(out.mean((2, 3)), y))
-                per_cell.append(max(0.0, float(batch_entropy(x_in)) - h_out)
-                                + float(label_information(x_in.mean((2, 3)), y)) - g_out)
-            assert float(c[r, k]) == pytest.approx(sum(per_cell) / len(per_cell), rel=1e-9,
-                                                   abs=1e-12)
+
+    def cost(x_in, out):  # relu(H_B in - H_B out) + I_B(mean in; Y) - I_B(mean out; Y)
+        h_out = 0.0 if out is None else float(batch_entropy(out))
+        g_out = 0.0 if out is None else float(label_information(out.mean((2, 3)), y))
+        return (max(0.0, float(batch_entropy(x_in)) - h_out)
+                + float(label_information(x_in.mean((2, 3)), y)) - g_out)
+
+    hand = torch.tensor(hand_costs(probe, sources, len(ops), cost), dtype=c.dtype)
+    assert torch.allclose(c, hand, rtol=1e-9, atol=1e-12)
     assert torch.all(c[:, ops.index("skip_connect")].abs() < 1e-12)  # skip loses nothing
     assert torch.all(c[:, ops.index("none")] > 0)
-    alpha = net.alphas()["cell"]
-    grad, = torch.autograd.grad(reg(net.alphas(), 0, 10, probe, None, y), [alpha])
-    base, eps = alpha.detach().clone(), 1e-6
-
-    def value(a):
-        return float((F.softmax(a, -1) * c).sum(-1).mean())
-
-    for r, k in [(0, 0), (2, 1), (5, 3), (3, 4)]:
-        bump = torch.zeros_like(base)
-        bump[r, k] = eps
-        fd = (value(base + bump) - value(base - bump)) / (2 * eps)
-        assert grad[r, k].item() == pytest.approx(fd, rel=1e-6, abs=1e-12)
+    assert_per_op_gradient(reg, net, probe, c, y)
 
 
 def test_ber_xu_refuses_missing_labels():
