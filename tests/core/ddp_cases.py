@@ -198,6 +198,25 @@ def search_gradient_case(rank: int, world: int, reg: str) -> dict:
                         if p.grad is not None]}
 
 
+def turn_reading_case(rank: int, world: int) -> float:
+    """ber-anchor's node-entropy reading of a two-cell probe over a global batch of 13 rows
+    (shares 7 + 6), inside global_batch_statistics (as the search step reads it)."""
+    from types import SimpleNamespace
+
+    from genlab.core.parallel.data_parallel import global_batch_statistics
+    from genlab.core.parallel.distributed import shard_batch
+    from genlab.nas.regularizers.layerwise import node_entropy_reading
+
+    g = torch.Generator().manual_seed(5)
+    nodes = [torch.randn(13, 3, 4, 4, generator=g, dtype=torch.float64) * (i + 1)
+             for i in range(4)]
+    mine = [shard_batch((n,), rank, world)[0][0] for n in nodes] if world > 1 else nodes
+    probe = SimpleNamespace(traces=[SimpleNamespace(nodes=mine[:2]),
+                                    SimpleNamespace(nodes=mine[2:])])
+    with global_batch_statistics():
+        return float(node_entropy_reading(probe))
+
+
 GAZE_TINY = dict(width=4, appearance_dim=8, gaze_feat_dim=8, steps=4, eval_every=2,
                  warmup_steps=1, batch_size=31, train_count=96, test_count=32, size=[16, 24],
                  source="app-e", targets=["app-m"], curve_val_images=32)
@@ -327,6 +346,7 @@ def all_cases(rank: int, world: int, folder: Path) -> dict:
                        ("resume", lambda: resume_case(rank, world, folder)),
                        ("search", lambda: search_case(rank, world, folder)),
                        ("search_grads", lambda: search_gradient_case(rank, world, "ber-batch")),
+                       ("turn_reading", lambda: turn_reading_case(rank, world)),
                        ("gaze", lambda: gaze_case(rank, world, folder)),
                        ("optim", lambda: optim_case(rank, world, folder))):
         t0 = time.perf_counter()

@@ -115,6 +115,23 @@ def test_search_step_gradients_equal_one_process(two_process):
                 assert torch.allclose(g2, g1, rtol=0, atol=1e-10), (key, (g2 - g1).abs().max())
 
 
+def test_turn_reading_is_the_global_batch_entropy_on_every_rank(two_process):
+    """The entropy-turn candidates (ber = ber-anchor) read the nodes' batch entropy of the
+    global batch: both ranks (shares 7 + 6) get the one-process value on all 13 rows, which
+    is Peer's estimate by hand (unbiased variance per unit)."""
+    import math
+
+    one = ddp_cases.turn_reading_case(0, 1)
+    g = torch.Generator().manual_seed(5)
+    nodes = [torch.randn(13, 3, 4, 4, generator=g, dtype=torch.float64) * (i + 1)
+             for i in range(4)]
+    by_hand = sum(float((0.5 * torch.log(math.pi * math.e * n.reshape(13, -1).var(0) + 1))
+                        .mean()) for n in nodes) / 4
+    assert one == pytest.approx(by_hand, rel=1e-12)
+    for res in two_process[1]:
+        assert res["turn_reading"] == pytest.approx(one, rel=1e-12)
+
+
 def test_search_two_processes_equals_one(two_process, tmp_path):
     """Alpha and weights of a 2-process search (uneven shares, ber-batch on the global batch)
     against one process at the same global batch, float32: rounding differences of ~1e-7 in

@@ -14,7 +14,9 @@ statistics read through :func:`genlab.core.parallel.data_parallel.batch_moments`
 the ``ber-batch`` regulariser's batch entropy of the cells' inputs and outputs is the
 entropy of the global batch, its gradient exact (the variance is all-reduced with the
 weighted backward of the module above). ``beta`` and ``ber-kl`` read alpha only, which is
-the same on every rank.
+the same on every rank; ``ber`` (ber-anchor) and the other entropy-turn penalties read the
+nodes' batch entropy of the global batch (genlab.nas.entropy.global_batch_entropy), so every
+rank detects the turn at the same step.
 
 The epoch diagnostics (genotype, entropy, the IB point, the Hessian eigenvalue) use a
 fixed diagnostic batch that every rank holds whole: each rank computes them alone, with

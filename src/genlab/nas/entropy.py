@@ -38,7 +38,11 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
-from genlab.core.parallel.data_parallel import batch_moments
+from genlab.core.parallel.data_parallel import (
+    batch_moments,
+    global_moments,
+    global_statistics_active,
+)
 
 
 def edge_entropy(arch_params: torch.Tensor) -> torch.Tensor:
@@ -62,6 +66,19 @@ def batch_entropy(t: torch.Tensor) -> torch.Tensor:
                           f"shape {tuple(t.shape)}")
     var = flat.var(dim=0, unbiased=True)
     return 0.5 * torch.log(math.pi * math.e * var + 1).mean()
+
+
+def global_batch_entropy(t: torch.Tensor) -> torch.Tensor:
+    """batch_entropy of the global batch: under torchrun, inside
+    ``genlab.core.parallel.data_parallel.global_batch_statistics``, the unbiased variance of
+    every rank's rows together (a collective: every rank calls it, with the same unit
+    shapes); otherwise exactly ``batch_entropy(t)``."""
+    if not global_statistics_active():
+        return batch_entropy(t)
+    _, var, n = global_moments(_units(t), None, [0])
+    if n < 2:
+        raise ConfigError(f"batch entropy needs a global batch of at least 2 samples, got {n:g}")
+    return 0.5 * torch.log(math.pi * math.e * var * (n / (n - 1)) + 1).mean()
 
 
 def conditional_batch_entropy(t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

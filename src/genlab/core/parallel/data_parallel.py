@@ -179,6 +179,12 @@ def _global_now() -> bool:
     return _GLOBAL_STATISTICS[0] and is_distributed()
 
 
+def global_statistics_active() -> bool:
+    """True inside :func:`global_batch_statistics` under torchrun: batch statistics read
+    now are the global batch's."""
+    return _global_now()
+
+
 def batch_moments(x: torch.Tensor, dims: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and biased variance over ``dims``: of the global batch inside
     :func:`global_batch_statistics` under torchrun, else of ``x`` (differentiable)."""

@@ -40,7 +40,7 @@ import torch
 
 from genlab.nas.probe import CellTraces
 from genlab.nas.regularizers.base import Penalty, per_alpha_sum, zero_like
-from genlab.nas.regularizers.layerwise import node_entropies
+from genlab.nas.regularizers.layerwise import node_entropy_reading
 
 SMOOTHING = 0.02  # EMA weight of the newest step (time constant ~50 steps)
 WARMUP = 100  # steps before a turn may be detected (the EMA has settled)
@@ -66,7 +66,7 @@ class EntropyTurn:
         if self.updated_at == step:
             return False
         with torch.no_grad():  # a reading, never a force: no graph on the hot path
-            h = float(node_entropies(probe).mean())
+            h = float(node_entropy_reading(probe))
         self.smoothed = h if self.smoothed is None else (
             (1 - SMOOTHING) * self.smoothed + SMOOTHING * h)
         self.peak = max(self.peak, self.smoothed)

@@ -23,7 +23,7 @@ import copy
 import torch
 
 from genlab.core.errors import ConfigError
-from genlab.nas.entropy import batch_entropy
+from genlab.nas.entropy import batch_entropy, global_batch_entropy
 from genlab.nas.probe import CellTraces
 from genlab.nas.regularizers.base import Penalty
 
@@ -34,6 +34,16 @@ def node_entropies(probe: CellTraces) -> torch.Tensor:
         raise ConfigError("the batch-entropy penalties need the cells' traces: pass the probe "
                           "from make_probe() to the supernet's forward")
     return torch.stack([batch_entropy(t) for tr in probe.traces for t in tr.nodes])
+
+
+def node_entropy_reading(probe: CellTraces) -> torch.Tensor:
+    """The mean of node_entropies() over every node, each of the global batch under torchrun
+    (global_batch_entropy; the one-process value otherwise): the entropy-turn candidates'
+    reading, the same on every rank."""
+    if not probe.traces:
+        return node_entropies(probe).mean()  # its error names the missing probe
+    return torch.stack([global_batch_entropy(t) for tr in probe.traces
+                        for t in tr.nodes]).mean()
 
 
 class LayerwiseBatchEntropy(Penalty):
