@@ -16,6 +16,8 @@ import argparse
 import json
 from pathlib import Path
 
+import torch
+
 from genlab.core.runs import CHECKPOINT, load_checkpoint, read_json
 
 
@@ -33,9 +35,8 @@ def turn_row(folder: Path) -> dict:
                entropy_turn=near["mean_entropy"])
     leaders = state.get("leaders")
     if leaders:
-        final = {name: [max(range(len(e)), key=e.__getitem__) for e in rows]
-                 for name, rows in summary["alpha"].items()}
-        row["leaders_kept"] = all(leaders[name].tolist() == final[name] for name in final)
+        row["leaders_kept"] = all(torch.equal(leaders[name], torch.tensor(a).argmax(-1))
+                                  for name, a in summary["alpha"].items())
     return row
 
 

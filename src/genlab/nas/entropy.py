@@ -64,7 +64,11 @@ def batch_entropy(t: torch.Tensor) -> torch.Tensor:
     if flat.shape[0] < 2:
         raise ConfigError(f"batch entropy needs a batch of at least 2 samples, got a tensor of "
                           f"shape {tuple(t.shape)}")
-    var = flat.var(dim=0, unbiased=True)
+    return _peer_entropy(flat.var(dim=0, unbiased=True))
+
+
+def _peer_entropy(var: torch.Tensor) -> torch.Tensor:
+    """mean_j 0.5 ln(pi e var_j + 1): Peer et al.'s estimate from per-unit unbiased variances."""
     return 0.5 * torch.log(math.pi * math.e * var + 1).mean()
 
 
@@ -78,7 +82,7 @@ def global_batch_entropy(t: torch.Tensor) -> torch.Tensor:
     _, var, n = global_moments(_units(t), None, [0])
     if n < 2:
         raise ConfigError(f"batch entropy needs a global batch of at least 2 samples, got {n:g}")
-    return 0.5 * torch.log(math.pi * math.e * var * (n / (n - 1)) + 1).mean()
+    return _peer_entropy(var * (n / (n - 1)))
 
 
 def conditional_batch_entropy(t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

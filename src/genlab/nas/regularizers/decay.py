@@ -36,6 +36,8 @@ selected setting, the one ``ber`` names.
 
 from __future__ import annotations
 
+from collections import deque
+
 import torch
 
 from genlab.nas.probe import CellTraces
@@ -103,7 +105,8 @@ class PlateauTurn(EntropyTurn):
 
     def __init__(self):
         super().__init__()
-        self.history: list[float] = []  # smoothed values of the PLATEAU_WINDOW steps before
+        # smoothed values of the PLATEAU_WINDOW steps before this one
+        self.history: deque[float] = deque(maxlen=PLATEAU_WINDOW)
 
     def fires(self) -> bool:
         return (len(self.history) == PLATEAU_WINDOW
@@ -113,7 +116,7 @@ class PlateauTurn(EntropyTurn):
         if self.updated_at == step:
             return False
         fired = super().update(step, probe)
-        self.history = (self.history + [self.smoothed])[-PLATEAU_WINDOW:]
+        self.history.append(self.smoothed)
         return fired
 
     def state_dict(self) -> dict:
@@ -121,7 +124,7 @@ class PlateauTurn(EntropyTurn):
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.history = list(state["history"])
+        self.history = deque(state["history"], maxlen=PLATEAU_WINDOW)
 
 
 class TurnPenalty(Penalty):
