@@ -130,6 +130,18 @@ def train(
     group_router_at: float = typer.Option(0.0, help="MoEGaze: at this share of the steps "
                                           "group the training subjects by residuals and "
                                           "train the router on the groups (0: never)."),
+    grouping: str = typer.Option("none", help="MoEGaze: appearance sub-datasets fixed before "
+                                 "training, one expert each: none | colour (k-means of the "
+                                 "subjects' colour statistics) | crossfit (subject-level "
+                                 "cross-fitting by held-out error)."),
+    group_init: str = typer.Option("residual", help="--grouping crossfit's start: residual "
+                                   "(held-out residuals of a baseline per fold) | colour."),
+    group_folds: int = typer.Option(2, help="--grouping crossfit: subject folds (>= 2)."),
+    group_iterations: int = typer.Option(3, help="--grouping crossfit: at most this many "
+                                         "reassignments (stops when no subject moves)."),
+    router_input: str = typer.Option("style", help="MoEGaze's router reads: style (the "
+                                     "backbone's stage-2 statistics) | encoder (a small CNN "
+                                     "of its own on the image)."),
     fraction: float = typer.Option(1.0, help="Share of the source training images, in (0, 1]."),
     steps: int = typer.Option(400, help="Optimiser steps (the same for any --fraction)."),
     warmup_steps: int = typer.Option(30, help="Linear LR warm-up steps (then cosine to 0)."),
@@ -157,6 +169,8 @@ def train(
         experts=experts, routing=routing, balance=balance, temperature=temperature,
         width=width, stem=stem, input_norm=input_norm,
         pretrained=str(pretrained) if pretrained else None, group_router_at=group_router_at,
+        grouping=grouping, group_init=group_init, group_folds=group_folds,
+        group_iterations=group_iterations, router_input=router_input,
         fraction=fraction, steps=steps,
         warmup_steps=warmup_steps, eval_every=eval_every, batch_size=batch_size, lr=lr,
         train_count=train_count, test_count=test_count, size=_size(size),
@@ -169,6 +183,11 @@ def train(
     typer.echo(f"{cfg.model} trained on {cfg.source}: held-out source subjects "
                f"{summary['val_mean_deg']:.2f} deg (constant predictor "
                f"{summary['constant_val_mean_deg']:.2f})")
+    router = summary["router"]["source"]
+    if "expert_cluster_nmi" in router:
+        typer.echo(f"  router on held-out source subjects: expert-cluster NMI "
+                   f"{router['expert_cluster_nmi']:.3f}, cluster purity "
+                   f"{router['cluster_purity']:.3f}")
     for name, res in summary["targets"].items():
         if res is None:
             typer.echo(f"  {name}: unlabelled, no error")

@@ -76,10 +76,13 @@ def warn(message: str) -> None:
     print(f"genlab: warning: {message}", file=sys.stderr)
 
 
-def config_differences(old: dict, new: dict, free: Iterable[str] = ()) -> list[str]:
+def config_differences(old: dict, new: dict, free: Iterable[str] = (),
+                       defaults: dict | None = None) -> list[str]:
     """Options whose values differ between two run configs (those free to differ on resume,
-    ``free`` among them, and the version, are not compared)."""
+    ``free`` among them, and the version, are not compared). An option missing from
+    ``old`` (added since that run started) counts as its value in ``defaults``."""
     new = dict(jsonable(new))
+    old = {**dict(jsonable(defaults or {})), **old}
     skip = _RESUME_FREE_KEYS | set(free) | {"genlab_version"}
     return sorted(k for k in set(old) | set(new)
                   if k not in skip and old.get(k) != new.get(k))
@@ -93,14 +96,17 @@ class RunDir:
     (its config must match, apart from options such as the device) or choose
     another folder. A folder being written by another live process is refused
     (RunInUseError). ``resume_free`` names further options that may change on resume (a
-    path to a lookup table, say). ``tensorboard=True`` (or GENLAB_TENSORBOARD=1) mirrors
-    every metrics record as TensorBoard scalars.
+    path to a lookup table, say); ``defaults`` gives the values of options newer than a
+    run's config.json (they compare as these). ``tensorboard=True`` (or
+    GENLAB_TENSORBOARD=1) mirrors every metrics record as TensorBoard scalars.
     """
 
     def __init__(self, path: str | Path, config: dict, *, resume: bool = False,
-                 tensorboard: bool | None = None, resume_free: Iterable[str] = ()):
+                 tensorboard: bool | None = None, resume_free: Iterable[str] = (),
+                 defaults: dict | None = None):
         self.path = Path(path)
         self.resume_free = tuple(resume_free)
+        self.defaults = dict(defaults or {})
         self.config = dict(jsonable(config))
         self.config.setdefault("genlab_version", __version__)
         self.resumed_state: dict | None = None
@@ -179,7 +185,7 @@ class RunDir:
         self._tensorboard = TensorBoardMirror(self.path, purge_step=purge)
 
     def _check_same_config(self, old: dict) -> None:
-        diffs = config_differences(old, self.config, self.resume_free)
+        diffs = config_differences(old, self.config, self.resume_free, self.defaults)
         if diffs:
             detail = ", ".join(
                 f"{k}: {old.get(k)!r} -> {self.config.get(k)!r}" for k in sorted(diffs)

@@ -12,7 +12,9 @@ from genlab.gaze.metrics import predict
 
 
 def loss_curves(metrics: list[dict]):
-    """Training loss terms and held-out source error against the optimiser step."""
+    """Training loss terms and held-out source error against the optimiser step (records
+    of a grouping phase, which precede the first step, are left out)."""
+    metrics = [m for m in metrics if m.get("phase") != "grouping"]
     fig, axes = figure(ncols=2, width=4.6, height=3.2)
     steps = [m.get("step", m["epoch"]) for m in metrics]
     for key in sorted({k for m in metrics for k in m if k.startswith("train_")}):
@@ -67,7 +69,7 @@ def save_run_plots(run: RunDir, model, data, device, summary: dict) -> None:
     metrics = run.metrics()
     if metrics:
         run.save_figure(loss_curves(metrics), "loss_curves.png")
-    shares = {"source": summary["router"]["source"].get("top1_share")}
+    shares = {"held-out source": summary["router"]["source"].get("top1_share")}
     shares.update({name: (t or {}).get("router", {}).get("top1_share")
                    for name, t in summary["targets"].items()})
     shares = {k: v for k, v in shares.items() if v}

@@ -12,7 +12,10 @@ any data). Loss per step = L1(gaze, target) + ``balance_weight`` * L_bal +
 re-fits its prototypes by k-means on the appearance embeddings learned so far.
 ``group_router_at`` likewise calls the model's ``regroup`` hook: MoEGaze then groups the
 training subjects by the current model's residuals and trains its router to predict
-each sample's group (genlab.gaze.models.residual_groups).
+each sample's group (genlab.gaze.models.residual_groups). ``grouping`` (``colour`` or
+``crossfit``) instead fixes K appearance sub-datasets of the training subjects before the
+first step (genlab.gaze.grouping): each training image then goes to its group's expert
+and the router learns to name the group; inference routes softly.
 
 Batches come from a seeded stream that depends only on (seed, step) (see
 genlab.gaze.data.splits.step_batches): models trained with the same seed see the same
@@ -34,143 +37,36 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from genlab.core.amp import PRECISIONS
 from genlab.core.checkpoints import (
     CHECKPOINT,
     MODEL_RECORD,
     build_from_record,
     load_checkpoint,
-    model_record,
 )
 from genlab.core.errors import (
     CheckpointError,
     ConfigError,
     DataError,
-    require_choice,
-    require_positive,
 )
 from genlab.core.parallel.data_parallel import global_batch_statistics
 from genlab.core.parallel.distributed import global_sum
 from genlab.core.runs import SUMMARY, RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, resolve_device
+from genlab.gaze.config import RUN_KIND, GazeTrainConfig, config_from_dict  # noqa: F401 (API)
 from genlab.gaze.data.gazeset import GazeLabels
 from genlab.gaze.data.splits import step_batches, take_share
-from genlab.gaze.limits import check_limits
+from genlab.gaze.grouping import find_groups, fold_folder
 from genlab.gaze.metrics import constant_summary, predict, summarise
-from genlab.gaze.models.backbones import INPUT_NORMS, STEMS
-from genlab.gaze.models.registry import BUILDER, MODELS, build_gaze_model
-from genlab.gaze.models.routing import BALANCES, ROUTINGS
+from genlab.gaze.models.registry import build_gaze_model
 from genlab.gaze.plots import save_run_plots
-from genlab.gaze.protocol import check_data_ref, check_oracle_data, load_task_data
-
-RUN_KIND = "gaze train"  # the kind of its checkpoints' model records (genlab.load)
-
-
-@dataclass
-class GazeTrainConfig:
-    """Every option of one gaze training run (stored in config.json)."""
-
-    model: str = "moegaze"
-    source: str = "broad-e"
-    targets: list[str] = field(default_factory=lambda: ["narrow-m"])
-    experts: int = 4
-    routing: str = "soft"
-    balance: str = "switch"
-    temperature: float = 0.1
-    width: int = 8
-    stem: str = "small"
-    input_norm: str = "half"
-    pretrained: str | None = None
-    appearance_dim: int = 32
-    gaze_feat_dim: int = 64
-    fraction: float = 1.0
-    steps: int = 400
-    warmup_steps: int = 30
-    eval_every: int = 100
-    curve_val_images: int = 2000
-    batch_size: int = 64
-    eval_batch_size: int = 256
-    lr: float = 3e-3
-    weight_decay: float = 1e-4
-    balance_weight: float = 0.05
-    appearance_weight: float = 0.2
-    appearance_grad: bool = False
-    router_grad: bool = False
-    reinit_router_at: float = 0.0
-    group_router_at: float = 0.0
-    train_count: int = 3000
-    test_count: int = 1000
-    val_fraction: float = 0.2
-    size: list[int] = field(default_factory=lambda: [32, 48])
-    data_seed: int = 0
-    seed: int = 0
-    target_fold: int = -1
-    folds: int = 2
-    device: str = "cpu"
-    threads: int = 1
-    workers: int = 0
-    amp: str = "off"  # off | bf16 | fp16 (GradScaler), see genlab.core.amp
-    channels_last: bool = False
-
-    def validate(self) -> None:
-        MODELS.canonical(self.model)
-        ROUTINGS.canonical(self.routing)
-        BALANCES.canonical(self.balance)
-        require_choice("stem", self.stem, STEMS)
-        require_choice("input_norm", self.input_norm, INPUT_NORMS)
-        require_choice("amp", self.amp, tuple(PRECISIONS))
-        require_positive("experts", self.experts)
-        require_positive("temperature", self.temperature)
-        for name in ("width", "steps", "eval_every", "batch_size", "eval_batch_size", "lr",
-                     "train_count",
-                     "test_count", "folds", "curve_val_images"):
-            require_positive(name, getattr(self, name))
-        for name in ("warmup_steps", "weight_decay", "threads", "workers"):
-            require_positive(name, getattr(self, name), allow_zero=True)
-        if not 0 < self.fraction <= 1:
-            raise ConfigError(f"fraction must be in (0, 1], got {self.fraction}")
-        for name in ("reinit_router_at", "group_router_at"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-        if not 0 < self.val_fraction < 1:
-            raise ConfigError(f"val_fraction must be in (0, 1), got {self.val_fraction}")
-        if len(self.size) != 2 or min(self.size) < 8:
-            raise ConfigError(f"size must be two sides >= 8 pixels, got {self.size}")
-        check_limits(self)
-        if not self.targets:
-            raise ConfigError("at least one target is needed")
-        for ref in (self.source, *self.targets):
-            check_data_ref(ref)
-        if MODELS.canonical(self.model) == "moegaze" and ROUTINGS.get(self.routing).oracle:
-            check_oracle_data({"--source": [self.source], "--target": list(self.targets)},
-                              self.experts)
-
-    def model_hparams(self) -> dict:
-        return {
-            "width": self.width, "stem": self.stem, "input_norm": self.input_norm,
-            "num_experts": self.experts, "appearance_dim": self.appearance_dim,
-            "gaze_feat_dim": self.gaze_feat_dim, "temperature": self.temperature,
-            "routing": self.routing, "balance": self.balance,
-            "appearance_grad": self.appearance_grad, "router_grad": self.router_grad,
-        }
-
-    def model_record(self) -> dict:
-        """What rebuilds this run's model from its checkpoint alone (``genlab.load``)."""
-        return model_record(RUN_KIND, BUILDER, {"name": self.model, **self.model_hparams(),
-                                                 "init_seed": self.seed})
-
-
-def config_from_dict(values: dict) -> GazeTrainConfig:
-    """A GazeTrainConfig from a config.json dict (unknown keys ignored)."""
-    names = {f.name for f in fields(GazeTrainConfig)}
-    return GazeTrainConfig(**{k: v for k, v in values.items() if k in names})
+from genlab.gaze.protocol import TaskData, load_task_data
 
 
 def warmup_cosine(steps: int, warmup: int):
@@ -252,7 +148,7 @@ def _train_mean(labels: GazeLabels) -> torch.Tensor:
 
 
 def train_gaze(cfg: GazeTrainConfig, data, out: str | Path, *, resume: bool = False,
-               progress_bar: bool | None = None, plots: bool = True):
+               progress_bar: bool | None = None, plots: bool = True, groups=None):
     """Train ``cfg.model`` on ``data.train``; evaluate on ``data.val`` and ``data.targets``.
 
     ``data`` is a :class:`genlab.gaze.protocol.TaskData`, or None to load it from ``cfg``
@@ -261,14 +157,17 @@ def train_gaze(cfg: GazeTrainConfig, data, out: str | Path, *, resume: bool = Fa
     (model, summary). ``cfg.threads`` torch threads (0: torch's default) are used for the
     run and restored after; ``summary["torch_threads"]`` records the count used.
     ``resume`` on a finished run rewrites nothing: its stored summary and the model of
-    its final checkpoint.
+    its final checkpoint. ``groups`` (sorted subject ids, group of each) are the training
+    subjects' sub-datasets of a ``grouping="given"`` run (cross-fitting's fold models).
     """
     cfg.validate()
+    if (cfg.grouping == "given") != (groups is not None):
+        raise ConfigError("groups are passed to train_gaze exactly when grouping is 'given'")
     with fixed_threads(cfg.threads):  # torch's count is restored afterwards
         if data is None and not (resume and (Path(out) / SUMMARY).is_file()):
             data = load_task_data(cfg)
         return _train_gaze(cfg, data, out, resume=resume, progress_bar=progress_bar,
-                           plots=plots)
+                           plots=plots, groups=groups)
 
 
 def trained_model(folder: str | Path, device: str | torch.device = "cpu"):
@@ -282,9 +181,26 @@ def trained_model(folder: str | Path, device: str | torch.device = "cpu"):
     return build_from_record(record, state, source=str(file)).to(device)
 
 
-def _train_gaze(cfg: GazeTrainConfig, data, out, *, resume: bool, progress_bar, plots: bool):
+def _fold_fit(cfg: GazeTrainConfig, run: RunDir, progress_bar):
+    """Cross-fitting's fold trainer: a sub-run of ``cfg`` on the other folds' subjects."""
+    def fit(kind, iteration, fold, rest, held, grouping):
+        sub = replace(cfg, model="baseline" if kind == "baseline" else "moegaze",
+                      grouping="none" if grouping is None else "given",
+                      targets=[cfg.source], target_fold=-1)
+        folder = fold_folder(run, kind, iteration, fold)
+        model, _ = train_gaze(sub, TaskData(rest, held, {cfg.source: held}), folder,
+                              resume=(folder / "config.json").is_file(),
+                              progress_bar=progress_bar, plots=False,
+                              groups=None if grouping is None else (grouping.ids,
+                                                                    grouping.groups))
+        return model
+    return fit
+
+
+def _train_gaze(cfg: GazeTrainConfig, data, out, *, resume: bool, progress_bar, plots: bool,
+                groups=None):
     device = resolve_device(cfg.device)
-    run = RunDir(out, asdict(cfg), resume=resume)
+    run = RunDir(out, asdict(cfg), resume=resume, defaults=asdict(GazeTrainConfig()))
     if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
         try:
             return trained_model(run.path, device), done
@@ -299,6 +215,12 @@ def _train_gaze(cfg: GazeTrainConfig, data, out, *, resume: bool, progress_bar, 
         model.backbone.load_pretrained(cfg.pretrained)
     model.to(device)
     if run.resumed_state is None:
+        if cfg.grouping in ("colour", "crossfit"):  # the sub-datasets, before the first step
+            found = find_groups(cfg, data.train, run, device, _fold_fit(cfg, run, progress_bar))
+            groups = (found.ids, found.groups)
+            seed_everything(cfg.seed)  # as if no fold model had been trained
+        if groups is not None:
+            model.set_groups(*groups)
         model.prepare(data.train, device, cfg.seed, cfg.eval_batch_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer,
@@ -387,7 +309,9 @@ def finish_run(run: RunDir, model, data, device, cfg: GazeTrainConfig, *,
         "constant_target_mean_deg": primary.get("constant", {}).get("mean_deg"),
         "train_mean_deg": train["mean_deg"],
         "val": val, "targets": targets,
-        "router": {"source": train["router"], "target": primary.get("router", {})},
+        # router.source: on the held-out source subjects (train: the first training images)
+        "router": {"source": val["router"], "train": train["router"],
+                   "target": primary.get("router", {})},
     }
     if not all(math.isfinite(v) for v in (val["mean_deg"], train["mean_deg"])):
         raise DataError(f"{run.path}: non-finite evaluation error")

@@ -53,12 +53,15 @@ from genlab.gaze.models.residual_groups import group_subjects, lookup_groups
 from genlab.gaze.models.routing import (
     BALANCES,
     ROUTINGS,
+    AppearanceEncoder,
     ExpertBank,
     kmeans,
     route,
     subject_contrastive_loss,
     switch_balance_loss,
 )
+
+ROUTER_INPUTS = ("style", "encoder")
 
 
 class MoEGaze(GazeModel):
@@ -81,6 +84,8 @@ class MoEGaze(GazeModel):
         rebalance_momentum: float = 0.05,
         stem: str = "small",
         input_norm: str = "half",
+        router_input: str = "style",
+        group_train: bool = False,
         init_seed: int = 0,
     ):
         super().__init__()
@@ -92,6 +97,12 @@ class MoEGaze(GazeModel):
         self.route_mode, self.balance_mode = ROUTINGS.get(routing), BALANCES.get(balance)
         if appearance_stage not in (1, 2, 3, 4):
             raise ConfigError(f"appearance_stage must be 1..4, got {appearance_stage}")
+        if router_input not in ROUTER_INPUTS:
+            raise ConfigError(f"router_input must be one of {', '.join(ROUTER_INPUTS)}, "
+                              f"got {router_input!r}")
+        if group_train and (self.route_mode.oracle or self.route_mode.hard_train):
+            raise ConfigError(f"group_train sends training images to their group's expert; "
+                              f"it needs routing 'soft' (inference), got {routing!r}")
         self.hparams = {
             "width": width, "num_experts": num_experts, "appearance_dim": appearance_dim,
             "gaze_feat_dim": gaze_feat_dim, "expert_hidden": expert_hidden,
@@ -99,15 +110,21 @@ class MoEGaze(GazeModel):
             "appearance_stage": appearance_stage, "appearance_grad": appearance_grad,
             "router_grad": router_grad, "contrastive_tau": contrastive_tau,
             "rebalance_momentum": rebalance_momentum,
-            "stem": stem, "input_norm": input_norm,
+            "stem": stem, "input_norm": input_norm, "router_input": router_input,
+            "group_train": group_train,
         }
         self.num_experts, self.temperature = num_experts, temperature
         self.routing, self.balance = routing, balance
         self.appearance_stage, self.appearance_grad = appearance_stage, appearance_grad
         self.router_grad = router_grad
+        self.router_input, self.group_train = router_input, group_train
         self.contrastive_tau, self.rebalance_momentum = contrastive_tau, rebalance_momentum
         self.backbone = seeded_backbone(width, stem, input_norm, init_seed)
         style_dim = 2 * self.backbone.widths[appearance_stage - 1]
+        self.encoder = None
+        if router_input == "encoder":  # the router's own image reader (stream 6)
+            self.encoder = seeded(init_seed, 6, AppearanceEncoder)
+            style_dim = AppearanceEncoder.out_dim
         out_dim = self.backbone.out_dim
         self.experts = seeded(init_seed, 2, lambda: ExpertBank(num_experts, out_dim,
                                                                expert_hidden, gaze_feat_dim))
@@ -124,8 +141,12 @@ class MoEGaze(GazeModel):
         self.register_buffer("group_of_id", torch.zeros(0, dtype=torch.long))
 
     # -- pieces -------------------------------------------------------------------
-    def appearance_embedding(self, maps: list[torch.Tensor]) -> torch.Tensor:
-        """Unit appearance embedding from the channel mean/std of one stage's feature map."""
+    def appearance_embedding(self, maps: list[torch.Tensor],
+                             x: torch.Tensor | None = None) -> torch.Tensor:
+        """Unit appearance embedding from the channel mean/std of one stage's feature map
+        (``router_input="encoder"``: of the router's own encoder, which reads ``x``)."""
+        if self.encoder is not None:
+            return F.normalize(self.appearance(self.encoder(x)), dim=1)
         fmap = maps[self.appearance_stage - 1]
         if not self.appearance_grad:
             fmap = fmap.detach()
@@ -152,7 +173,7 @@ class MoEGaze(GazeModel):
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         """Appearance embeddings of a batch (for k-means and plots)."""
         _, maps = self.backbone(x, return_stages=True)
-        return self.appearance_embedding(maps)
+        return self.appearance_embedding(maps, x)
 
     @torch.no_grad()
     def init_prototypes(self, embeddings: torch.Tensor, seed: int = 0) -> torch.Tensor:
@@ -170,16 +191,18 @@ class MoEGaze(GazeModel):
     # -- the GazeModel interface -------------------------------------------------
     def outputs(self, x: torch.Tensor, labels: GazeLabels | None = None) -> GazeOutput:
         feats, maps = self.backbone(x, return_stages=True)
-        appearance = self.appearance_embedding(maps)
+        appearance = self.appearance_embedding(maps, x)
         router_in = appearance if (self.appearance_grad or self.router_grad) else (
             appearance.detach())
         soft = self.router_probs(router_in)
         losses = {}
         if self.route_mode.oracle:
             weights = self.oracle_weights(labels, len(x))
+        elif self.group_train and self.training:  # each image to its group's expert
+            weights = F.one_hot(self.training_groups(labels), self.num_experts).float()
         else:
             weights = route(soft, self.routing, self.training)
-            if self.balance_mode.loss:
+            if self.balance_mode.loss and not self.group_train:  # groups set the load
                 losses["balance"] = switch_balance_loss(soft)
         z = torch.einsum("nk,nkg->ng", weights, self.experts(feats))
         if labels is not None and len(self.group_ids):
@@ -193,16 +216,55 @@ class MoEGaze(GazeModel):
             )
         return GazeOutput(self.head(z), losses, weights, soft, appearance)
 
+    def training_groups(self, labels: GazeLabels | None) -> torch.Tensor:
+        """The sub-dataset (group) of each training sample's subject (group_train)."""
+        if labels is None or not len(self.group_ids):
+            raise ConfigError("group_train: training needs the subjects' groups (set_groups) "
+                              "and each sample's labels")
+        return lookup_groups(self.group_ids, self.group_of_id, labels.subject)
+
+    @torch.no_grad()
+    def set_groups(self, ids: torch.Tensor, groups: torch.Tensor) -> None:
+        """Fix the training subjects' groups (sorted ``ids``; group of each in 0..K-1):
+        the router's logits are then trained to name each sample's group, and with
+        ``group_train`` each training image goes to its group's expert."""
+        if len(ids) != len(groups) or (len(ids) > 1 and bool((ids[1:] <= ids[:-1]).any())):
+            raise DataError("set_groups needs sorted, distinct subject ids and one group each")
+        if len(groups) and (int(groups.min()) < 0 or int(groups.max()) >= self.num_experts):
+            raise DataError(f"groups must lie in 0..{self.num_experts - 1}, got "
+                            f"{int(groups.min())}..{int(groups.max())}")
+        device = self.prototypes.device
+        self.group_ids = ids.to(device=device, dtype=torch.long)
+        self.group_of_id = groups.to(device=device, dtype=torch.long)
+
+    def expert_predictions(self, x: torch.Tensor) -> torch.Tensor:
+        """(pitch, yaw) of every sample through every expert alone: (N, K, 2)."""
+        feats = self.backbone(x)
+        return self.head(self.experts(feats))
+
     @torch.no_grad()
     def prepare(self, data, device, seed: int, batch_size: int = 256,
                 max_images: int = 2048) -> None:
-        """k-means initialisation of the prototypes from training appearance embeddings."""
+        """Prototypes from training appearance embeddings: k-means centroids, or with the
+        subjects' groups set (set_groups) each group's mean embedding."""
         was_training = self.training
         self.eval()
         pick = np.sort(np.random.default_rng([seed, 7]).permutation(len(data))[:max_images])
         batches = (pick[b] for b in ordered_batches(len(pick), batch_size))
-        emb = [self.embed(x.to(device)) for x, _ in data.load(batches)]
-        self.init_prototypes(torch.cat(emb), seed=seed)
+        emb, subjects = [], []
+        for x, labels in data.load(batches):
+            emb.append(self.embed(x.to(device)))
+            subjects.append(labels.subject)
+        emb = torch.cat(emb)
+        if len(self.group_ids):
+            group = lookup_groups(self.group_ids.cpu(), self.group_of_id.cpu(),
+                                  torch.cat(subjects)).to(emb.device)
+            for j in range(self.num_experts):
+                if bool((group == j).any()):
+                    self.prototypes[j] = F.normalize(emb[group == j].mean(dim=0), dim=0)
+            self.running_load.fill_(1.0 / self.num_experts)
+        else:
+            self.init_prototypes(emb, seed=seed)
         self.train(was_training)
 
     @torch.no_grad()

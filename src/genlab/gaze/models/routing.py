@@ -79,14 +79,27 @@ BALANCES.register("rebalance", Balance(rebalance=True))
 BALANCES.register("none", Balance())
 
 
-def kmeans(x: torch.Tensor, k: int, *, iters: int = 100, seed: int = 0) -> torch.Tensor:
-    """Lloyd's k-means with k-means++ seeding; returns the (k, D) centroids."""
+def kmeans(x: torch.Tensor, k: int, *, iters: int = 100, seed: int = 0,
+           restarts: int = 1) -> torch.Tensor:
+    """Lloyd's k-means with k-means++ seeding; returns the (k, D) centroids. ``restarts``
+    > 1 runs it from that many seedings and keeps the lowest within-cluster sum of squares
+    (the first seeding is the one ``restarts=1`` uses)."""
     require_positive("k", k)
+    require_positive("restarts", restarts)
     x = x.detach().float().cpu()  # seeded CPU draws: the same centroids on every device
-    n = x.shape[0]
-    if n == 0:
+    if x.shape[0] == 0:
         raise ConfigError("k-means needs at least one embedding, got none")
-    g = make_generator(seed, 0)
+    best, best_cost = None, float("inf")
+    for r in range(restarts):
+        centroids = _lloyd(x, k, iters, make_generator(seed, r))
+        cost = float(torch.cdist(x, centroids).min(dim=1).values.pow(2).sum())
+        if cost < best_cost:
+            best, best_cost = centroids, cost
+    return best
+
+
+def _lloyd(x: torch.Tensor, k: int, iters: int, g: torch.Generator) -> torch.Tensor:
+    n = x.shape[0]
     centroids = x[torch.randint(n, (1,), generator=g)]
     while centroids.shape[0] < k:  # k-means++: draw proportional to squared distance
         d2 = torch.cdist(x, centroids).pow(2).min(dim=1).values
@@ -130,6 +143,27 @@ class ExpertBank(nn.Module):
         """Expert ``k`` alone (reference for tests and per-expert analysis)."""
         h = torch.relu(x @ self.w1[k] + self.b1[k])
         return h @ self.w2[k] + self.b2[k]
+
+
+class AppearanceEncoder(nn.Module):
+    """A small CNN of its own that reads the image for the router (``router_input="encoder"``):
+    three 3x3 stride-2 convolutions (16, 32, 32 channels) with batch norm and ReLU, then the
+    channel mean and standard deviation of the last map: (N, 3, H, W) -> (N, 64)."""
+
+    out_dim = 64
+
+    def __init__(self):
+        super().__init__()
+        layers, c_in = [], 3
+        for c_out in (16, 32, 32):
+            layers += [nn.Conv2d(c_in, c_out, 3, stride=2, padding=1, bias=False),
+                       nn.BatchNorm2d(c_out), nn.ReLU()]
+            c_in = c_out
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        fmap = self.body(x - 0.5)
+        return torch.cat([fmap.mean(dim=(2, 3)), fmap.flatten(2).std(dim=2)], dim=1)
 
 
 def route(soft: torch.Tensor, mode: str, training: bool) -> torch.Tensor:
