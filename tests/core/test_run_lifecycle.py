@@ -9,12 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from ddp_cases import ARCH
 
 from genlab.core.checkpoints import save_checkpoint
 from genlab.core.data import Batches, load_digits_data
-from genlab.core.runs import RunDir
+from genlab.core.errors import CheckpointError
+from genlab.core.runs import RunDir, config_differences
 from genlab.core.trainer import Trainer
 
 GENLAB = Path(sys.executable).parent / "genlab"
@@ -133,3 +135,18 @@ def test_a_stale_lock_file_of_a_killed_holder_is_taken_over(tmp_path):
     run = RunDir(folder, {"x": 1})
     run.close()
     assert not (folder / ".lock").exists()
+
+
+def test_options_newer_than_a_run_compare_as_their_defaults(tmp_path):
+    old = {"lr": 0.1}
+    assert config_differences(old, {"lr": 0.1, "grouping": "none"}) == ["grouping"]
+    assert config_differences(old, {"lr": 0.1, "grouping": "none"},
+                              defaults={"grouping": "none"}) == []
+    assert config_differences(old, {"lr": 0.1, "grouping": "crossfit"},
+                              defaults={"grouping": "none"}) == ["grouping"]
+    RunDir(tmp_path / "r", old).close()  # a run started before "grouping" existed
+    RunDir(tmp_path / "r", {"lr": 0.1, "grouping": "none"}, resume=True,
+           defaults={"grouping": "none"}).close()
+    with pytest.raises(CheckpointError, match="grouping"):
+        RunDir(tmp_path / "r", {"lr": 0.1, "grouping": "crossfit"}, resume=True,
+               defaults={"grouping": "none"})
