@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from genlab.core.errors import ConfigError
 from genlab.gaze.studies.bench import BenchConfig, bench_specs, run_bench
 from genlab.gaze.studies.tables import bench_tables
 
@@ -30,6 +31,17 @@ def test_bench_plan(tmp_path):
     assert oracle.config.routing == "oracle" and oracle.config.experts == 4
     ref = next(s for s in specs if "reference" in s.name)
     assert ref.config.targets == [ref.config.source] and ref.config.model == "baseline"
+
+
+def test_bench_grouping_reaches_moegaze_runs_only(tmp_path):
+    specs = bench_specs(BenchConfig(grouping="crossfit", router_input="encoder",
+                                    worlds=["appearance"], seeds=[0]), tmp_path)
+    for s in specs:
+        kind = s.name.split("__")[2]
+        want = ("crossfit", "encoder") if kind == "moegaze" else ("none", "style")
+        assert (s.config.grouping, s.config.router_input) == want, s.name
+    with pytest.raises(ConfigError, match="grouping"):
+        bench_specs(BenchConfig(grouping="kmeans"), tmp_path)
 
 
 def _fake_summary(err: float, subjects=("1", "2"), targets=("app-m", "app-d")) -> dict:

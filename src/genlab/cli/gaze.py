@@ -270,6 +270,10 @@ def bench(
                                  "one worker, else a process pool) | inline | ray."),
     address: str = typer.Option(None, help="HOST:PORT of a Ray cluster (--executor ray; "
                                 "default a local Ray instance)."),
+    grouping: str = typer.Option("none", help="MoEGaze's runs: appearance sub-datasets "
+                                 "(none | colour | crossfit, as gaze train --grouping)."),
+    router_input: str = typer.Option("style", help="MoEGaze's runs: router input (style | "
+                                     "encoder, as gaze train --router-input)."),
     device: str = options.device_option(),
     threads: int = options.threads_option(),
     resume: bool = typer.Option(False, "--resume", help=STUDY_RESUME_HELP),
@@ -290,6 +294,7 @@ def bench(
         if value is not None:
             setattr(cfg, name, value)
     cfg.device, cfg.threads = device, threads
+    cfg.grouping, cfg.router_input = grouping, router_input
     if worlds:
         cfg.worlds = options.parse_list(worlds, option="--worlds")
     result = run_bench(cfg, out, executor=executor, address=address)

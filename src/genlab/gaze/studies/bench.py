@@ -58,6 +58,10 @@ class BenchConfig:
     n_boot: int = 2000
     device: str = "cpu"
     threads: int = 1  # torch threads of each run (0: torch's default)
+    # MoEGaze's appearance sub-datasets and router input (its runs only; the oracle keeps
+    # the defaults): genlab.gaze.models.subgroups
+    grouping: str = "none"
+    router_input: str = "style"
 
     def __post_init__(self) -> None:
         self.seeds = as_seed_list(self.seeds)
@@ -72,6 +76,7 @@ class BenchConfig:
                      "test_count", "width", "workers", "n_boot"):
             require_positive(name, getattr(self, name))
         require_positive("threads", self.threads, allow_zero=True)
+        GazeTrainConfig(grouping=self.grouping, router_input=self.router_input).validate()
         if not 0 < self.small_fraction < 1:
             raise ConfigError(f"small_fraction must be in (0, 1), got {self.small_fraction}")
 
@@ -118,9 +123,12 @@ def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
             fractions = (1.0,) if world == "control" else (1.0, cfg.small_fraction)
             for source, targets in sources_of(world).items() if seed in cfg.seeds else ():
                 for model in ("baseline", "moegaze"):
+                    variant = ({"grouping": cfg.grouping, "router_input": cfg.router_input}
+                               if model == "moegaze" else {})
                     for fr in fractions:
                         add(f"{world}__{source}__{model}__f{fr:g}__s{seed}", model=model,
-                            source=source, targets=targets, fraction=fr, seed=seed)
+                            source=source, targets=targets, fraction=fr, seed=seed,
+                            **variant)
                 k = clusters_of(source)
                 if k:
                     add(f"{world}__{source}__oracle__f1__s{seed}", model="moegaze",
