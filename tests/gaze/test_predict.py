@@ -86,3 +86,21 @@ def test_checkpoint_not_matching_config_is_rejected(run_dir, tmp_path):
     (other / "checkpoint.pt").write_bytes((folder / "checkpoint.pt").read_bytes())
     with pytest.raises(CheckpointError, match="do not match"):
         load_run(other)
+
+
+def test_a_run_older_than_the_router_options_still_opens(tmp_path):
+    """A checkpoint written before router_input / group_train existed: record and config
+    lack them, and they count as their defaults."""
+    cfg = GazeTrainConfig(width=4, appearance_dim=8, gaze_feat_dim=8, size=[H, W], experts=3)
+    model = build_model(cfg.model, **cfg.model_hparams())
+    record = cfg.model_record()
+    for key in ("router_input", "group_train"):
+        del record["args"][key]
+    old = {k: v for k, v in asdict(cfg).items() if k not in ("grouping", "router_input")}
+    run = RunDir(tmp_path / "old", old)
+    run.save({"epoch": 0, "model": model.state_dict(), MODEL_RECORD: record})
+    run.close()
+    loaded, _ = load_run(tmp_path / "old")
+    x = torch.rand(2, 3, H, W)
+    with torch.no_grad():
+        assert torch.equal(loaded.eval()(x), model.eval()(x))

@@ -92,7 +92,8 @@ def open_run(path: str | Path, device: str | torch.device = "cpu", *,
     cfg = run.config
     _check_config(folder / CONFIG, cfg)
     want = config_from_dict(cfg).model_record()["args"]
-    have = run.state[MODEL_RECORD]["args"]
+    # options newer than the checkpoint are absent from its record: they had their defaults
+    have = {**config_from_dict({}).model_record()["args"], **run.state[MODEL_RECORD]["args"]}
     diffs = [k for k in want if k != "init_seed" and have.get(k) != want[k]]
     if diffs:
         raise CheckpointError(f"{file}: its weights do not match {CONFIG} ("
