@@ -259,13 +259,18 @@ class MoEGaze(GazeModel):
         if len(self.group_ids):
             group = lookup_groups(self.group_ids.cpu(), self.group_of_id.cpu(),
                                   torch.cat(subjects)).to(emb.device)
-            for j in range(self.num_experts):
-                if bool((group == j).any()):
-                    self.prototypes[j] = F.normalize(emb[group == j].mean(dim=0), dim=0)
-            self.running_load.fill_(1.0 / self.num_experts)
+            self.prototypes_from_groups(emb, group)
         else:
             self.init_prototypes(emb, seed=seed)
         self.train(was_training)
+
+    @torch.no_grad()
+    def prototypes_from_groups(self, emb: torch.Tensor, group: torch.Tensor) -> None:
+        """Each prototype to its group's mean appearance embedding (empty groups keep theirs)."""
+        for j in range(self.num_experts):
+            if bool((group == j).any()):
+                self.prototypes[j] = F.normalize(emb[group == j].mean(dim=0), dim=0)
+        self.running_load.fill_(1.0 / self.num_experts)
 
     @torch.no_grad()
     def regroup(self, data, device, seed: int, batch_size: int = 256) -> dict:
@@ -284,10 +289,7 @@ class MoEGaze(GazeModel):
         emb = torch.cat([self.embed(x.to(device)).cpu() for x, _ in
                          data.load(ordered_batches(len(data), batch_size))])
         self.train(was_training)
-        for j in range(self.num_experts):
-            if bool((sample_group == j).any()):
-                self.prototypes[j] = F.normalize(emb[sample_group == j].mean(dim=0), dim=0)
-        self.running_load.fill_(1.0 / self.num_experts)
+        self.prototypes_from_groups(emb, sample_group)
         stats = {"group_sizes": torch.bincount(groups, minlength=self.num_experts).tolist()}
         if bool((labels.cluster >= 0).all()):
             stats["group_cluster_nmi"] = float(normalized_mutual_info_score(

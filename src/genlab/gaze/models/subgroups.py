@@ -115,19 +115,24 @@ def colour_groups(data, k: int, seed: int, batch_size: int = 256):
     return ids, _cluster_subjects(means, k, seed, within=within, components=k)
 
 
-def subject_expert_errors(model, data, device, batch_size: int = 256):
-    """(sorted subject ids, (S, K) mean angular error of each subject through each expert)."""
+def expert_predictions(model, data, device, batch_size: int = 256) -> torch.Tensor:
+    """Eval-mode (pitch, yaw) of every sample of ``data`` through every expert: (N, K, 2)."""
     was_training = model.training
     model.eval()
-    errs = []
     with torch.no_grad():
-        for x, labels in data.load(ordered_batches(len(data), batch_size)):
-            pred = model.expert_predictions(x.to(device)).float().cpu()  # (N, K, 2)
-            n, k, _ = pred.shape
-            truth = labels.gaze[:, None, :].expand(n, k, 2).reshape(-1, 2)
-            errs.append(angular_errors(pred.reshape(-1, 2), truth).reshape(n, k))
+        out = torch.cat([model.expert_predictions(x.to(device)).float().cpu()
+                         for x, _ in data.load(ordered_batches(len(data), batch_size))])
     model.train(was_training)
-    return subject_means(torch.cat(errs), data.labels.subject)
+    return out
+
+
+def subject_expert_errors(model, data, device, batch_size: int = 256):
+    """(sorted subject ids, (S, K) mean angular error of each subject through each expert)."""
+    pred = expert_predictions(model, data, device, batch_size)
+    n, k, _ = pred.shape
+    truth = data.labels.gaze[:, None, :].expand(n, k, 2).reshape(-1, 2)
+    errors = angular_errors(pred.reshape(-1, 2), truth).reshape(n, k)
+    return subject_means(errors, data.labels.subject)
 
 
 def match_experts(reference, model, data, device, batch_size: int = 256) -> torch.Tensor:
@@ -136,17 +141,9 @@ def match_experts(reference, model, data, device, batch_size: int = 256) -> torc
     experts' predictions on ``data``. Fold models are trained on different subjects, so
     the same group may sit on differently numbered experts' behaviour only by its label;
     without this the folds' labels can swap meaning every iteration."""
-    preds = []
-    for m in (reference, model):
-        was_training = m.training
-        m.eval()
-        with torch.no_grad():
-            preds.append(torch.cat([m.expert_predictions(x.to(device)).float().cpu()
-                                    for x, _ in data.load(ordered_batches(len(data),
-                                                                          batch_size))]))
-        m.train(was_training)
-    a, b = preds
-    n, k, _ = a.shape
+    a = expert_predictions(reference, data, device, batch_size)
+    b = expert_predictions(model, data, device, batch_size)
+    k = a.shape[1]
     cost = torch.zeros(k, k, dtype=torch.float64)
     for j in range(k):
         for m in range(k):
