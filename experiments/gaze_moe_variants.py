@@ -83,6 +83,16 @@ def main() -> None:
     cells = {n: Cell.from_runs([r["val"]["per_subject"] for r in rs], n) for n, rs in per.items()}
     draws = Draws.make(*cells["baseline"].m.shape, n_boot=2000)
     rows, default = [], cells.get("moegaze (default)")
+    # sanity row: the constant predictor (the source training mean) on the same subjects
+    constant = Cell.from_runs([r["val"]["constant"]["per_subject"] for r in per["baseline"]],
+                              "constant")
+    d = paired(cells["baseline"], constant, draws)
+    rows.append({"variant": "constant (source training mean)",
+                 "held-out source (deg)": constant.value,
+                 "minus baseline [95%]": fmt_ci(d["diff"], d["diff_ci"], sign=True),
+                 "minus default [95%]": "-", "expert-cluster NMI": None,
+                 "cluster purity": None, "mean max weight": None,
+                 "group-cluster NMI": None})
     for i in pick:
         name, rs = names[i], per[names[i]]
         d = paired(cells["baseline"], cells[name], draws)
