@@ -158,6 +158,52 @@ def test_class_subsets_and_few_shot():
         task_data("letters")
 
 
+def test_translation_moves_each_image_by_its_own_shift_against_a_pixel_loop():
+    from genlab.optim.studies.tasks import translate_images
+
+    images = torch.randn(40, 2, 5, 6)
+    out = translate_images(images, 2, seed=3, background=-9.0)
+    shifts = torch.randint(-2, 3, (40, 2), generator=torch.Generator().manual_seed(3))
+    for n in range(40):  # out[y, x] = images[y - dy, x - dx], blank where that is outside
+        dy, dx = shifts[n].tolist()
+        for c in range(2):
+            for y in range(5):
+                for x in range(6):
+                    sy, sx = y - dy, x - dx
+                    inside = 0 <= sy < 5 and 0 <= sx < 6
+                    want = float(images[n, c, sy, sx]) if inside else -9.0
+                    assert float(out[n, c, y, x]) == want
+    assert len({tuple(s) for s in shifts.tolist()}) > 10  # the draws differ per image
+    assert torch.equal(translate_images(images, 0, seed=3, background=0.0), images)
+
+
+def test_jittered_task_fixed_per_data_seed_with_copies():
+    from genlab.optim.studies.tasks import task_data
+
+    plain = task_data("digits5-9", "holdout", data_seed=0, per_class=4)
+    a = task_data("digits5-9", "holdout", data_seed=0, per_class=4, translate=1)
+    b = task_data("digits5-9", "holdout", data_seed=0, per_class=4, translate=1,
+                  translate_copies=3, label_noise=0.0)
+    assert torch.equal(a.fit.labels, plain.fit.labels) and len(a.test) == len(plain.test)
+    assert not torch.equal(a.test.images, plain.test.images)  # the domain moved ...
+    background = float(task_data("digits", "full").fit.images.amin())
+    for split in (a.fit, a.val, a.test):  # ... within one pixel, blank paper uncovered
+        assert float(split.images.amin()) == pytest.approx(background)
+    again = task_data("digits5-9", "holdout", data_seed=0, per_class=4, translate=1)
+    assert torch.equal(again.fit.images, a.fit.images)  # one fixed draw per data seed
+    assert len(b.fit) == 3 * len(a.fit) and torch.equal(b.fit.images[:len(a.fit)],
+                                                        a.fit.images)
+    assert torch.equal(b.fit.labels, a.fit.labels.repeat(3))
+    assert not torch.equal(b.fit.images[len(a.fit):2 * len(a.fit)], a.fit.images)
+    assert torch.equal(b.test.images, a.test.images)  # copies touch the fit set only
+    for bad in ({"translate": 4}, {"translate": -1}, {"translate": 0, "translate_copies": 2},
+                {"translate": 1, "translate_copies": 0}):
+        with pytest.raises(ConfigError):
+            task_data("digits5-9", "holdout", **bad)
+    with pytest.raises(ConfigError):
+        TrainConfig(translate=5).validate()
+
+
 def test_search_budget_equal_and_choice_on_validation():
     from pathlib import Path
 

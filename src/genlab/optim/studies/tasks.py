@@ -13,6 +13,14 @@ The split is fixed by ``data_seed``, so trainings that differ only in their seed
 same fit, validation and test sets. A task (``TASKS``) keeps some classes, relabelled
 0..k-1 in order (e.g. ``digits0-4`` and ``digits5-9`` for transfer learning);
 ``per_class`` > 0 keeps that many fit images per class (the first in a seeded order).
+
+``translate`` > 0 makes the task's domain *jittered digits*: every fit, validation and test
+image is moved by a shift drawn uniformly from [-translate, translate] pixels per axis (the
+uncovered border filled with the background value, blank paper), one fixed draw per image
+and split from ``data_seed``; ``translate_copies`` > 1 stacks that many independently
+shifted copies of the fit set (a larger training set of the same images, as the transfer
+study's pretraining uses). The shift is what few images cannot teach and many can
+(docs/nonuniformity.md, transfer).
 """
 
 from __future__ import annotations
@@ -35,6 +43,9 @@ TASKS.register("digits0-4", (0, 1, 2, 3, 4))
 TASKS.register("digits5-9", (5, 6, 7, 8, 9))
 SPLITS = ("full", "holdout")
 VAL_FRACTION = 0.25
+MAX_TRANSLATE = 3  # pixels, of an 8 x 8 digit
+MAX_TRANSLATE_COPIES = 16
+_SPLIT_OFFSET = {"fit": 0, "val": 1000, "test": 2000}  # translation draws per split
 
 
 @dataclass
@@ -74,13 +85,54 @@ def _per_class(split: Split, per_class: int, seed: int) -> Split:
     return Split(split.images[picked], split.labels[picked])
 
 
+def translate_images(images: torch.Tensor, max_shift: int, seed: int,
+                     background: float) -> torch.Tensor:
+    """Each image (n, c, h, w) moved by its own shift (dy, dx), drawn uniformly from
+    [-max_shift, max_shift]² with ``seed``; what the shift uncovers is ``background``."""
+    if max_shift == 0:
+        return images
+    n, _, h, w = images.shape
+    g = torch.Generator().manual_seed(seed)
+    shifts = torch.randint(-max_shift, max_shift + 1, (n, 2), generator=g)
+    m = max_shift
+    padded = torch.nn.functional.pad(images, (m, m, m, m), value=background)
+    out = torch.empty_like(images)
+    for dy in range(-m, m + 1):
+        for dx in range(-m, m + 1):
+            rows = ((shifts[:, 0] == dy) & (shifts[:, 1] == dx)).nonzero().flatten()
+            if len(rows):  # an image moved by (dy, dx) reads the padded one at (m - dy, m - dx)
+                out[rows] = padded[rows, :, m - dy:m - dy + h, m - dx:m - dx + w]
+    return out
+
+
+def check_translation(translate: int, copies: int) -> None:
+    """ConfigError unless 0 <= translate <= MAX_TRANSLATE and 1 <= copies <= the limit."""
+    if not 0 <= translate <= MAX_TRANSLATE:
+        raise ConfigError(f"translate must be in [0, {MAX_TRANSLATE}] pixels, got {translate}")
+    if not 1 <= copies <= MAX_TRANSLATE_COPIES:
+        raise ConfigError(f"translate_copies must be in [1, {MAX_TRANSLATE_COPIES}], "
+                          f"got {copies}")
+    if copies > 1 and translate == 0:
+        raise ConfigError("translate_copies > 1 needs translate > 0 (copies of unshifted "
+                          "images would be the same images)")
+
+
+def _translated(split: Split, name: str, translate: int, copies: int, data_seed: int,
+                background: float) -> Split:
+    seed = 7919 * data_seed + _SPLIT_OFFSET[name]
+    parts = [translate_images(split.images, translate, seed + k, background)
+             for k in range(copies)]
+    return Split(torch.cat(parts), split.labels.repeat(copies))
+
+
 def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
               per_class: int = 0, label_noise: float = 0.0, noise_kind: str = "symmetric",
-              noise_seed: int = 0) -> TaskData:
+              noise_seed: int = 0, translate: int = 0, translate_copies: int = 1) -> TaskData:
     """The sets of one task (see module doc); label noise touches the fit labels only."""
     require_choice("split", split, SPLITS)
     if per_class < 0:
         raise ConfigError(f"per_class must be >= 0, got {per_class}")
+    check_translation(translate, translate_copies)
     data = _digits(data_seed)
     classes = TASKS.get(task)
     pool = _keep_classes(data.train_full(), classes)
@@ -95,6 +147,12 @@ def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
         fit = pool
     if per_class:
         fit = _per_class(fit, per_class, data_seed)
+    if translate:
+        background = float(data.train_full().images.amin())  # the standardised blank paper
+        fit = _translated(fit, "fit", translate, translate_copies, data_seed, background)
+        test = _translated(test, "test", translate, 1, data_seed, background)
+        if val is not None:
+            val = _translated(val, "val", translate, 1, data_seed, background)
     clean = fit.labels
     if label_noise > 0 and noise_kind == "asymmetric" and task != "digits":
         raise ConfigError(f"asymmetric label noise maps digit classes; task {task!r} "

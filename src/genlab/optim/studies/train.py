@@ -52,7 +52,7 @@ from genlab.optim.measures import MeasureConfig, all_measures
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS, make_optimizer
 from genlab.optim.studies.models import ARCHS, HEAD, build_model
 from genlab.optim.studies.noise import NOISE_KINDS
-from genlab.optim.studies.tasks import SPLITS, TASKS, TaskData, task_data
+from genlab.optim.studies.tasks import SPLITS, TASKS, TaskData, check_translation, task_data
 
 SCHEDULES = ("constant", "cosine")
 KIND = "optim train"  # the kind of the model record in this run's checkpoints
@@ -79,6 +79,8 @@ class TrainConfig:
     per_class: int = 0  # > 0: that many training images per class
     label_noise: float = 0.0
     noise_kind: str = "symmetric"
+    translate: int = 0  # > 0: jittered digits, every image shifted by up to that many pixels
+    translate_copies: int = 1  # > 1: that many shifted copies of the fit set
     init_from: str = ""  # checkpoint.pt of an earlier run: start from its weights (new head)
     seed: int = 0
     measure: bool = True
@@ -112,6 +114,7 @@ class TrainConfig:
             raise ConfigError(f"per_class must be >= 0, got {self.per_class}")
         if not 0 <= self.label_noise < 1:
             raise ConfigError(f"label_noise must be in [0, 1), got {self.label_noise}")
+        check_translation(self.translate, self.translate_copies)
         self.measure_config().validate()
 
     def measure_config(self) -> MeasureConfig:
@@ -161,7 +164,8 @@ def load_task(cfg: TrainConfig) -> TaskData:
     data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
     return task_data(cfg.task, cfg.split, data_seed=data_seed, per_class=cfg.per_class,
                      label_noise=cfg.label_noise, noise_kind=cfg.noise_kind,
-                     noise_seed=cfg.seed)
+                     noise_seed=cfg.seed, translate=cfg.translate,
+                     translate_copies=cfg.translate_copies)
 
 
 def model_args(cfg: TrainConfig, data: TaskData) -> dict:
