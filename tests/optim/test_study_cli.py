@@ -111,11 +111,28 @@ def test_labelnoise_and_transfer(root, standard, count_trainings):
     count_trainings.clear()
     assert run_cli(["optim", "transfer", "--out", str(out), "--optimizers", "sgd,sam",
                     "--seeds", "0", "--per-class", "3", *TINY]) in (0, None)
-    # pretraining, two fine-tunings from its checkpoint, the from-scratch baseline
-    assert [c.task for c in count_trainings] == ["digits0-4"] + ["digits5-9"] * 3
-    assert [bool(c.init_from) for c in count_trainings] == [False, True, True, False]
+    # the pretraining search (2 lrs), the fine-tuning search from the chosen pretraining
+    # (2 trials each of sgd and sam), the scratch search (2 lrs); seed 0's final runs are
+    # those trials, so nothing more trains
+    assert [c.task for c in count_trainings] == ["digits0-4"] * 2 + ["digits5-9"] * 6
+    assert [bool(c.init_from) for c in count_trainings] == [False] * 2 + [True] * 4 + [
+        False] * 2
+    assert all(c.translate == 1 for c in count_trainings)
+    assert [c.translate_copies for c in count_trainings] == [4] * 2 + [1] * 6
     summary = read(out / "summary.json")
     assert summary["target_train_images"] == 15
+    assert isinstance(summary["transfer_shown"], bool)
+    search = read(out / "search_transfer_cnn.json")
+    pre = search["choices"]["pretrain"]
+    assert pre["val_acc"] == max(r["val_acc"] for r in search["pretrain_records"])
+    for opt, choice in search["choices"]["finetune"].items():  # best target validation trial
+        trials = [r for r in search["records"] if r["optimizer"] == opt and
+                  "finetune" in r["name"]]
+        assert len(trials) == 2 and choice["val_acc"] == max(r["val_acc"] for r in trials)
+    chosen = [c for c in count_trainings if c.init_from]
+    assert {c.init_from for c in chosen} == {
+        str(out.parent / "trainings" / next(r["name"] for r in search["pretrain_records"]
+                                            if r["lr"] == pre["lr"]) / "checkpoint.pt")}
     assert (out / "transfer.png").exists()
 
 
