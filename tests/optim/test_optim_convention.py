@@ -142,6 +142,24 @@ def test_library_callers_passing_a_count_keep_working():
         CorrelateConfig(min_train_acc=150).validate()
 
 
+def test_correlate_defaults_per_architecture():
+    import math
+
+    from genlab.core.errors import ConfigError
+    from genlab.optim.studies.correlate import CorrelateConfig
+    from genlab.optim.studies.grid import expand
+
+    assert CorrelateConfig.for_arch("mlp") == CorrelateConfig()  # the MLP grid as it was
+    tf = CorrelateConfig.for_arch("transformer")
+    assert (tf.epochs, tf.schedule, tf.weight_decay) == (40, "cosine", 5e-4)
+    assert len(expand(tf.base(), tf.axes())) == math.prod(len(v) for v in tf.axes().values()
+                                                          ) == 32
+    given = CorrelateConfig.for_arch("transformer", depths=[2], epochs=None)
+    assert given.depths == [2] and given.epochs == 40  # None: the architecture's default
+    with pytest.raises(ConfigError):
+        CorrelateConfig.for_arch("rnn")
+
+
 def test_percent_tables_of_the_study_helpers():
     from genlab.optim.studies.grid import in_percent
     from genlab.optim.studies.sensitivity import sensitivity_row

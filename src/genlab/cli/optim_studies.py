@@ -103,14 +103,21 @@ def transfer(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
              arch: str = typer.Option("cnn"),
              source: str = typer.Option("digits0-4", help="Pretraining task."),
              target: str = typer.Option("digits5-9", help="Fine-tuning task."),
-             per_class: int = typer.Option(20, help="Fine-tuning images per class."),
+             per_class: int = typer.Option(10, help="Fine-tuning images per class."),
+             translate: int = typer.Option(
+                 1, help="Jitter of both domains: every image shifted by up to this many "
+                         "pixels per axis (0: plain digits, where pretraining does not help)."),
+             source_copies: int = typer.Option(
+                 4, help="Shifted copies of the source's images for pretraining."),
              optimizers: str = OPTIMIZERS, seeds: str = options.seeds_option("0-4"),
              epochs: int = EPOCHS, width: int = WIDTH, depth: int = DEPTH, grid: str = GRID,
              threads: int = THREADS):
-    """Transfer learning: pretrain on digits 0-4, fine-tune on few images of 5-9."""
+    """Transfer learning: pretrain on jittered digits 0-4, fine-tune on few jittered 5-9
+    (every learning rate and radius searched on validation data)."""
     from genlab.optim.studies.transfer import COLUMNS, TransferConfig, run_transfer
 
     cfg = TransferConfig(arch=arch, source=source, target=target, per_class=per_class,
+                         translate=translate, source_copies=source_copies,
                          optimizers=names(optimizers), seeds=options.parse_seeds(seeds),
                          epochs=epochs, width=width, depth=depth, grid=grid, threads=threads)
     summary = run_transfer(cfg, out, store=store, resume=resume)
@@ -190,12 +197,18 @@ def depth_width(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
 
 def correlate(out: Path = OUT, resume: bool = RESUME,
               arch: str = typer.Option("mlp", help="mlp, cnn or transformer."),
-              lrs: str = typer.Option("0.02,0.1"), batch_sizes: str = typer.Option("16,128"),
-              widths: str = typer.Option("32,128"), depths: str = typer.Option("1,2"),
-              optimizers: str = typer.Option("sgd,sam"), epochs: int = typer.Option(15),
-              schedule: str = typer.Option("constant", help="Learning rate: constant or "
-                                           "cosine (to 0)."),
-              weight_decay: float = typer.Option(0.0),
+              lrs: str = typer.Option(None, help="Default per architecture: mlp and cnn "
+                                      "0.02,0.1; transformer 0.03,0.1."),
+              batch_sizes: str = typer.Option(None, help="Default: mlp 16,128; transformer "
+                                              "32,64."),
+              widths: str = typer.Option(None, help="Default: mlp 32,128; transformer 24,32."),
+              depths: str = typer.Option(None, help="Default: 1,2."),
+              optimizers: str = typer.Option(None, help="Default: sgd,sam."),
+              epochs: int = typer.Option(None, help="Default: mlp 15; transformer 40."),
+              schedule: str = typer.Option(None, help="Learning rate: constant or cosine (to "
+                                           "0). Default: mlp constant; transformer cosine."),
+              weight_decay: float = typer.Option(None, help="Default: mlp 0; transformer "
+                                                 "5e-4."),
               measure_samples: int = typer.Option(256),
               measure_iterations: int = typer.Option(15, help="Power iterations (lambda_max, s)."),
               measure_probes: int = typer.Option(10, help="Hutchinson probes for tr H."),
@@ -205,13 +218,16 @@ def correlate(out: Path = OUT, resume: bool = RESUME,
     """Grid of digits trainings; Kendall tau (plain, granulated) of each measure vs the gap."""
     from genlab.optim.studies.correlate import TABLE_COLUMNS, CorrelateConfig, run_correlate
 
-    cfg = CorrelateConfig(arch=arch, lrs=floats(lrs, "lrs"),
-                          batch_sizes=ints(batch_sizes, "batch-sizes"),
-                          widths=ints(widths, "widths"), depths=ints(depths, "depths"),
-                          optimizers=names(optimizers), epochs=epochs, schedule=schedule,
-                          weight_decay=weight_decay, measure_samples=measure_samples,
-                          measure_iterations=measure_iterations, measure_probes=measure_probes,
-                          min_train_acc=min_train_acc, seed=seed, threads=threads)
+    def given(text, parse, name):
+        return None if text is None else parse(text, name)
+
+    cfg = CorrelateConfig.for_arch(
+        arch, lrs=given(lrs, floats, "lrs"), batch_sizes=given(batch_sizes, ints, "batch-sizes"),
+        widths=given(widths, ints, "widths"), depths=given(depths, ints, "depths"),
+        optimizers=None if optimizers is None else names(optimizers), epochs=epochs,
+        schedule=schedule, weight_decay=weight_decay, measure_samples=measure_samples,
+        measure_iterations=measure_iterations, measure_probes=measure_probes,
+        min_train_acc=min_train_acc, seed=seed, threads=threads)
     summary = run_correlate(cfg, out, resume=resume)
     typer.echo(f"training accuracy {summary['train_acc_min']:.2f}%-"
                f"{summary['train_acc_max']:.2f}% over {summary['trainings']} trainings")
