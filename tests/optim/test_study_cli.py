@@ -110,7 +110,7 @@ def test_labelnoise_and_transfer(root, standard, count_trainings):
     out = root / "transfer"
     count_trainings.clear()
     assert run_cli(["optim", "transfer", "--out", str(out), "--optimizers", "sgd,sam",
-                    "--seeds", "0", "--per-class", "3", *TINY]) in (0, None)
+                    "--seeds", "0", "--per-class", "3", "--target-steps", "2", *TINY]) in (0, None)
     # the pretraining search (2 lrs), the fine-tuning search from the chosen pretraining
     # (2 trials each of sgd and sam), the scratch search (2 lrs); seed 0's final runs are
     # those trials, so nothing more trains
@@ -118,6 +118,7 @@ def test_labelnoise_and_transfer(root, standard, count_trainings):
     assert [bool(c.init_from) for c in count_trainings] == [False] * 2 + [True] * 4 + [
         False] * 2
     assert all(c.translate == 1 for c in count_trainings)
+    assert [c.epochs for c in count_trainings] == [1] * 2 + [2] * 6  # 15 images: 1 step/epoch
     assert [c.translate_copies for c in count_trainings] == [4] * 2 + [1] * 6
     summary = read(out / "summary.json")
     assert summary["target_train_images"] == 15

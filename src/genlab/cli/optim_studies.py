@@ -109,6 +109,8 @@ def transfer(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
                          "pixels per axis (0: plain digits, where pretraining does not help)."),
              source_copies: int = typer.Option(
                  4, help="Shifted copies of the source's images for pretraining."),
+             target_steps: int = typer.Option(
+                 300, help="Optimiser steps of every fine-tuning (and scratch) training."),
              optimizers: str = OPTIMIZERS, seeds: str = options.seeds_option("0-4"),
              epochs: int = EPOCHS, width: int = WIDTH, depth: int = DEPTH, grid: str = GRID,
              threads: int = THREADS):
@@ -118,6 +120,7 @@ def transfer(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
 
     cfg = TransferConfig(arch=arch, source=source, target=target, per_class=per_class,
                          translate=translate, source_copies=source_copies,
+                         target_steps=target_steps,
                          optimizers=names(optimizers), seeds=options.parse_seeds(seeds),
                          epochs=epochs, width=width, depth=depth, grid=grid, threads=threads)
     summary = run_transfer(cfg, out, store=store, resume=resume)

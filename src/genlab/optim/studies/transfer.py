@@ -12,7 +12,9 @@ Protocol (ours; the reasoning and the measurements behind it in docs/nonuniformi
 - fine-tuning: every optimiser starts from the pretrained network (classifier head
   re-initialised, every weight trained) on ``per_class`` images per class of ``target``,
   with its learning rate and radius searched *for fine-tuning* on the target's validation
-  set (the same 9-training budget as every other search, from the seed-0 pretraining);
+  set (the same 9-training budget as every other search, from the seed-0 pretraining),
+  each for ``target_steps`` optimiser steps (the protocol's 30 epochs would be 30 steps on
+  50 images: too few for any learning rate of the grid to fit them);
 - sanity rows: SGD from scratch on the same few images with its own learning-rate search
   on the target's validation set (the transfer row is read only if fine-tuning beats it
   beyond the intervals), the pretraining's source accuracy, the constant predictor.
@@ -22,6 +24,7 @@ Test data choose nothing. Seeds 0..n-1: pretraining, fine-tuning and scratch sha
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -50,6 +53,7 @@ class TransferConfig:
     per_class: int = 10
     translate: int = 1  # jitter of both domains (pixels); 0: plain digits
     source_copies: int = 4  # shifted copies of the source's fit set for pretraining
+    target_steps: int = 300  # optimiser steps of every fine-tuning and scratch training
     optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
     seeds: list[int] = field(default_factory=lambda: list(range(5)))  # an int n: 0..n-1
     epochs: int | None = None
@@ -79,6 +83,8 @@ class TransferConfig:
         check_translation(self.translate, self.source_copies if self.translate else 1)
         if self.source_copies < 1:
             raise ConfigError(f"transfer: source_copies must be >= 1, got {self.source_copies}")
+        if self.target_steps < 1:
+            raise ConfigError(f"transfer: target_steps must be >= 1, got {self.target_steps}")
         if "sgd" not in self.optimizers:
             raise ConfigError("transfer: the optimisers must include sgd (the baseline)")
         for o in self.optimizers:
@@ -93,9 +99,14 @@ class TransferConfig:
                                     translate=self.translate, translate_copies=copies)
 
     def target_base(self):
-        """The fine-tuning's (and scratch's) TrainConfig on the target's few images."""
-        return self.protocol().base(task=self.target, per_class=self.per_class,
-                                    translate=self.translate)
+        """The fine-tuning's (and scratch's) TrainConfig on the target's few images: as many
+        epochs as ``target_steps`` takes (50 images at batch 64 are one step per epoch)."""
+        protocol = self.protocol()
+        images = len(task_data(self.target, "holdout", data_seed=protocol.data_seed,
+                               per_class=self.per_class).fit)
+        epochs = math.ceil(self.target_steps / math.ceil(images / protocol.batch_size))
+        return protocol.base(task=self.target, per_class=self.per_class,
+                             translate=self.translate, epochs=epochs)
 
 
 def _trials(cfg: TransferConfig, optimizer: str) -> list[dict]:
