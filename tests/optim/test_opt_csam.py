@@ -97,6 +97,42 @@ def test_kfac_factors_and_csam_step_match_explicit_kronecker():
     torch.testing.assert_close(model.bias.detach(), b - lr * gb2, rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("length", ["fisher", "euclidean"])
+def test_csam_perturbation_length_against_the_explicit_fisher(length):
+    """e2's Euclidean length: rho2 |F^-1 v| / sqrt(v^T F^-1 v) (at most rho2 / sqrt(damping))
+    in F's metric, rho2 exactly in the Euclidean one; same direction F^-1 v in both."""
+    x, y = _data()
+    model = _model(bias=True)
+    W, b = model.weight.detach().clone(), model.bias.detach().clone()
+    rho1, rho2, alpha, damping = 0.1, 0.2, 0.4, 1e-3
+    opt = CSAM(model.parameters(), rho1=rho1, rho2=rho2, alpha=alpha, lr=0.1, model=model,
+               damping=damping, length=length)
+    seen = []
+    direction = opt._direction
+    opt._direction = lambda params, v: seen.append(direction(params, v)) or seen[-1]
+    opt.step(_closure(model, x, y))
+    e2 = torch.cat([seen[0][0], seen[0][1][:, None]], dim=1).flatten()
+    a = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], dim=1)
+    r = x @ W.T + b - y
+    F = torch.kron(r.T @ r / len(x), a.T @ a / len(x)) + damping * torch.eye(8, dtype=x.dtype)
+    gW0, gb0 = _grad(W, x, y, b)
+    n0 = torch.sqrt((gW0**2).sum() + (gb0**2).sum())
+    gW1, gb1 = _grad(W + rho1 * gW0 / n0, x, y, b + rho1 * gb0 / n0)
+    v = alpha * torch.cat([gW1 - gW0, (gb1 - gb0)[:, None]], dim=1).flatten()
+    pv = torch.linalg.solve(F, v)
+    length_ = rho2 if length == "euclidean" else rho2 * pv.norm() / torch.sqrt(v @ pv)
+    torch.testing.assert_close(e2.norm(), torch.as_tensor(length_, dtype=x.dtype))
+    torch.testing.assert_close(e2 / e2.norm(), pv / pv.norm())
+    assert e2.norm() <= rho2 / damping ** 0.5 + 1e-12
+    if length == "fisher":
+        assert e2.norm() > 1.1 * rho2  # F's metric is not the Euclidean one here
+
+
+def test_csam_length_choices_are_checked():
+    with pytest.raises(ConfigError, match="length"):
+        CSAM(_model().parameters(), lr=0.1, model=_model(), length="l1")
+
+
 def test_kfac_conv_factor_shapes_and_running_average():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.ReLU(), nn.Flatten(),

@@ -5,7 +5,8 @@ Generalization" (AAAI-26). Three forward-backward passes per step:
     g0 = grad L_B(w);           e1 = rho1 g0 / ||g0||;     g1 = grad L_B(w + e1);
     m <- alpha m + (1 - alpha)(g1 - g0)   (m = 0 at the first step);   v = g1 - g0 - m;
     CSAM_Identity:  e2 = rho2 v / ||v||;
-    CSAM:           e2 = rho2 F^-1 v / sqrt(v^T F^-1 v), F the K-FAC Fisher (kfac.py);
+    CSAM:           e2 = rho2 F^-1 v / sqrt(v^T F^-1 v), F the K-FAC Fisher (kfac.py)
+                    (``length="euclidean"``, ours: e2 = rho2 F^-1 v / ||F^-1 v||);
     ACSAM_Identity: e2 = rho2 v (|w| + eta)^2 / ||v (|w| + eta)||;
 then the base optimiser (SGD with momentum in the paper's runs) steps from w with
 grad L_B(w + e2). Defaults rho1 = rho2 = 0.1, alpha = 0.4, eta = 0.01.
@@ -124,16 +125,28 @@ class ACSAM_Identity(_CSAMBase):
         return self._rho2_scaled(params, torch._foreach_mul(tv, t), global_norm(tv))
 
 
+LENGTHS = ("fisher", "euclidean")  # CSAM's normalisation of e2
+
+
 class CSAM(_CSAMBase):
     """CSAM with a K-FAC-shaped second perturbation e2 = rho2 F^-1 v / sqrt(v^T F^-1 v).
 
     Needs ``model=`` (the hooks capture Linear/Conv2d inputs and output gradients in
     the first pass); factors are part of ``state_dict()``.
+
+    ``length``: "fisher" (the official code's) normalises e2 in F's metric, so its
+    Euclidean length is rho2 ||F^-1 v|| / sqrt(v^T F^-1 v), up to rho2 / sqrt(damping)
+    (~32 rho2 at the default damping); "euclidean" keeps K-FAC's direction at SAM's
+    length rho2 (docs/nonuniformity.md: at the default the Transformer trains only at
+    rho2 0.01; with "euclidean" at 0.05 and 0.25).
     """
 
     def __init__(self, params, base_optimizer: Callable | None = None, rho1: float = 0.1,
                  rho2: float = 0.1, alpha: float = 0.4, *, model: nn.Module | None = None,
-                 damping: float = 1e-3, decay: float = 0.95, refresh: int = 50, **kw):
+                 damping: float = 1e-3, decay: float = 0.95, refresh: int = 50,
+                 length: str = "fisher", **kw):
+        if length not in LENGTHS:
+            raise ConfigError(f"length must be one of {', '.join(LENGTHS)}, got {length!r}")
         if model is None:
             raise ConfigError("CSAM needs model= (its K-FAC factors come from the model's layers)")
         require_positive("damping", damping)
@@ -143,6 +156,7 @@ class CSAM(_CSAMBase):
         super().__init__(params, base_optimizer, rho1, rho2, alpha, model=model, **kw)
         trainable = {p for g in self.param_groups for p in g["params"]}
         self.kfac = KFAC(model, trainable, self, damping=damping, decay=decay, refresh=refresh)
+        self.length = length
 
     def _first_pass(self, closure):
         with self.kfac.capturing():
@@ -157,5 +171,7 @@ class CSAM(_CSAMBase):
     def _direction(self, params, v):
         pv = self.kfac.precondition(dict(zip(params, v, strict=True)))
         pv_list = [pv[p] for p in params]
+        if self.length == "euclidean":
+            return self._rho2_scaled(params, pv_list, global_norm(pv_list))
         quad = sum((a * b).sum() for a, b in zip(v, pv_list, strict=True)).clamp_min(0.0)
         return self._rho2_scaled(params, pv_list, torch.sqrt(quad))
