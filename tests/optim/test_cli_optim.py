@@ -105,6 +105,7 @@ def test_correlate_cli_resumes_a_killed_grid(tmp_path, monkeypatch, capsys):
     summary = read_summary(out)
     assert summary["trainings"] == 2 and summary["hyperparameters"] == ["optimizer"]
     assert {r["measure"] for r in summary["tau"]["gap_acc"]} >= {"trace_sigma", "m_sharpness"}
+    assert summary["tau"]["gap_acc"][-1]["measure"] == "random_sanity"  # the sanity row
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     assert (out / "scatter_gap_acc.png").exists()
     table = (out / "table.md").read_text()  # one table per gap (and per converged subset)

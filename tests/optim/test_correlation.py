@@ -76,3 +76,17 @@ def test_tau_interval_brackets_tau_and_narrows_with_data():
     assert all(math.isnan(v) for v in kendall_tau_interval([1, 1, 1], [1, 2, 3]))
     with pytest.raises(DataError):
         kendall_tau_interval([1, 2], [1])
+
+
+def test_random_sanity_measure_is_fixed_and_unrelated_to_any_gap():
+    from genlab.optim.measures.correlation import RANDOM_MEASURE, with_random_measure
+
+    records = [{"gap": float(i), "m": float(i)} for i in range(300)]
+    a, b = with_random_measure(records), with_random_measure(records)
+    assert [r[RANDOM_MEASURE] for r in a] == [r[RANDOM_MEASURE] for r in b]  # reproducible
+    assert all(r["m"] == i for i, r in enumerate(a)) and RANDOM_MEASURE not in records[0]
+    rows = {r["measure"]: r for r in tau_table(a, ["m", RANDOM_MEASURE], "gap", [])}
+    assert rows["m"]["tau"] == pytest.approx(1.0)  # the monotone measure, for contrast
+    # a draw independent of the order: |tau| ~ N(0, 0.04) for n = 300
+    assert abs(rows[RANDOM_MEASURE]["tau"]) < 0.15
+    assert rows[RANDOM_MEASURE]["tau_lo"] < 0 < rows[RANDOM_MEASURE]["tau_hi"]

@@ -145,8 +145,8 @@ def test_depth_width_cli(tmp_path):
     res = read(out / "summary.json")["results"]["mlp"]
     assert [(c["depth"], c["width"], c["seeds"]) for c in res["cells"]] == [(1, 4, 2),
                                                                             (2, 4, 2)]
-    assert {t["measure"] for t in res["taus"]} == {"trace_sigma", "curvature_nonuniformity",
-                                                   "hessian_top_eigenvalue"}
+    assert [t["measure"] for t in res["taus"]] == ["trace_sigma", "curvature_nonuniformity",
+                                                   "hessian_top_eigenvalue", "random_sanity"]
     assert (out / "depth_width_mlp.png").exists()
 
 

@@ -119,3 +119,17 @@ def tau_table(records: Sequence[dict], measures: Sequence[str], gap: str,
         row.update({f"psi_{h}": v for h, v in res["per_hyperparameter"].items()})
         rows.append(row)
     return rows
+
+
+#: the sanity row of every tau table: a "measure" drawn at random per training, whose tau
+#: with any gap must be about 0 with an interval containing 0
+RANDOM_MEASURE = "random_sanity"
+
+
+def with_random_measure(records: Sequence[dict], seed: int = 0) -> list[dict]:
+    """Copies of ``records`` with RANDOM_MEASURE: one uniform draw per record, in order."""
+    import numpy as np
+
+    draws = np.random.default_rng(seed).random(len(records))
+    return [{**r, RANDOM_MEASURE: float(d)} for r, d in zip(records, draws, strict=True)]
+

@@ -31,7 +31,7 @@ import numpy as np
 from genlab.core.errors import ConfigError, DivergedError, require_choice
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
-from genlab.optim.measures.correlation import tau_table
+from genlab.optim.measures.correlation import RANDOM_MEASURE, tau_table, with_random_measure
 from genlab.optim.studies.grid import expand, run_grid
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.train import TrainConfig
@@ -110,12 +110,13 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
     records = run_grid(run, expand(cfg.base(), cfg.axes()), progress_bar=progress_bar,
                        name=f"correlate {cfg.arch}")
     varying = [h for h, vals in cfg.axes().items() if len(vals) > 1]
-    finished = [r for r in records if not r.get("diverged")]
+    finished = with_random_measure([r for r in records if not r.get("diverged")])
     if not finished:
         raise DivergedError("every training of the grid diverged; lower the learning rates")
-    tables = {gap: tau_table(finished, TAU_MEASURES, gap, varying) for gap in GAPS}
+    measures = (*TAU_MEASURES, RANDOM_MEASURE)  # the last: the sanity row
+    tables = {gap: tau_table(finished, measures, gap, varying) for gap in GAPS}
     converged = [r for r in finished if r["train_acc"] >= cfg.min_train_acc]
-    tables_converged = ({gap: tau_table(converged, TAU_MEASURES, gap, varying) for gap in GAPS}
+    tables_converged = ({gap: tau_table(converged, measures, gap, varying) for gap in GAPS}
                         if len(converged) >= 2 else {})
     for gap in GAPS:
         _scatter(run, finished, gap)

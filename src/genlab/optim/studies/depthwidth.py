@@ -21,7 +21,12 @@ from genlab.core.errors import ConfigError
 from genlab.core.registry import Registry
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
-from genlab.optim.measures.correlation import kendall_tau, kendall_tau_interval
+from genlab.optim.measures.correlation import (
+    RANDOM_MEASURE,
+    kendall_tau,
+    kendall_tau_interval,
+    with_random_measure,
+)
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.stats import mean_std, seed_list
 from genlab.optim.studies.train import TrainConfig
@@ -105,7 +110,7 @@ def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path 
                 for key in (*MEASURES, *GAPS, "train_acc", "test_acc"):
                     cell[key], cell[f"{key}_std"] = mean_std([r.get(key) for r in rs])
                 cells.append(cell)
-        taus = [tau_row(recs, m) for m in MEASURES]
+        taus = [tau_row(with_random_measure(recs), m) for m in (*MEASURES, RANDOM_MEASURE)]
         results[arch] = {"cells": cells, "taus": taus, "trainings": len(records),
                          "diverged": len(records) - len(recs),
                          "min_train_acc": min(r["train_acc"] for r in recs) if recs else None}
