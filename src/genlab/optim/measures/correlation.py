@@ -128,8 +128,5 @@ RANDOM_MEASURE = "random_sanity"
 
 def with_random_measure(records: Sequence[dict], seed: int = 0) -> list[dict]:
     """Copies of ``records`` with RANDOM_MEASURE: one uniform draw per record, in order."""
-    import numpy as np
-
     draws = np.random.default_rng(seed).random(len(records))
     return [{**r, RANDOM_MEASURE: float(d)} for r, d in zip(records, draws, strict=True)]
-

@@ -118,16 +118,15 @@ def pretrain_spec(cfg: TransferConfig, store: Path, lr: float, seed: int):
                   replace(cfg.source_base(), lr=lr, seed=seed))
 
 
-def finetune_spec(cfg: TransferConfig, store: Path, choice: dict, pre, seed: int):
-    ft = replace(with_choice(cfg.target_base(), choice), seed=seed,
-                 init_from=str(pre.out / "checkpoint.pt"))
-    return stored(store, f"{cfg.arch}-finetune-{choice['optimizer']}", ft,
-                  after=(pre.name,))
+def finetune_spec(cfg: TransferConfig, store: Path, config, pre):
+    """``config`` (a target_base with optimiser, lr, radius and seed set) started from the
+    pretraining ``pre``."""
+    return stored(store, f"{cfg.arch}-finetune-{config.optimizer}",
+                  replace(config, init_from=str(pre.out / "checkpoint.pt")), after=(pre.name,))
 
 
-def scratch_spec(cfg: TransferConfig, store: Path, choice: dict, seed: int):
-    return stored(store, f"{cfg.arch}-scratch-sgd",
-                  replace(with_choice(cfg.target_base(), choice), seed=seed))
+def scratch_spec(cfg: TransferConfig, store: Path, config):
+    return stored(store, f"{cfg.arch}-scratch-sgd", config)
 
 
 def _search(cfg: TransferConfig, store: Path, log: StudyLog, progress_bar) -> dict:
@@ -137,9 +136,10 @@ def _search(cfg: TransferConfig, store: Path, log: StudyLog, progress_bar) -> di
     pre_records = execute(pre_specs, log, progress_bar=progress_bar, name="pretrain search")
     pre_choice = choose(pre_specs, pre_records)["sgd"]
     pre = pretrain_spec(cfg, store, pre_choice["lr"], 0)
-    ft_specs = [finetune_spec(cfg, store, {"optimizer": opt, **_as_choice(opt, t)}, pre, 0)
+    target = cfg.target_base()  # a search trial is TrainConfig fields, as in search_specs
+    ft_specs = [finetune_spec(cfg, store, replace(target, optimizer=opt, **t), pre)
                 for opt in cfg.optimizers for t in _trials(cfg, opt)]
-    sc_specs = [scratch_spec(cfg, store, {"optimizer": "sgd", **_as_choice("sgd", t)}, 0)
+    sc_specs = [scratch_spec(cfg, store, replace(target, optimizer="sgd", **t))
                 for t in _trials(cfg, "sgd")]
     # pre is finished by now: execute reads its record back
     records = execute([pre] + ft_specs + sc_specs, log, progress_bar=progress_bar,
@@ -161,24 +161,20 @@ def _search(cfg: TransferConfig, store: Path, log: StudyLog, progress_bar) -> di
     return choices
 
 
-def _as_choice(optimizer: str, trial: dict) -> dict:
-    """A search trial as a choice record (with_choice's input)."""
-    field_ = OPTIMIZER_REGISTRY.get(optimizer).radius
-    return {"lr": trial["lr"], "radius_field": field_,
-            "radius": trial.get(field_) if field_ else None}
-
-
 def transfer_specs(cfg: TransferConfig, choices: dict, store: Path
                    ) -> list[tuple[str, object]]:
     """(group, spec) per seed: pretraining ("pretrain"), fine-tunings (the optimiser's name;
     after their pretraining) and the from-scratch baseline ("scratch")."""
+    target = cfg.target_base()
     specs = []
     for s in cfg.seeds:
         pre = pretrain_spec(cfg, store, choices["pretrain"]["lr"], s)
         specs.append(("pretrain", pre))
         for opt in cfg.optimizers:
-            specs.append((opt, finetune_spec(cfg, store, choices["finetune"][opt], pre, s)))
-        specs.append(("scratch", scratch_spec(cfg, store, choices["scratch"], s)))
+            config = replace(with_choice(target, choices["finetune"][opt]), seed=s)
+            specs.append((opt, finetune_spec(cfg, store, config, pre)))
+        specs.append(("scratch", scratch_spec(
+            cfg, store, replace(with_choice(target, choices["scratch"]), seed=s))))
     return specs
 
 
