@@ -1,11 +1,14 @@
 """The comparison studies end to end at tiny sizes, sharing one store; bad input exits 2."""
 
 import json
+import statistics
 
 import pytest
 
 import genlab.optim.studies.grid as grid
 from genlab.cli import main
+from genlab.optim.studies.sensitivity import SensitivityConfig, grid_specs
+from genlab.optim.studies.tasks import majority_accuracy, task_data
 
 TINY = ["--grid", "tiny", "--epochs", "1", "--width", "4", "--depth", "1"]
 
@@ -94,6 +97,23 @@ def test_sensitivity_reuses_the_search_trainings(root, standard, count_trainings
     rows = {r["optimizer"]: r for r in read(out / "summary.json")["rows"]}
     assert rows["sam"]["cells"] == 2 and 0 < rows["sam"]["share_within_1pt"] <= 1
     assert rows["sam"]["spread"] == pytest.approx(rows["sam"]["best"] - rows["sam"]["worst"])
+    # seed_std: the mean over the cells of each cell's std over the two seeds, from the
+    # stored trainings themselves
+    summary = read(out / "summary.json")
+    cfg = SensitivityConfig(arch="cnn", optimizers=["sgd", "sam"], seeds=[0, 1], epochs=1,
+                            width=4, depth=1, grid="tiny")
+    by_cell: dict = {}
+    for spec in grid_specs(cfg, root / "trainings"):
+        if spec.config.optimizer == "sam":
+            by_cell.setdefault((spec.config.lr, spec.config.rho), []).append(
+                read(spec.out / "summary.json")["test_acc"])
+    assert sorted(len(v) for v in by_cell.values()) == [2, 2]
+    assert rows["sam"]["seed_std"] == pytest.approx(
+        statistics.fmean(statistics.stdev(v) for v in by_cell.values()))
+    (constant,) = summary["sanity"]
+    data = task_data("digits", "holdout", data_seed=0)
+    assert constant["best"] == pytest.approx(majority_accuracy(data))
+    assert rows["sam"]["best"] > constant["best"]
     assert (out / "sensitivity.png").exists()
 
 

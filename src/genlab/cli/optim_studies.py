@@ -141,7 +141,7 @@ def sensitivity(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
                             depth=depth, grid=grid, threads=threads)
     summary = run_sensitivity(cfg, out, store=store, resume=resume)
     _show(out, ("test accuracy (%) over the grid's cells (share_within_1pt: a fraction of "
-                "the cells)", summary["rows"], COLUMNS), digits=2)
+                "the cells)", summary["rows"] + summary["sanity"], COLUMNS), digits=2)
 
 
 def labelnoise(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,

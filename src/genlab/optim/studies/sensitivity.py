@@ -3,8 +3,9 @@
 The grid is the search grid (search.py: 3 learning rates x 3 radii, 9 learning rates for
 SGD), trained at each of ``seeds`` (seed 0 = the search trainings, reused). Per optimiser:
 the mean test accuracy (percent) of each cell over seeds, its best and worst cell, the
-spread (best - worst, points), the mean over cells, and the share (a fraction of the
-cells) within 1 point of the best cell (the
+spread (best - worst, points), the mean over cells, the share (a fraction of the
+cells) within 1 point of the best cell, and the mean over cells of each cell's std over
+seeds (the noise floor of the other columns; the constant predictor is the sanity row) (the
 paper's claim: guided methods are less sensitive, i.e. a larger share and a smaller
 spread). SGD is also given on the 3 learning rates the other optimisers use, so that
 every row covers the same learning-rate range. Nothing is chosen here; test accuracy is
@@ -80,18 +81,35 @@ def cell_key(cfg) -> tuple:
     return (cfg.lr, getattr(cfg, field_) if field_ else None)
 
 
-def sensitivity_row(name: str, cells: dict) -> dict:
+def sensitivity_row(name: str, cells: dict, stds: dict | None = None) -> dict:
     """Best, worst, spread, mean (percent) and share (a fraction of the cells) within 1
-    point of the best of {cell: mean accuracy in percent}."""
+    point of the best of {cell: mean accuracy in percent}; with {cell: std over seeds},
+    also ``seed_std``, the mean over cells of that std: the noise floor below which two
+    rows' best, worst or spread do not differ."""
     accs = np.array(list(cells.values()))
     best = float(accs.max())
-    return {"optimizer": name, "cells": len(accs), "best": best,
-            "worst": float(accs.min()), "spread": best - float(accs.min()),
-            "mean": float(accs.mean()),
-            "share_within_1pt": float((accs >= best - WITHIN - 1e-12).mean())}
+    row = {"optimizer": name, "cells": len(accs), "best": best,
+           "worst": float(accs.min()), "spread": best - float(accs.min()),
+           "mean": float(accs.mean()),
+           "share_within_1pt": float((accs >= best - WITHIN - 1e-12).mean())}
+    if stds is not None:
+        finite = [v for k, v in stds.items() if k in cells and np.isfinite(v)]
+        row["seed_std"] = float(np.mean(finite)) if finite else float("nan")
+    return row
 
 
-COLUMNS = ["optimizer", "cells", "best", "worst", "spread", "mean", "share_within_1pt"]
+def constant_row(records: list[dict]) -> dict:
+    """The sanity row of the constant predictor (the fit labels' majority class): every
+    cell at its test accuracy, so a row near it has not learnt."""
+    known = [r["constant_test_acc"] for r in records if r.get("constant_test_acc") is not None]
+    acc = float(np.mean(known)) if known else float("nan")
+    return {"optimizer": "sanity: constant predictor (majority class)", "cells": 1,
+            "best": acc, "worst": acc, "spread": 0.0, "mean": acc, "share_within_1pt": 1.0,
+            "seed_std": 0.0}
+
+
+COLUMNS = ["optimizer", "cells", "best", "worst", "spread", "mean", "share_within_1pt",
+           "seed_std"]
 
 
 def run_sensitivity(cfg: SensitivityConfig, out: str | Path, *,
@@ -108,19 +126,22 @@ def run_sensitivity(cfg: SensitivityConfig, out: str | Path, *,
     for spec in specs:
         cells[spec.config.optimizer].setdefault(cell_key(spec.config), []).append(
             records[spec.name])
-    means = {o: {k: mean_std([r.get("test_acc") for r in rs])[0] for k, rs in c.items()}
-             for o, c in cells.items()}
+    test = {o: {k: mean_std([r.get("test_acc") for r in rs]) for k, rs in c.items()}
+            for o, c in cells.items()}
+    means = {o: {k: v[0] for k, v in c.items()} for o, c in test.items()}
+    stds = {o: {k: v[1] for k, v in c.items()} for o, c in test.items()}
     val_means = {o: {k: mean_std([r.get("val_acc") for r in rs])[0] for k, rs in c.items()}
                  for o, c in cells.items()}
-    rows = [sensitivity_row(o, means[o]) for o in cfg.optimizers]
+    rows = [sensitivity_row(o, means[o], stds[o]) for o in cfg.optimizers]
     shared = set(GRIDS.get(cfg.grid).lrs)
     if "sgd" in means:
         sub = {k: v for k, v in means["sgd"].items() if k[0] in shared}
         if sub:
-            rows.append(sensitivity_row("sgd (the 3 shared learning rates)", sub))
+            rows.append(sensitivity_row("sgd (the 3 shared learning rates)", sub, stds["sgd"]))
+    sanity = [constant_row([records[spec.name] for spec in specs])]
     _plot(run, cfg, means)
-    (run.path / "table.md").write_text(markdown_table(rows, COLUMNS, digits=2))
-    summary = {"rows": rows, "seeds": cfg.seeds, "grid": cfg.grid,
+    (run.path / "table.md").write_text(markdown_table(rows + sanity, COLUMNS, digits=2))
+    summary = {"rows": rows, "sanity": sanity, "seeds": cfg.seeds, "grid": cfg.grid,
                "cells": {o: [{"lr": k[0], "radius": k[1], "test_acc": v,
                               "val_acc": val_means[o][k]} for k, v in c.items()]
                          for o, c in means.items()},
