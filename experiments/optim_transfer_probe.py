@@ -1,7 +1,7 @@
 """Why digits 0-4 -> 5-9 shows no transfer, and what the jitter changes.
 
-Two questions, on plain digits (translate 0) and on jittered digits (translate 1, the
-transfer study's default), CNN of the standard protocol, seeds 0-2:
+Two questions, on plain digits (translate 0) and on jittered digits (translate 1 and 2,
+the transfer study's default), CNN of the standard protocol, seeds 0-2:
 
 1. Are the pretrained features worth more than the pixels? Logistic regression on the
    pixels of the few target images against logistic regression on the frozen features of
@@ -14,7 +14,8 @@ transfer study's default), CNN of the standard protocol, seeds 0-2:
    fine-tuning moved the pretrained backbone, ||w - w_pre|| / ||w_pre||.
 
 Pretraining: SGD at lr 0.1 (every pretraining lr >= 0.05 of the study's search ties on
-the source's validation set) on the source's fit set (jittered: 4 shifted copies).
+the source's validation set) on the source's fit set (jittered: 4 shifted copies per
+pixel of jitter, the study's 8 at 2 pixels).
 
     python experiments/optim_transfer_probe.py --out runs/bench
 
@@ -77,13 +78,14 @@ def backbone_distance(pre: Path, tuned: Path) -> float:
 
 
 def probe(translate: int, seeds: list[int], root: Path) -> dict:
-    cfg = TransferConfig(translate=translate, target_steps=300)
+    cfg = TransferConfig(translate=translate, source_copies=max(1, 4 * translate),
+                         target_steps=300)
     cfg.validate()
     data_seed = cfg.protocol().data_seed
     pres = {}
     for s in seeds:
         out = root / f"pretrain_t{translate}_s{s}"
-        train_digits(replace(cfg.source_base(), lr=PRETRAIN_LR, seed=s), out,
+        train_digits(replace(cfg.source_base(), lr=PRETRAIN_LR, seed=s, measure=False), out,
                      resume=out.exists(), progress_bar=False)
         pres[s] = out / "checkpoint.pt"
     linear = []
@@ -104,7 +106,7 @@ def probe(translate: int, seeds: list[int], root: Path) -> dict:
                        "frozen_features_logistic": statistics.fmean(frozen),
                        "frozen_features_std": statistics.pstdev(frozen)})
     sweep = []
-    base = cfg.target_base()  # 10 images per class, 300 steps
+    base = replace(cfg.target_base(), measure=False)  # 10 images per class, 300 steps
     for lr in LRS:
         row = {"lr": lr, "finetune": [], "scratch": [], "distance": []}
         for s in seeds:
@@ -129,7 +131,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--translates", default="0,1")
+    p.add_argument("--translates", default="0,1,2")
     args = p.parse_args()
     torch.set_num_threads(1)
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -137,12 +137,16 @@ def test_labelnoise_and_transfer(root, standard, count_trainings):
     assert [c.task for c in count_trainings] == ["digits0-4"] * 2 + ["digits5-9"] * 6
     assert [bool(c.init_from) for c in count_trainings] == [False] * 2 + [True] * 4 + [
         False] * 2
-    assert all(c.translate == 1 for c in count_trainings)
+    assert all(c.translate == 2 for c in count_trainings)
     assert [c.epochs for c in count_trainings] == [1] * 2 + [2] * 6  # 15 images: 1 step/epoch
-    assert [c.translate_copies for c in count_trainings] == [4] * 2 + [1] * 6
+    assert [c.translate_copies for c in count_trainings] == [8] * 2 + [1] * 6
     summary = read(out / "summary.json")
     assert summary["target_train_images"] == 15
     assert isinstance(summary["transfer_shown"], bool)
+    sgd = next(r for r in summary["rows"] if r["optimizer"] == "sgd")
+    scratch = next(r for r in summary["sanity"] if "from scratch" in r["optimizer"])
+    assert summary["finetune_minus_scratch_per_seed"] == [
+        pytest.approx(sgd["test_mean"] - scratch["test_mean"])]  # one seed: the difference
     search = read(out / "search_transfer_cnn.json")
     pre = search["choices"]["pretrain"]
     assert pre["val_acc"] == max(r["val_acc"] for r in search["pretrain_records"])

@@ -105,10 +105,10 @@ def transfer(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
              target: str = typer.Option("digits5-9", help="Fine-tuning task."),
              per_class: int = typer.Option(10, help="Fine-tuning images per class."),
              translate: int = typer.Option(
-                 1, help="Jitter of both domains: every image shifted by up to this many "
+                 2, help="Jitter of both domains: every image shifted by up to this many "
                          "pixels per axis (0: plain digits, where pretraining does not help)."),
              source_copies: int = typer.Option(
-                 4, help="Shifted copies of the source's images for pretraining."),
+                 8, help="Shifted copies of the source's images for pretraining."),
              target_steps: int = typer.Option(
                  300, help="Optimiser steps of every fine-tuning (and scratch) training."),
              optimizers: str = OPTIMIZERS, seeds: str = options.seeds_option("0-4"),

@@ -51,8 +51,8 @@ class TransferConfig:
     source: str = "digits0-4"
     target: str = "digits5-9"
     per_class: int = 10
-    translate: int = 1  # jitter of both domains (pixels); 0: plain digits
-    source_copies: int = 4  # shifted copies of the source's fit set for pretraining
+    translate: int = 2  # jitter of both domains (pixels); 0: plain digits
+    source_copies: int = 8  # shifted copies of the source's fit set for pretraining
     target_steps: int = 300  # optimiser steps of every fine-tuning and scratch training
     optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
     seeds: list[int] = field(default_factory=lambda: list(range(5)))  # an int n: 0..n-1
@@ -231,6 +231,9 @@ def _report(cfg: TransferConfig, run: RunDir, groups: dict, choices: dict, store
     summary = {"rows": rows, "sanity": sanity, "choices": choices, "seeds": cfg.seeds,
                "transfer_shown": transfer_shown,
                "finetune_minus_scratch": stats["sgd"][0] - stats["scratch"][0],
+               "finetune_minus_scratch_per_seed": [  # paired by seed; informative only
+                   a.get("test_acc") - b.get("test_acc")
+                   for a, b in zip(groups["sgd"], groups["scratch"], strict=True)],
                "target_train_images": len(target.fit), "store": str(store)}
     if not transfer_shown:
         run.sanity_warning(summary, (

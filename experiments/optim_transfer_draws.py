@@ -1,0 +1,106 @@
+"""Is the transfer study's fine-tuning lead over scratch a property of one jitter draw?
+
+The study (``genlab optim transfer``) scores every model on one fixed jittered copy of the
+target's validation and test images. Its search saw fine-tuned SGD and scratch level on
+validation while the test put fine-tuning ahead; this script asks whether that is the
+draw or the models. It rescores the final models of the run (every optimiser's
+fine-tunings and SGD from scratch at their chosen settings, every seed) on ``--draws``
+fresh jittered copies of the same validation and test images (new shifts, same images,
+same jitter range) and on the images unshifted, and prints mean ± std over the seeds.
+
+    python experiments/optim_transfer_draws.py runs/optim/transfer --out runs/bench
+
+Writes DIR/optim_transfer_draws.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+from genlab.core.data import Split
+from genlab.optim.studies.tasks import task_data, translate_images
+from genlab.optim.studies.train import load_trained, split_scores
+
+FRESH_SEED = 50_000  # fresh draws use seeds FRESH_SEED + k: none of the study's
+
+
+def groups(run: Path) -> dict[str, list[Path]]:
+    """{optimizer: [...], "scratch": [...]}: the training folders of the run's final
+    fine-tunings (every optimiser at its chosen learning rate and radius) and of SGD from
+    scratch, one per seed (each folder's config.json matches the study's choice)."""
+    config = json.loads((run / "config.json").read_text())
+    arch = config["arch"]
+    choices = json.loads((run / f"search_transfer_{arch}.json").read_text())["choices"]
+    want = {f"{arch}-finetune-{o}-": (o, c) for o, c in choices["finetune"].items()}
+    want[f"{arch}-scratch-sgd-"] = ("scratch", choices["scratch"])
+    found: dict[str, list[Path]] = {key: [] for key, _ in want.values()}
+    for folder in sorted(Path(config["store"]).iterdir()):
+        prefix = folder.name.rsplit("-", 1)[0] + "-"
+        if prefix not in want:
+            continue
+        key, choice = want[prefix]
+        c = json.loads((folder / "config.json").read_text())
+        if (c["lr"] == choice["lr"] and c["seed"] in config["seeds"]
+                and (choice["radius_field"] is None
+                     or c[choice["radius_field"]] == choice["radius"])
+                and c["task"] == config["target"] and c["per_class"] == config["per_class"]
+                and c["translate"] == config["translate"]):
+            found[key].append(folder)
+    return found
+
+
+def rescore(folder: Path, sets: dict[str, list[Split]]) -> dict[str, float]:
+    model, _ = load_trained(folder / "checkpoint.pt")
+    return {name: statistics.fmean(split_scores(model, s, "cpu")["acc"] for s in splits)
+            for name, splits in sets.items()}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run", type=Path, help="the folder of a finished `genlab optim transfer`")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--draws", type=int, default=10)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    config = json.loads((args.run / "config.json").read_text())
+    t = config["translate"]
+    plain = task_data(config["target"], "holdout", per_class=config["per_class"])
+    study = task_data(config["target"], "holdout", per_class=config["per_class"], translate=t)
+    background = float(plain.fit.images.amin())
+
+    def fresh(split: Split, offset: int) -> list[Split]:
+        return [Split(translate_images(split.images, t, FRESH_SEED + offset + k, background),
+                      split.labels) for k in range(args.draws)]
+
+    sets = {"val (the study's draw)": [study.val], "test (the study's draw)": [study.test],
+            f"val ({args.draws} fresh draws)": fresh(plain.val, 0),
+            f"test ({args.draws} fresh draws)": fresh(plain.test, 1000),
+            "val unshifted": [plain.val], "test unshifted": [plain.test]}
+    result: dict[str, dict] = {}
+    for kind, folders in groups(args.run).items():
+        scores = [rescore(f, sets) for f in folders]
+        result[kind] = {"trainings": [f.name for f in folders],
+                        **{name: [s[name] for s in scores] for name in sets}}
+    names = list(sets)
+    print(f"accuracy (%), mean ± std over the seeds ({len(result['scratch']['trainings'])})")
+    print(f"{'':16s}" + "".join(f"{n:>26s}" for n in names))
+    for kind, r in result.items():
+        print(f"{kind:16s}" + "".join(
+            f"{statistics.fmean(r[n]):19.1f} ± {statistics.stdev(r[n]):4.1f}" for n in names))
+    base = result["sgd"]
+    print("fine-tuned SGD minus scratch: " + ", ".join(
+        f"{n} {statistics.fmean(base[n]) - statistics.fmean(result['scratch'][n]):+.1f}"
+        for n in names))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "optim_transfer_draws.json").write_text(json.dumps(
+        {"command": " ".join(sys.argv), "draws": args.draws, "result": result}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
