@@ -1,9 +1,10 @@
 """Is the transfer study's fine-tuning lead over scratch a property of one jitter draw?
 
-The study (``genlab optim transfer``) scores every model on one fixed jittered copy of the
-target's validation and test images. Its search saw fine-tuned SGD and scratch level on
-validation while the test put fine-tuning ahead; this script asks whether that is the
-draw or the models. It rescores the final models of the run (every optimiser's
+The study (``genlab optim transfer``) scores every model on fixed jittered copies of the
+target's validation images (``val_copies``; the first ±2 run had one) and on one of its test
+images. That first run's search saw fine-tuned SGD and scratch level on validation while
+the test put fine-tuning ahead; this script asks whether such a lead is the draw's or the
+models'. It rescores the final models of the run (every optimiser's
 fine-tunings and SGD from scratch at their chosen settings, every seed) on ``--draws``
 fresh jittered copies of the same validation and test images (new shifts, same images,
 same jitter range) and on the images unshifted, and prints mean ± std over the seeds.
@@ -50,7 +51,8 @@ def groups(run: Path) -> dict[str, list[Path]]:
                 and (choice["radius_field"] is None
                      or c[choice["radius_field"]] == choice["radius"])
                 and c["task"] == config["target"] and c["per_class"] == config["per_class"]
-                and c["translate"] == config["translate"]):
+                and c["translate"] == config["translate"]
+                and c.get("val_copies", 1) == config.get("val_copies", 1)):
             found[key].append(folder)
     return found
 
@@ -71,14 +73,15 @@ def main() -> None:
     config = json.loads((args.run / "config.json").read_text())
     t = config["translate"]
     plain = task_data(config["target"], "holdout", per_class=config["per_class"])
-    study = task_data(config["target"], "holdout", per_class=config["per_class"], translate=t)
+    study = task_data(config["target"], "holdout", per_class=config["per_class"], translate=t,
+                      val_copies=config.get("val_copies", 1))
     background = float(plain.fit.images.amin())
 
     def fresh(split: Split, offset: int) -> list[Split]:
         return [Split(translate_images(split.images, t, FRESH_SEED + offset + k, background),
                       split.labels) for k in range(args.draws)]
 
-    sets = {"val (the study's draw)": [study.val], "test (the study's draw)": [study.test],
+    sets = {"val (the study's draws)": [study.val], "test (the study's draw)": [study.test],
             f"val ({args.draws} fresh draws)": fresh(plain.val, 0),
             f"test ({args.draws} fresh draws)": fresh(plain.test, 1000),
             "val unshifted": [plain.val], "test unshifted": [plain.test]}

@@ -196,12 +196,22 @@ def test_jittered_task_fixed_per_data_seed_with_copies():
     assert torch.equal(b.fit.labels, a.fit.labels.repeat(3))
     assert not torch.equal(b.fit.images[len(a.fit):2 * len(a.fit)], a.fit.images)
     assert torch.equal(b.test.images, a.test.images)  # copies touch the fit set only
+    assert torch.equal(b.val.images, a.val.images)
+    v = task_data("digits5-9", "holdout", data_seed=0, per_class=4, translate=1, val_copies=3)
+    n = len(a.val)
+    assert len(v.val) == 3 * n and torch.equal(v.val.images[:n], a.val.images)
+    assert torch.equal(v.val.labels, a.val.labels.repeat(3))
+    assert not torch.equal(v.val.images[n:2 * n], a.val.images)  # a second draw of shifts
+    assert torch.equal(v.fit.images, a.fit.images) and torch.equal(v.test.images, a.test.images)
     for bad in ({"translate": 4}, {"translate": -1}, {"translate": 0, "translate_copies": 2},
-                {"translate": 1, "translate_copies": 0}):
+                {"translate": 1, "translate_copies": 0}, {"translate": 0, "val_copies": 2},
+                {"translate": 1, "val_copies": 0}):
         with pytest.raises(ConfigError):
             task_data("digits5-9", "holdout", **bad)
     with pytest.raises(ConfigError):
         TrainConfig(translate=5).validate()
+    with pytest.raises(ConfigError, match="val_copies"):
+        TrainConfig(translate=0, val_copies=2).validate()
 
 
 def test_search_budget_equal_and_choice_on_validation():

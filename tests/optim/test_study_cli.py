@@ -140,6 +140,7 @@ def test_labelnoise_and_transfer(root, standard, count_trainings):
     assert all(c.translate == 2 for c in count_trainings)
     assert [c.epochs for c in count_trainings] == [1] * 2 + [2] * 6  # 15 images: 1 step/epoch
     assert [c.translate_copies for c in count_trainings] == [8] * 2 + [1] * 6
+    assert [c.val_copies for c in count_trainings] == [1] * 2 + [4] * 6  # the target's search
     summary = read(out / "summary.json")
     assert summary["target_train_images"] == 15
     assert isinstance(summary["transfer_shown"], bool)

@@ -109,6 +109,9 @@ def transfer(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
                          "pixels per axis (0: plain digits, where pretraining does not help)."),
              source_copies: int = typer.Option(
                  8, help="Shifted copies of the source's images for pretraining."),
+             val_copies: int = typer.Option(
+                 4, help="Shifted copies of the target's validation images that score the "
+                         "fine-tuning and scratch searches."),
              target_steps: int = typer.Option(
                  300, help="Optimiser steps of every fine-tuning (and scratch) training."),
              optimizers: str = OPTIMIZERS, seeds: str = options.seeds_option("0-4"),
@@ -120,6 +123,7 @@ def transfer(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
 
     cfg = TransferConfig(arch=arch, source=source, target=target, per_class=per_class,
                          translate=translate, source_copies=source_copies,
+                         val_copies=val_copies,
                          target_steps=target_steps,
                          optimizers=names(optimizers), seeds=options.parse_seeds(seeds),
                          epochs=epochs, width=width, depth=depth, grid=grid, threads=threads)

@@ -19,7 +19,9 @@ image is moved by a shift drawn uniformly from [-translate, translate] pixels pe
 uncovered border filled with the background value, blank paper), one fixed draw per image
 and split from ``data_seed``; ``translate_copies`` > 1 stacks that many independently
 shifted copies of the fit set (a larger training set of the same images, as the transfer
-study's pretraining uses). The shift is what few images cannot teach and many can
+study's pretraining uses) and ``val_copies`` > 1 of the validation set (a validation score
+less tied to one draw of shifts, as the transfer study's search uses; the first copy is the
+one-copy validation set). The shift is what few images cannot teach and many can
 (docs/nonuniformity.md, transfer).
 """
 
@@ -105,16 +107,16 @@ def translate_images(images: torch.Tensor, max_shift: int, seed: int,
     return out
 
 
-def check_translation(translate: int, copies: int) -> None:
-    """ConfigError unless 0 <= translate <= MAX_TRANSLATE and 1 <= copies <= the limit."""
+def check_translation(translate: int, copies: int, name: str = "translate_copies") -> None:
+    """ConfigError unless 0 <= translate <= MAX_TRANSLATE and 1 <= copies (option ``name``)
+    <= the limit."""
     if not 0 <= translate <= MAX_TRANSLATE:
         raise ConfigError(f"translate must be in [0, {MAX_TRANSLATE}] pixels, got {translate}")
     if not 1 <= copies <= MAX_TRANSLATE_COPIES:
-        raise ConfigError(f"translate_copies must be in [1, {MAX_TRANSLATE_COPIES}], "
-                          f"got {copies}")
+        raise ConfigError(f"{name} must be in [1, {MAX_TRANSLATE_COPIES}], got {copies}")
     if copies > 1 and translate == 0:
-        raise ConfigError("translate_copies > 1 needs translate > 0 (copies of unshifted "
-                          "images would be the same images)")
+        raise ConfigError(f"{name} > 1 needs translate > 0 (copies of unshifted images "
+                          "would be the same images)")
 
 
 def _translated(split: Split, name: str, translate: int, copies: int, data_seed: int,
@@ -127,12 +129,14 @@ def _translated(split: Split, name: str, translate: int, copies: int, data_seed:
 
 def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
               per_class: int = 0, label_noise: float = 0.0, noise_kind: str = "symmetric",
-              noise_seed: int = 0, translate: int = 0, translate_copies: int = 1) -> TaskData:
+              noise_seed: int = 0, translate: int = 0, translate_copies: int = 1,
+              val_copies: int = 1) -> TaskData:
     """The sets of one task (see module doc); label noise touches the fit labels only."""
     require_choice("split", split, SPLITS)
     if per_class < 0:
         raise ConfigError(f"per_class must be >= 0, got {per_class}")
     check_translation(translate, translate_copies)
+    check_translation(translate, val_copies, "val_copies")
     data = _digits(data_seed)
     classes = TASKS.get(task)
     pool = _keep_classes(data.train_full(), classes)
@@ -152,7 +156,7 @@ def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
         fit = _translated(fit, "fit", translate, translate_copies, data_seed, background)
         test = _translated(test, "test", translate, 1, data_seed, background)
         if val is not None:
-            val = _translated(val, "val", translate, 1, data_seed, background)
+            val = _translated(val, "val", translate, val_copies, data_seed, background)
     clean = fit.labels
     if label_noise > 0 and noise_kind == "asymmetric" and task != "digits":
         raise ConfigError(f"asymmetric label noise maps digit classes; task {task!r} "

@@ -81,6 +81,7 @@ class TrainConfig:
     noise_kind: str = "symmetric"
     translate: int = 0  # > 0: jittered digits, every image shifted by up to that many pixels
     translate_copies: int = 1  # > 1: that many shifted copies of the fit set
+    val_copies: int = 1  # > 1: that many shifted copies of the validation set
     init_from: str = ""  # checkpoint.pt of an earlier run: start from its weights (new head)
     seed: int = 0
     measure: bool = True
@@ -115,6 +116,7 @@ class TrainConfig:
         if not 0 <= self.label_noise < 1:
             raise ConfigError(f"label_noise must be in [0, 1), got {self.label_noise}")
         check_translation(self.translate, self.translate_copies)
+        check_translation(self.translate, self.val_copies, "val_copies")
         self.measure_config().validate()
 
     def measure_config(self) -> MeasureConfig:
@@ -165,7 +167,7 @@ def load_task(cfg: TrainConfig) -> TaskData:
     return task_data(cfg.task, cfg.split, data_seed=data_seed, per_class=cfg.per_class,
                      label_noise=cfg.label_noise, noise_kind=cfg.noise_kind,
                      noise_seed=cfg.seed, translate=cfg.translate,
-                     translate_copies=cfg.translate_copies)
+                     translate_copies=cfg.translate_copies, val_copies=cfg.val_copies)
 
 
 def model_args(cfg: TrainConfig, data: TaskData) -> dict:
