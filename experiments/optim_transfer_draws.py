@@ -20,40 +20,31 @@ import argparse
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from genlab.core.data import Split
-from genlab.optim.studies.tasks import task_data, translate_images
-from genlab.optim.studies.train import load_trained, split_scores
+from genlab.optim.studies.tasks import translate_images
+from genlab.optim.studies.train import load_task, load_trained, split_scores
+from genlab.optim.studies.transfer import TransferConfig, transfer_specs
 
 FRESH_SEED = 50_000  # fresh draws use seeds FRESH_SEED + k: none of the study's
 
 
-def groups(run: Path) -> dict[str, list[Path]]:
-    """{optimizer: [...], "scratch": [...]}: the training folders of the run's final
-    fine-tunings (every optimiser at its chosen learning rate and radius) and of SGD from
-    scratch, one per seed (each folder's config.json matches the study's choice)."""
+def final_specs(run: Path) -> dict[str, list]:
+    """{optimizer: [...], "scratch": [...]}: the specs of the run's final fine-tunings (every
+    optimiser at its choice) and of SGD from scratch, one per seed, as the study built them."""
     config = json.loads((run / "config.json").read_text())
-    arch = config["arch"]
-    choices = json.loads((run / f"search_transfer_{arch}.json").read_text())["choices"]
-    want = {f"{arch}-finetune-{o}-": (o, c) for o, c in choices["finetune"].items()}
-    want[f"{arch}-scratch-sgd-"] = ("scratch", choices["scratch"])
-    found: dict[str, list[Path]] = {key: [] for key, _ in want.values()}
-    for folder in sorted(Path(config["store"]).iterdir()):
-        prefix = folder.name.rsplit("-", 1)[0] + "-"
-        if prefix not in want:
-            continue
-        key, choice = want[prefix]
-        c = json.loads((folder / "config.json").read_text())
-        if (c["lr"] == choice["lr"] and c["seed"] in config["seeds"]
-                and (choice["radius_field"] is None
-                     or c[choice["radius_field"]] == choice["radius"])
-                and c["task"] == config["target"] and c["per_class"] == config["per_class"]
-                and c["translate"] == config["translate"]
-                and c.get("val_copies", 1) == config.get("val_copies", 1)):
-            found[key].append(folder)
+    config.setdefault("val_copies", 1)  # a run from before the option scored on one copy
+    cfg = TransferConfig(**{k: v for k, v in config.items()
+                            if k in TransferConfig.__dataclass_fields__})
+    choices = json.loads((run / f"search_transfer_{cfg.arch}.json").read_text())["choices"]
+    found: dict[str, list] = {}
+    for group, spec in transfer_specs(cfg, choices, Path(config["store"])):
+        if group != "pretrain":
+            found.setdefault(group, []).append(spec)
     return found
 
 
@@ -70,11 +61,11 @@ def main() -> None:
     p.add_argument("--draws", type=int, default=10)
     args = p.parse_args()
     torch.set_num_threads(1)
-    config = json.loads((args.run / "config.json").read_text())
-    t = config["translate"]
-    plain = task_data(config["target"], "holdout", per_class=config["per_class"])
-    study = task_data(config["target"], "holdout", per_class=config["per_class"], translate=t,
-                      val_copies=config.get("val_copies", 1))
+    specs = final_specs(args.run)
+    study_cfg = specs["scratch"][0].config
+    study = load_task(study_cfg)  # the validation and test sets the study scored on
+    t = study_cfg.translate
+    plain = load_task(replace(study_cfg, translate=0, val_copies=1))
     background = float(plain.fit.images.amin())
 
     def fresh(split: Split, offset: int) -> list[Split]:
@@ -86,9 +77,9 @@ def main() -> None:
             f"test ({args.draws} fresh draws)": fresh(plain.test, 1000),
             "val unshifted": [plain.val], "test unshifted": [plain.test]}
     result: dict[str, dict] = {}
-    for kind, folders in groups(args.run).items():
-        scores = [rescore(f, sets) for f in folders]
-        result[kind] = {"trainings": [f.name for f in folders],
+    for kind, group in specs.items():
+        scores = [rescore(spec.out, sets) for spec in group]
+        result[kind] = {"trainings": [spec.name for spec in group],
                         **{name: [s[name] for s in scores] for name in sets}}
     names = list(sets)
     print(f"accuracy (%), mean ± std over the seeds ({len(result['scratch']['trainings'])})")

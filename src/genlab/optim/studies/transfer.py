@@ -83,9 +83,8 @@ class TransferConfig:
         self.seeds = seed_list(self.seeds)
         if self.per_class < 1:
             raise ConfigError(f"transfer: per_class must be >= 1, got {self.per_class}")
-        check_translation(self.translate, self.source_copies if self.translate else 1)
-        check_translation(self.translate, self.val_copies if self.translate else 1,
-                          "val_copies")
+        check_translation(self.translate, self._copies(self.source_copies))
+        check_translation(self.translate, self._copies(self.val_copies), "val_copies")
         if self.val_copies < 1:
             raise ConfigError(f"transfer: val_copies must be >= 1, got {self.val_copies}")
         if self.source_copies < 1:
@@ -99,11 +98,16 @@ class TransferConfig:
                 raise ConfigError(f"optimizer: unknown {o!r}")
         self.protocol().validate()
 
+    def _copies(self, copies: int) -> int:
+        """``copies`` shifted copies of a set when the domains are jittered; of plain digits
+        the one set (copies of unshifted images would be the same images)."""
+        return copies if self.translate else 1
+
     def source_base(self):
         """The pretraining's TrainConfig (SGD; lr and seed set by the caller)."""
-        copies = self.source_copies if self.translate else 1
         return self.protocol().base(optimizer="sgd", task=self.source,
-                                    translate=self.translate, translate_copies=copies)
+                                    translate=self.translate,
+                                    translate_copies=self._copies(self.source_copies))
 
     def target_base(self):
         """The fine-tuning's (and scratch's) TrainConfig on the target's few images: as many
@@ -114,7 +118,7 @@ class TransferConfig:
         epochs = math.ceil(self.target_steps / math.ceil(images / protocol.batch_size))
         return protocol.base(task=self.target, per_class=self.per_class,
                              translate=self.translate, epochs=epochs,
-                             val_copies=self.val_copies if self.translate else 1)
+                             val_copies=self._copies(self.val_copies))
 
 
 def _trials(cfg: TransferConfig, optimizer: str) -> list[dict]:
