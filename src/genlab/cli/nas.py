@@ -7,7 +7,9 @@ from pathlib import Path
 import typer
 
 from genlab.cli import options
+from genlab.cli.commands import config_command
 from genlab.cli.nas_table import OFFICIAL_TABLES, table_app
+from genlab.nas.search_config import SearchConfig
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(table_app, name="table", help="The NB201 accuracy table: convert the official "
@@ -80,76 +82,13 @@ IMAGENET_LAYOUT = "ROOT/train/CLASS/*.JPEG and ROOT/val/CLASS/*.JPEG"
 REGISTRY = "(from the registry)"  # placeholder until RegistryHelp fills it in
 
 
-@app.command(cls=RegistryHelp)
-def search(
-    out: Path = typer.Option(..., help="Run folder to create (or continue with --resume)."),
-    space: str = typer.Option("nb201", help=REGISTRY),
-    dataset: str = typer.Option("digits", help=REGISTRY),
-    data_root: Path = typer.Option(None, help="Folder with the data set's files (not for digits)."),
-    method: str = typer.Option(None, help=REGISTRY),
-    select: str = typer.Option("argmax", help="argmax: the space's rule on alpha | pt: "
-                                              "DARTS-PT's projection on the trained supernet."),
-    reg: str = typer.Option(None, help=REGISTRY),
-    reg_strength: float = typer.Option(None, help="lambda_0 (default: per regulariser, see docs)."),
-    reg_schedule: str = typer.Option(None, help="up | down | constant (BER variants)."),
-    reg_hmin: float = typer.Option(None, help="ber-lbe: floor h_min of the node targets."),
-    relaxation: str = typer.Option(None, help=REGISTRY),
-    perturb: str = typer.Option(None, help=REGISTRY),
-    stop: str = typer.Option(None, help=REGISTRY),
-    partial_channels: int = typer.Option(None, help="K: ops see C/K channels (PC-DARTS: 4)."),
-    edge_norm: bool = typer.Option(None, help="Per-edge betas normalised over each node's "
-                                              "inputs (PC-DARTS)."),
-    aux_skip: bool = typer.Option(None, help="Auxiliary skip beta x aux(x) on every edge, "
-                                             "beta 1 -> 0 (DARTS-)."),
-    drop_path: float = typer.Option(None, help="Final drop-path probability in the search "
-                                               "(R-DARTS DP: 0.6)."),
-    arch_start: float = typer.Option(None, help="Fraction of the steps before alpha first "
-                                                "moves (PC-DARTS: 0.3)."),
-    order: int = typer.Option(1, help="1: first-order DARTS; 2: second order (unrolled)."),
-    steps: int = typer.Option(None, help=f"Bilevel steps (the budget; {PROXY})."),
-    seed: int = typer.Option(0, help="The search's seed (data split, init, batches)."),
-    size: str = options.size_option(None, f"{SQUARE}; digits are resized; {PROXY}"),
-    channels: int = typer.Option(None, "--channels", "-C",
-                                 help=f"Width C of the supernet ({PROXY}; upstream 16)."),
-    cells: int = typer.Option(None, "--cells", "-N",
-                              help=f"NB201: cells per stage (upstream 5); DARTS spaces: cells "
-                                   f"(upstream 8) ({PROXY})."),
-    batch_size: int = typer.Option(64),
-    arch_lr: float = typer.Option(None, help="Adam lr of alpha (default 3e-2 x the method's "
-                                             "ratio to DARTS' 3e-4)."),
-    arch_weight_decay: float = typer.Option(None, help="Adam weight decay of alpha (default: "
-                                                       "the method's)."),
-    w_weight_decay: float = typer.Option(None, help="SGD weight decay of the weights (default: "
-                                                    "the method's; DARTS 3e-4)."),
-    augment: bool = typer.Option(True, help="Augment train and val batches (digits proxy)."),
-    hessian_points: int = typer.Option(6, help="How often the alpha-Hessian eigenvalue is "
-                                               "computed."),
-    device: str = options.device_option(),
-    threads: int = options.threads_option(),
-    nb201_table: Path = typer.Option(None, help=TABLE_HELP),
-    amp: str = typer.Option("off", help="off | bf16: autocast in the bilevel step (fp16 is "
-                                        "refused: no loss scaling in the search)."),
-    channels_last: bool = typer.Option(False, help="NHWC layout of supernet and inputs."),
-    resume: bool = options.resume_option(),
-):
+def _search(cfg, out: Path, resume: bool) -> None:
     """Search an architecture by bilevel optimisation with the chosen regulariser."""
     from dataclasses import asdict
 
     from genlab.nas.regularizers import BER, describe_setting
-    from genlab.nas.search import SearchConfig, run_search, search_regularizer
+    from genlab.nas.search import run_search, search_regularizer
 
-    cfg = SearchConfig(space=space, dataset=dataset, data_root=_s(data_root), size=_size(size),
-                       channels=channels, cells=cells, batch_size=batch_size, steps=steps,
-                       method=method, select=select, relaxation=relaxation, perturb=perturb,
-                       stop=stop, partial_channels=partial_channels, edge_norm=edge_norm,
-                       aux_skip=aux_skip, drop_path=drop_path, arch_start=arch_start,
-                       reg=reg, reg_strength=reg_strength, reg_schedule=reg_schedule,
-                       reg_hmin=reg_hmin, seed=seed,
-                       device=device, order=order, arch_lr=arch_lr,
-                       arch_weight_decay=arch_weight_decay, w_weight_decay=w_weight_decay,
-                       augment=augment,
-                       hessian_points=hessian_points, nb201_table=_s(nb201_table),
-                       threads=threads, amp=amp, channels_last=channels_last)
     cfg.validate()  # before the line below; run_search checks the rest before making --out
     if cfg.resolved().reg == BER:
         typer.echo(f"--reg ber stands for {describe_setting(asdict(search_regularizer(cfg)))}")
@@ -167,6 +106,9 @@ def search(
         accs = f"{n['cifar10']:.2f}% / {n['cifar100']:.2f}% / {n['imagenet16']:.2f}%"
         typer.echo(f"NB201 test acc  {accs}  (CIFAR-10 / CIFAR-100 / ImageNet16-120)")
     options.closing(out)
+
+
+config_command(app, "search", SearchConfig, _search)
 
 
 @app.command(cls=RegistryHelp)

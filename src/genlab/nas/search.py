@@ -18,14 +18,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 
 import torch
 
 from genlab.core.amp import channels_last_input, make_precision
 from genlab.core.checkpoints import MODEL_RECORD, model_record
 from genlab.core.data import augment_images
-from genlab.core.errors import ConfigError, DivergedError, require_choice, require_positive
+from genlab.core.errors import DivergedError, require_positive
 from genlab.core.progress import progress
 from genlab.core.registry import path_of
 from genlab.core.runs import RunDir
@@ -39,11 +39,18 @@ from genlab.core.seeding import (
 from genlab.core.trainer import resolve_device
 from genlab.nas import diagnostics as diag
 from genlab.nas.architect import bilevel_step
-from genlab.nas.data import StepBatches, check_dataset, load_image_data
+from genlab.nas.data import StepBatches, load_image_data
 from genlab.nas.ddp import SearchParallel
-from genlab.nas.inputs import check_input_size, check_limits, check_run_kind
-from genlab.nas.methods import SearchMethod, SelectionContext, derive, get_method, search_method
-from genlab.nas.regularizers import BER, Regularizer, make_regularizer
+from genlab.nas.inputs import check_input_size, check_run_kind
+from genlab.nas.methods import SearchMethod, SelectionContext, derive, search_method
+from genlab.nas.regularizers import Regularizer, make_regularizer
+from genlab.nas.search_config import (  # noqa: F401  (SearchConfig's home; re-exported)
+    DEFAULT_METHOD,
+    ORDERS,
+    PROXY_ARCH_LR,
+    SEARCH_PRECISIONS,
+    SearchConfig,
+)
 from genlab.nas.spaces import (
     SearchSpace,
     build_space_supernet,
@@ -52,117 +59,8 @@ from genlab.nas.spaces import (
     space_table,
 )
 
-ORDERS = (1, 2)
-DEFAULT_METHOD = "darts"
-PROXY_ARCH_LR = 3e-2  # the digits proxy's alpha learning rate for DARTS (docs/ber.md)
-
-# fp16 would need a GradScaler on both backward passes of the bilevel step (alpha, then the
-# weights) and on the unrolled gradient; bf16 has float32's range and needs none.
-SEARCH_PRECISIONS = ("off", "bf16")
 # Options a search may change on resume beside core's own: the table only judges the result.
 RESUME_FREE = ("nb201_table",)
-
-
-@dataclass
-class SearchConfig:
-    """Every option of a search; None means the space's digits-proxy default (see module doc)."""
-
-    space: str = "nb201"
-    dataset: str = "digits"
-    data_root: str | None = None
-    size: int | None = None
-    channels: int | None = None
-    cells: int | None = None
-    batch_size: int = 64
-    steps: int | None = None
-    # the method (genlab.nas.methods): its authors' preset; None: DARTS with --reg's default
-    method: str | None = None
-    select: str = "argmax"  # the selection rule: argmax (the space's rule) | pt (DARTS-PT)
-    # the method's parts, each settable on its own (None: the method's preset)
-    relaxation: str | None = None
-    perturb: str | None = None
-    stop: str | None = None
-    partial_channels: int | None = None
-    edge_norm: bool | None = None
-    aux_skip: bool | None = None
-    drop_path: float | None = None
-    arch_start: float | None = None
-    reg: str | None = None  # None: the method's own penalty (`ber` when no method is named)
-    reg_strength: float | None = None
-    reg_schedule: str | None = None
-    reg_hmin: float | None = None  # ber-lbe's floor on its node targets
-    seed: int = 0
-    device: str = "cpu"
-    order: int = 1
-    w_lr: float = 0.025
-    w_lr_min: float = 0.001
-    w_momentum: float = 0.9
-    w_weight_decay: float | None = None  # None: the method's (DARTS 3e-4)
-    arch_lr: float | None = None  # None: 3e-2 (the proxy's) x the method's ratio to DARTS'
-    arch_weight_decay: float | None = None  # None: the method's (DARTS 0)
-    grad_clip: float = 5.0
-    augment: bool = True
-    diag_batch: int = 64
-    hessian_points: int = 6  # Hessian eigenvalue this many times over the run (0: never)
-    nb201_table: str | None = None
-    threads: int = 1  # torch intra-op threads: fixed, because the search is chaotic in them
-    # (0: torch's default, the machine's cores; summary.json records the count as torch_threads)
-    amp: str = "off"  # off | bf16 (autocast in the bilevel step); fp16 is refused (no scaler)
-    channels_last: bool = False  # NHWC layout of the supernet and its inputs
-    force_every: int = 0  # also log the alpha forces every this many steps (forces.jsonl)
-
-    def resolved(self, space: SearchSpace | None = None) -> SearchConfig:
-        """A copy with every None size option filled from the space's proxy defaults and
-        every None method option from the method's preset."""
-        proxy = (space or get_space(self.space)).proxy
-        fill = {k: getattr(proxy, k) for k in ("size", "channels", "cells", "steps")
-                if getattr(self, k) is None}
-        method = get_method(self.method or DEFAULT_METHOD)
-        fill["method"] = method.name
-        if self.reg is None:
-            fill["reg"] = method.reg if self.method is not None else BER
-        if self.w_weight_decay is None:
-            fill["w_weight_decay"] = method.w_weight_decay
-        if self.arch_weight_decay is None:
-            fill["arch_weight_decay"] = method.arch_weight_decay
-        if self.arch_lr is None:
-            fill["arch_lr"] = PROXY_ARCH_LR * method.arch_lr_scale
-        return replace(self, **fill)
-
-    def validate(self, space: SearchSpace | None = None) -> None:
-        space = space or get_space(self.space)
-        for name in ("size", "channels", "cells", "batch_size", "steps", "diag_batch"):
-            value = getattr(self, name)
-            if value is not None:
-                require_positive(name.replace("_", "-"), value)
-        require_positive("threads", self.threads, allow_zero=True)  # 0: torch's default
-        space.check_size_options(self.channels, self.cells)
-        check_limits(size=self.size, channels=self.channels, cells=self.cells,
-                     batch_size=self.batch_size, steps=self.steps)
-        check_dataset(self.dataset, self.data_root)
-        require_positive("hessian-points", self.hessian_points, allow_zero=True)
-        require_positive("force-every", self.force_every, allow_zero=True)
-        if self.amp == "fp16":
-            raise ConfigError("--amp fp16 is not available for the search: its two backward "
-                              "passes (alpha, then the weights) have no loss scaling; use "
-                              "--amp bf16 (float32's range, no scaler needed)")
-        require_choice("amp", self.amp, SEARCH_PRECISIONS)
-        for name in ("w_lr", "arch_lr"):
-            if getattr(self, name) is not None:
-                require_positive(name.replace("_", "-"), getattr(self, name))
-        for name in ("w_weight_decay", "arch_weight_decay"):
-            if getattr(self, name) is not None:
-                require_positive(name.replace("_", "-"), getattr(self, name), allow_zero=True)
-        if self.order not in ORDERS:
-            raise ConfigError(f"unknown order {self.order!r}; expected 1 (first order) or 2 "
-                              "(second order)")
-        method = get_method(self.method or DEFAULT_METHOD)
-        if self.order not in method.orders:
-            raise ConfigError(f"method {method.name} is first order only (its authors have no "
-                              f"second-order step); use --order 1")
-        if self.partial_channels is not None:
-            require_positive("partial-channels", self.partial_channels)
-        search_method(replace(self, method=method.name))  # unknown parts, bad fractions
 
 
 def search_optimizers(net, cfg: SearchConfig, reg: Regularizer):

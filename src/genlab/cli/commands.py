@@ -1,0 +1,203 @@
+"""Commands generated from config dataclasses: every option exists once, in its config.
+
+``config_command(app, "search", SearchConfig, run)`` adds ``genlab ... search`` to a typer
+app. Its options are exactly the config's declared fields (genlab.core.options.option:
+type, default, help, choices from their registry, limits, spelling), plus
+
+- ``--config FILE``: a run's config.json (or a YAML/JSON mapping) fills the options; flags
+  given on the command line override it;
+- ``--print-config``: print the resolved config as JSON and stop (nothing is written);
+- ``--out DIR`` and ``--resume`` for commands that write a run folder.
+
+The generated function has a real signature (typer reads it), so typer/click parse, convert
+and print help as for a hand-written command; help texts that list a registry's names are
+filled in only when help is shown (registries import torch, the CLI's start-up does not).
+``run(cfg, out, resume)`` (or ``run(cfg)`` for a command without a run folder) does the work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional  # noqa: UP035 - typer reads these annotations
+
+import typer
+from typer.core import TyperCommand
+
+from genlab.core.errors import ConfigError
+from genlab.core.options import (
+    check_options,
+    config_dict,
+    config_values,
+    describe,
+    field_default,
+    field_types,
+    option_fields,
+    parse_value,
+    read_config_file,
+)
+
+try:  # typer >= 0.22 carries its own click; older ones use the click package
+    from typer._click.core import ParameterSource
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click.core import ParameterSource
+
+CONFIG_HELP = ("A config file: a run's config.json or a YAML/JSON mapping of options; flags "
+               "given here override it.")
+PRINT_HELP = "Print the resolved config as JSON and stop (nothing is run or written)."
+OUT_HELP = "Run folder to create (or continue with --resume)."
+RESUME_HELP = ("Continue the run in --out with the same options (a finished run is left as "
+               "it is; a folder with no run starts one, with a warning).")
+#: the options every run command has beside its config's fields
+RUN_OPTIONS = ("config", "print_config", "out", "resume")
+COMMAND_OPTIONS = ("config", "print_config")
+
+
+def _kebab(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _shown_default(value: Any) -> str | None:
+    if value is None or value == [] or value == {}:
+        return None
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def _parameter(f: dataclasses.Field, spec, annotation: Any) -> inspect.Parameter:
+    """The typer parameter of one field: its type, flags and default as click shows them."""
+    from genlab.core.options import base_type
+
+    kind, _ = base_type(annotation)
+    default = field_default(f)
+    if spec.parse == "params":
+        py_type: Any = Optional[list[str]]  # noqa: UP045 - typer needs typing's Optional
+        info = typer.Option(None, _kebab(f.name), *spec.flags, help=spec.help,
+                            metavar="KEY=VALUE", show_default=False)
+    elif spec.parse is not None:  # list, seeds, size: a text the field's parser reads
+        py_type = Optional[str]  # noqa: UP045
+        info = typer.Option(_shown_default(default), _kebab(f.name), *spec.flags,
+                            help=spec.help, show_default=_shown_default(default) is not None)
+    elif kind is bool:
+        py_type = Optional[bool] if default is None else bool  # noqa: UP045
+        flag = f"{_kebab(f.name)}/--no-{f.name.replace('_', '-')}"
+        info = typer.Option(default, flag, *spec.flags, help=spec.help,
+                            show_default=default is not None)
+    else:
+        scalar = kind if kind in (int, float, str) else str
+        py_type = Optional[scalar] if default is None else scalar  # noqa: UP045
+        if spec.argument:
+            info = typer.Argument(... if spec.required else default, help=spec.help,
+                                  show_default=default is not None)
+        else:
+            info = typer.Option(default, _kebab(f.name), *spec.flags, help=spec.help,
+                                show_default=default is not None)
+    return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=info,
+                             annotation=py_type)
+
+
+def _help_command(cls) -> type[TyperCommand]:
+    """A click command class whose options' help texts are completed (choices listed from
+    their registries, limits) only when help is shown."""
+    specs = {f.name: spec for f, spec in option_fields(cls)}
+
+    class ConfigHelp(TyperCommand):
+        def format_help(self, ctx, formatter) -> None:
+            for param in self.params:
+                if param.name in specs:
+                    param.help = describe(specs[param.name])
+            super().format_help(ctx, formatter)
+
+    return ConfigHelp
+
+
+def given_values(cls, ctx, values: dict) -> dict:
+    """The config fields the command line set (not left at their defaults), parsed."""
+    types = field_types(cls)
+    out = {}
+    for f, spec in option_fields(cls):
+        if not spec.cli or f.name not in values:
+            continue
+        source = ctx.get_parameter_source(f.name)
+        if source in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None):
+            continue
+        if spec.parse == "params" and not values[f.name]:
+            continue
+        out[f.name] = parse_value(values[f.name], spec, types[f.name], f.name)
+    return out
+
+
+def build_config(cls, ctx, values: dict, config_file: Path | None):
+    """The config of one invocation: the class's defaults, then the config file, then the
+    flags given; checked against the fields' declarations."""
+    merged = {}
+    if config_file is not None:
+        merged.update(config_values(cls, read_config_file(config_file),
+                                    source=f"--config {config_file}"))
+    merged.update(given_values(cls, ctx, values))
+    cfg = cls(**merged)
+    check_options(cfg)
+    return cfg
+
+
+def resolved(cfg):
+    """The config with every "resolved later" field filled, where the config knows how."""
+    method = getattr(cfg, "resolved", None)
+    return method() if callable(method) else cfg
+
+
+def print_config(cfg) -> None:
+    typer.echo(json.dumps(config_dict(resolved(cfg)), indent=2, default=str))
+
+
+def config_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
+                   run_folder: bool = True, help: str | None = None,
+                   short_help: str | None = None) -> Callable[..., Any]:
+    """Add the command ``name`` to ``app``, its options generated from ``cls`` (see the
+    module doc). Returns the generated function."""
+    types = field_types(cls)
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation=typer.Context)]
+    fields = [(f, spec) for f, spec in option_fields(cls) if spec.cli]
+    taken = set(RUN_OPTIONS if run_folder else COMMAND_OPTIONS)
+    clash = taken & {f.name for f, _ in fields}
+    if clash:
+        raise ValueError(f"{cls.__name__}: fields {sorted(clash)} clash with the options every "
+                         "command has")
+    params += [_parameter(f, spec, types[f.name]) for f, spec in fields]
+    params.append(inspect.Parameter(
+        "config", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path],  # noqa: UP045
+        default=typer.Option(None, "--config", help=CONFIG_HELP, metavar="FILE")))
+    params.append(inspect.Parameter(
+        "print_config", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+        default=typer.Option(False, "--print-config", help=PRINT_HELP)))
+    if run_folder:
+        params.append(inspect.Parameter(
+            "out", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path],  # noqa: UP045
+            default=typer.Option(None, "--out", help=OUT_HELP, metavar="DIR")))
+        params.append(inspect.Parameter(
+            "resume", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+            default=typer.Option(False, "--resume", help=RESUME_HELP)))
+
+    def command(ctx: typer.Context, **values):
+        cfg = build_config(cls, ctx, values, values.get("config"))
+        if values.get("print_config"):
+            print_config(cfg)
+            return None
+        if not run_folder:
+            return run(cfg)
+        if values.get("out") is None:
+            raise ConfigError("--out is required: the run folder to write")
+        return run(cfg, values["out"], values.get("resume", False))
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__name__ = name.replace("-", "_")
+    command.__doc__ = help or run.__doc__
+    app.command(name, cls=_help_command(cls), short_help=short_help)(command)
+    command.config_class = cls  # type: ignore[attr-defined]
+    return command

@@ -1,0 +1,363 @@
+"""Options declared once: a config dataclass field carries everything about its option.
+
+A command's config dataclass is the only place an option exists. Each field is made with
+:func:`option`, which records its help text, its choices (a tuple, or the registry that holds
+them, named ``"package.module:attribute"`` so that nothing heavy is imported to list them),
+its limits and, for values that are not plain scalars, how the command line spells them::
+
+    @dataclass
+    class TrainConfig:
+        epochs: int = option(20, help="Epochs.", gt=0)
+        arch: str = option("mlp", help="Architecture.", choices="genlab.optim.studies.models:ARCHS")
+        seeds: list[int] = option(factory=lambda: [0, 1, 2], help="Seeds.", parse="seeds")
+
+:func:`check_options` validates a config against those declarations (types, choices,
+limits) and the command line (``genlab.cli.commands``) is generated from the same fields.
+``None`` is always accepted for a field whose default is ``None`` (it means "resolved later":
+the space's proxy default, the method's preset).
+
+Spellings (``parse``) for values that are not one scalar:
+
+- ``"list"``: ``a,b,c`` -> a list of the field's element type (str, int or float);
+- ``"seeds"``: ``0,1,2``, ``0-4`` or ``0-2,7`` -> a list of ints;
+- ``"size"``: ``32`` or ``32x48`` -> an int (square) or ``[h, w]``;
+- ``"params"``: repeated ``KEY=VALUE`` -> a dict (numbers become numbers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import MISSING, dataclass
+from typing import Any
+
+from genlab.core.errors import ConfigError
+from genlab.core.registry import import_path
+
+SPELLINGS = ("list", "seeds", "size", "params")
+KEY = "genlab_option"  # the metadata key of a field made by ``option``
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """What the command line and the validation need to know of one field."""
+
+    help: str
+    choices: tuple[str, ...] | str | Callable[[], Sequence[str]] | None = None
+    checked: bool = True  # False: choices are listed in the help, the command checks values
+    ge: float | None = None  # value >= ge
+    gt: float | None = None  # value > gt
+    le: float | None = None  # value <= le
+    flags: tuple[str, ...] = ()  # extra spellings, e.g. ("-C",)
+    parse: str | None = None  # one of SPELLINGS
+    argument: bool = False  # a positional argument rather than an option
+    required: bool = False  # must be given (a field without a usable default)
+    cli: bool = True  # False: a library-only field (not on the command line)
+
+
+def option(default: Any = MISSING, *, help: str, factory: Callable[[], Any] | None = None,
+           choices=None, checked: bool = True, ge: float | None = None, gt: float | None = None,
+           le: float | None = None, flags: Sequence[str] = (), parse: str | None = None,
+           argument: bool = False, required: bool = False, cli: bool = True) -> Any:
+    """A dataclass field that declares its option (see the module doc)."""
+    if parse is not None and parse not in SPELLINGS:
+        raise ValueError(f"parse={parse!r}; expected one of {SPELLINGS}")
+    if isinstance(choices, list):
+        choices = tuple(choices)
+    spec = OptionSpec(help=help, choices=choices, checked=checked, ge=ge, gt=gt, le=le,
+                      flags=tuple(flags), parse=parse, argument=argument, required=required,
+                      cli=cli)
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata={KEY: spec})
+    return dataclasses.field(default=default, metadata={KEY: spec})
+
+
+def spec_of(f: dataclasses.Field) -> OptionSpec | None:
+    return f.metadata.get(KEY)
+
+
+def option_fields(cls) -> list[tuple[dataclasses.Field, OptionSpec]]:
+    """(field, spec) of every declared option of a config class, in field order."""
+    return [(f, s) for f in dataclasses.fields(cls) if (s := spec_of(f)) is not None]
+
+
+def field_default(f: dataclasses.Field) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return None
+
+
+def field_types(cls) -> dict[str, Any]:
+    """Evaluated annotations of a dataclass (they may be strings under postponed
+    evaluation)."""
+    import sys
+
+    module = sys.modules.get(cls.__module__)
+    return typing.get_type_hints(cls, vars(module) if module else None)
+
+
+def base_type(annotation: Any) -> tuple[Any, bool]:
+    """(the type behind Optional[...], whether None is allowed)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        allows_none = len(args) < len(typing.get_args(annotation))
+        return (args[0] if len(args) == 1 else annotation), allows_none
+    return annotation, False
+
+
+def element_type(annotation: Any) -> Any:
+    """list[int] -> int; dict[str, float] -> float; anything else -> str."""
+    args = typing.get_args(base_type(annotation)[0])
+    return args[-1] if args else str
+
+
+def choice_names(choices) -> tuple[str, ...]:
+    """The accepted names of a ``choices`` declaration (a registry is asked for its choices,
+    aliases included)."""
+    if choices is None:
+        return ()
+    if isinstance(choices, tuple):
+        return choices
+    obj = import_path(choices) if isinstance(choices, str) else choices
+    if hasattr(obj, "choices") and callable(obj.choices):  # a Registry
+        return tuple(obj.choices())
+    if callable(obj) and not isinstance(obj, (dict, list, tuple)):
+        obj = obj()
+    return tuple(obj)
+
+
+def describe(spec: OptionSpec) -> str:
+    """The help text with the choices (from their registry) and the limits appended."""
+    text = spec.help.rstrip()
+    names = choice_names(spec.choices)
+    if names:
+        text += f" Choices: {' | '.join(map(str, names))}."
+    bounds = [f">= {spec.ge:g}" if spec.ge is not None else "",
+              f"> {spec.gt:g}" if spec.gt is not None else "",
+              f"<= {spec.le:g}" if spec.le is not None else ""]
+    bounds = [b for b in bounds if b]
+    if bounds:
+        text += f" ({', '.join(bounds)})"
+    return text
+
+
+# -- spellings: text on a command line -> value --------------------------------------------
+
+def parse_seeds(text: str, name: str = "seeds") -> list[int]:
+    """'0,1,2' -> [0, 1, 2]; '0-4' -> [0, 1, 2, 3, 4]; '0-2,7' -> [0, 1, 2, 7]."""
+    seeds: list[int] = []
+    try:
+        for part in (p.strip() for p in str(text).split(",")):
+            if not part:
+                continue
+            first, sep, last = part.partition("-")
+            if sep:
+                lo, hi = int(first), int(last)
+                if hi < lo:
+                    raise ValueError(f"range {part!r} runs backwards")
+                seeds.extend(range(lo, hi + 1))
+            else:
+                seeds.append(int(part))
+    except ValueError as exc:
+        raise ConfigError(f"{name}: expected seeds such as 0,1,2 or 0-4, got {text!r}; "
+                          f"{exc}") from exc
+    if not seeds:
+        raise ConfigError(f"{name}: no seed in {text!r}; give e.g. 0,1,2 or 0-4")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{name}: a seed is repeated in {text!r}")
+    if min(seeds) < 0:
+        raise ConfigError(f"{name}: seeds are >= 0, got {text!r}")
+    return seeds
+
+
+def parse_size(text: str | int, name: str = "size", *, square: bool = False,
+               minimum: int = 1) -> tuple[int, int]:
+    """'32' -> (32, 32); '32x48' -> (32, 48). ``square``: refuse unequal sides."""
+    parts = str(text).lower().replace(" ", "").split("x")
+    try:
+        if len(parts) not in (1, 2):
+            raise ValueError
+        sides = [int(p) for p in parts]
+    except ValueError as exc:
+        raise ConfigError(f"{name}: expected N or HEIGHTxWIDTH (e.g. 32 or 32x48), got "
+                          f"{text!r}") from exc
+    h, w = sides if len(sides) == 2 else (sides[0], sides[0])
+    if square and h != w:
+        raise ConfigError(f"{name}: this command needs a square size, got {text!r}; "
+                          f"give one number, e.g. {h}")
+    if min(h, w) < minimum:
+        raise ConfigError(f"{name}: sides must be >= {minimum} pixels, got {text!r}")
+    return h, w
+
+
+def _scalar(text: str, kind: Any, name: str) -> Any:
+    if kind is bool:
+        low = str(text).strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}: expected true or false, got {text!r}")
+    if kind in (int, float):
+        try:
+            value = float(text)
+        except ValueError as exc:
+            raise ConfigError(f"{name}: expected a number, got {text!r}") from exc
+        if kind is int:
+            if value != int(value):
+                raise ConfigError(f"{name}: expected an integer, got {text!r}")
+            return int(value)
+        return value
+    return str(text).strip()
+
+
+def _number_or_text(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+
+
+def parse_value(text: Any, spec: OptionSpec, annotation: Any, name: str) -> Any:
+    """A command-line (or config-file) spelling -> the field's value (ConfigError naming the
+    field on bad text). Values that already have the field's shape pass through."""
+    if text is None:
+        return None
+    if spec.parse == "seeds":
+        return list(text) if isinstance(text, (list, tuple)) else parse_seeds(text, name)
+    if spec.parse == "list":
+        if isinstance(text, (list, tuple)):
+            return list(text)
+        kind = element_type(annotation)
+        return [_scalar(v, kind, name) for v in str(text).split(",") if v.strip()]
+    if spec.parse == "size":
+        if isinstance(text, (list, tuple)):
+            return list(text)
+        if isinstance(text, int):
+            return text
+        h, w = parse_size(text, name)
+        return h if "x" not in str(text).lower() else [h, w]
+    if spec.parse == "params":
+        if isinstance(text, dict):
+            return dict(text)
+        items = [text] if isinstance(text, str) else list(text)
+        params: dict[str, Any] = {}
+        for item in items:
+            key, sep, value = str(item).partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"{name}: expected KEY=VALUE, got {item!r}")
+            params[key.strip()] = _number_or_text(value.strip())
+        return params
+    return text
+
+
+# -- validation ------------------------------------------------------------------------
+
+def _check_bounds(name: str, value: Any, spec: OptionSpec) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if spec.gt is not None and not value > spec.gt:
+        raise ConfigError(f"{name} must be > {spec.gt:g}, got {value}")
+    if spec.ge is not None and not value >= spec.ge:
+        raise ConfigError(f"{name} must be >= {spec.ge:g}, got {value}")
+    if spec.le is not None and not value <= spec.le:
+        raise ConfigError(f"{name} must be <= {spec.le:g}, got {value}")
+
+
+def _check_type(name: str, value: Any, kind: Any) -> None:
+    if kind is bool:
+        ok = isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif kind is str:
+        ok = isinstance(value, str)
+    else:
+        return
+    if not ok:
+        raise ConfigError(f"{name} must be {kind.__name__}, got {value!r}")
+
+
+def check_options(cfg) -> None:
+    """Validate every declared field of ``cfg`` against its declaration: its type, its
+    choices and its limits (each element of a list). ConfigError names the field."""
+    types = field_types(type(cfg))
+    for f, spec in option_fields(type(cfg)):
+        value = getattr(cfg, f.name)
+        kind, allows_none = base_type(types[f.name])
+        if value is None:
+            if spec.required:
+                raise ConfigError(f"{f.name} is required")
+            if allows_none or field_default(f) is None:
+                continue
+            raise ConfigError(f"{f.name} must be given, got None")
+        values = value if isinstance(value, (list, tuple)) and spec.parse in (
+            "list", "seeds") else [value]
+        scalar = element_type(kind) if spec.parse in ("list", "seeds") else kind
+        if spec.parse in (None, "list", "seeds"):
+            for v in values:
+                _check_type(f.name, v, scalar)
+        names = choice_names(spec.choices) if spec.checked else ()
+        for v in values:
+            if names and v not in names:
+                raise ConfigError(f"unknown {f.name} {v!r}; expected one of: "
+                                  f"{', '.join(map(str, names))}")
+            _check_bounds(f.name, v, spec)
+
+
+# -- config files ---------------------------------------------------------------------------
+
+RECORD_KEY = "genlab_version"  # a key every run's config.json has: the file is a run record
+
+
+def read_config_file(path) -> dict:
+    """The mapping in a config file: JSON (a run's config.json) or YAML (.yaml / .yml)."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config: no file {path}")
+    text = path.read_text()
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config: {path} is not valid YAML ({exc})") from exc
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"config: {path} is not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: {path} must hold a mapping of option names to values")
+    return data
+
+
+def config_values(cls, data: dict, source: str = "config") -> dict:
+    """The entries of ``data`` that are fields of ``cls``, parsed to their values.
+
+    A run's config.json (it has ``genlab_version``) also records facts that are not options
+    (the resolved regulariser, the version): those are skipped. Any other unknown key is a
+    mistake and refused, naming the known ones."""
+    names = {f.name: (f, s) for f, s in option_fields(cls)}
+    types = field_types(cls)
+    unknown = [k for k in data if k not in names]
+    if unknown and RECORD_KEY not in data:
+        raise ConfigError(f"{source}: unknown option(s) {', '.join(sorted(unknown))}; "
+                          f"expected some of: {', '.join(names)}")
+    return {k: parse_value(v, names[k][1], types[k], k) for k, v in data.items() if k in names}
+
+
+def config_dict(cfg) -> dict:
+    """The declared options of ``cfg`` as plain values (what --print-config prints)."""
+    return {f.name: getattr(cfg, f.name) for f, _ in option_fields(type(cfg))}
