@@ -21,6 +21,7 @@ Spellings (``parse``) for values that are not one scalar:
 - ``"list"``: ``a,b,c`` -> a list of the field's element type (str, int or float);
 - ``"seeds"``: ``0,1,2``, ``0-4`` or ``0-2,7`` -> a list of ints;
 - ``"size"``: ``32`` or ``32x48`` -> an int (square) or ``[h, w]``;
+- ``"square"``: ``32`` or ``32x32`` -> an int (unequal sides are refused);
 - ``"params"``: repeated ``KEY=VALUE`` -> a dict (numbers become numbers).
 """
 
@@ -36,7 +37,7 @@ from typing import Any
 from genlab.core.errors import ConfigError
 from genlab.core.registry import import_path
 
-SPELLINGS = ("list", "seeds", "size", "params")
+SPELLINGS = ("list", "seeds", "size", "square", "params")
 KEY = "genlab_option"  # the metadata key of a field made by ``option``
 
 
@@ -47,6 +48,7 @@ class OptionSpec:
     help: str
     choices: tuple[str, ...] | str | Callable[[], Sequence[str]] | None = None
     checked: bool = True  # False: choices are listed in the help, the command checks values
+    more: str | None = None  # "package.module:function" whose text completes the help
     ge: float | None = None  # value >= ge
     gt: float | None = None  # value > gt
     le: float | None = None  # value <= le
@@ -58,15 +60,17 @@ class OptionSpec:
 
 
 def option(default: Any = MISSING, *, help: str, factory: Callable[[], Any] | None = None,
-           choices=None, checked: bool = True, ge: float | None = None, gt: float | None = None,
-           le: float | None = None, flags: Sequence[str] = (), parse: str | None = None,
+           choices=None, checked: bool = True, more: str | None = None,
+           ge: float | None = None, gt: float | None = None, le: float | None = None,
+           flags: Sequence[str] = (), parse: str | None = None,
            argument: bool = False, required: bool = False, cli: bool = True) -> Any:
     """A dataclass field that declares its option (see the module doc)."""
     if parse is not None and parse not in SPELLINGS:
         raise ValueError(f"parse={parse!r}; expected one of {SPELLINGS}")
     if isinstance(choices, list):
         choices = tuple(choices)
-    spec = OptionSpec(help=help, choices=choices, checked=checked, ge=ge, gt=gt, le=le,
+    spec = OptionSpec(help=help, choices=choices, checked=checked, more=more, ge=ge, gt=gt,
+                      le=le,
                       flags=tuple(flags), parse=parse, argument=argument, required=required,
                       cli=cli)
     if factory is not None:
@@ -137,6 +141,8 @@ def describe(spec: OptionSpec) -> str:
     names = choice_names(spec.choices)
     if names:
         text += f" Choices: {' | '.join(map(str, names))}."
+    if spec.more:
+        text += " " + import_path(spec.more)()
     bounds = [f">= {spec.ge:g}" if spec.ge is not None else "",
               f"> {spec.gt:g}" if spec.gt is not None else "",
               f"<= {spec.le:g}" if spec.le is not None else ""]
@@ -244,6 +250,8 @@ def parse_value(text: Any, spec: OptionSpec, annotation: Any, name: str) -> Any:
             return text
         h, w = parse_size(text, name)
         return h if "x" not in str(text).lower() else [h, w]
+    if spec.parse == "square":
+        return text if isinstance(text, int) else parse_size(text, name, square=True)[0]
     if spec.parse == "params":
         if isinstance(text, dict):
             return dict(text)

@@ -48,7 +48,7 @@ class SearchConfig:
     data_root: str | None = option(None, help="Folder with the data set's files (not for "
                                    "digits).")
     size: int | None = option(None, help=f"Input side: the networks take squares; digits are "
-                              f"resized ({PROXY}).", gt=0)
+                              f"resized ({PROXY}); N or NxN.", gt=0, parse="square")
     channels: int | None = option(None, help=f"Width C of the supernet ({PROXY}; upstream 16).",
                                   gt=0, flags=("-C",))
     cells: int | None = option(None, help=f"NB201: cells per stage (upstream 5); DARTS spaces: "
@@ -78,7 +78,8 @@ class SearchConfig:
     arch_start: float | None = option(None, help="Fraction of the steps before alpha first "
                                       "moves (PC-DARTS: 0.3).", ge=0, le=1)
     reg: str | None = option(None, help="Regulariser of alpha (default: the method's own; "
-                             "`ber` when no method is named).", choices=PENALTY_NAMES)
+                             "`ber` when no method is named).", choices=PENALTY_NAMES,
+                             more="genlab.nas.regularizers:regularizer_help")
     reg_strength: float | None = option(None, help="lambda_0 (default: per regulariser, see "
                                         "docs).", ge=0)
     reg_schedule: str | None = option(None, help="up | down | constant (BER variants).",
