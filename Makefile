@@ -7,7 +7,7 @@ OUT ?= runs
 NB201_TABLE ?= $(firstword $(wildcard ../shared/data/nb201_accuracy.csv) $(GENLAB_NB201_TABLE))
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: venv demo test test-slow bench lint clean
+.PHONY: venv demo test test-slow bench lint deps check-base clean
 
 venv: $(STAMP)
 
@@ -40,9 +40,24 @@ bench: $(STAMP)
 	mkdir -p $(OUT)/bench
 	for script in benchmarks/*.py; do $(PY) $$script --out $(OUT)/bench || exit 1; done
 
-lint: $(STAMP)
+lint: deps
 	$(VENV)/bin/ruff check src tests benchmarks experiments
 	$(VENV)/bin/mypy
 
+# Every package src/ imports is declared in pyproject.toml (base or an extra), every base
+# dependency is used ([tool.deptry] says which names are exempt and why).
+deps: $(STAMP)
+	$(VENV)/bin/deptry src
+
+# What a user of a GPU environment installs: the package without extras, in its own venv
+# (the pinned stack; torch comes from the wheel store as for .venv), the CLI run from a
+# folder outside the checkout.
+BASE_VENV := .venv-base
+check-base:
+	rm -rf $(BASE_VENV)
+	$(PYTHON) -m venv $(BASE_VENV)
+	$(BASE_VENV)/bin/pip install --quiet --disable-pip-version-check -c constraints.txt .
+	.ci/base_check.sh $(BASE_VENV)
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(BASE_VENV) build src/*.egg-info .pytest_cache

@@ -47,3 +47,11 @@ def test_dry_run_on_cpu_of_every_check(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     checks = json.loads((tmp_path / "gpu_check.json").read_text())["checks"]
     assert all(c["status"] == "PASS" for c in checks.values()), checks
+
+
+def test_dry_run_of_every_check(tmp_path):
+    """Every check runs on the CPU at toy sizes, so that none rots unseen between GPU runs."""
+    proc = _run("--device", "cpu", "--quick", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks = json.loads((tmp_path / "gpu_check.json").read_text())["checks"]
+    assert {name for name, c in checks.items() if c["status"] != "PASS"} == set()

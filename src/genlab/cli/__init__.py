@@ -11,10 +11,7 @@ import typer
 
 from genlab.core.errors import GenlabError
 
-try:  # typer >= 0.22 carries its own click; older ones use the click package
-    from typer._click import exceptions as click_errors
-except ImportError:  # pragma: no cover - depends on the installed typer
-    from click import exceptions as click_errors
+from typer._click import exceptions as click_errors  # typer >= 0.22 carries its own click
 
 app = typer.Typer(
     name="genlab",

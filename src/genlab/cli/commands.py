@@ -40,10 +40,7 @@ from genlab.core.options import (
     read_config_file,
 )
 
-try:  # typer >= 0.22 carries its own click; older ones use the click package
-    from typer._click.core import ParameterSource
-except ImportError:  # pragma: no cover - depends on the installed typer
-    from click.core import ParameterSource
+from typer._click.core import ParameterSource  # typer >= 0.22 carries its own click
 
 CONFIG_HELP = ("A config file: a run's config.json or a YAML/JSON mapping of options; flags "
                "given here override it.")

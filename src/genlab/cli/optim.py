@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import click
 import typer
+from typer import _click as click  # typer >= 0.22 carries its own click
 from typer.core import TyperGroup
 
 from genlab.cli import optim_studies, options
