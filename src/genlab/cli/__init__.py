@@ -8,10 +8,9 @@ import sys
 import threading
 
 import typer
+from typer._click import exceptions as click_errors  # typer >= 0.22 carries its own click
 
 from genlab.core.errors import GenlabError
-
-from typer._click import exceptions as click_errors  # typer >= 0.22 carries its own click
 
 app = typer.Typer(
     name="genlab",

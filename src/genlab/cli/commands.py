@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional  # noqa: UP035 - typer reads these annotations
 
 import typer
+from typer._click.core import ParameterSource  # typer >= 0.22 carries its own click
 from typer.core import TyperCommand
 
 from genlab.core.errors import ConfigError
@@ -39,8 +40,6 @@ from genlab.core.options import (
     parse_value,
     read_config_file,
 )
-
-from typer._click.core import ParameterSource  # typer >= 0.22 carries its own click
 
 CONFIG_HELP = ("A config file: a run's config.json or a YAML/JSON mapping of options; flags "
                "given here override it.")
