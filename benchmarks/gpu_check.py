@@ -245,6 +245,62 @@ def check_imagenet_step(device, out: Path, quick: bool) -> dict:
     return result
 
 
+METHOD_TARGETS = {"pc-darts": 0.5, "gdas": 0.5, "sdarts-rs": 1.1, "drnas": 1.1, "beta": 1.1,
+                  "ber": 1.1, "sdarts-adv": 8.0, "darts-2nd": 2.5}  # issue targets vs DARTS
+
+
+def check_nas_methods(device, out: Path, quick: bool) -> dict:
+    """Every search method's bilevel step (the search loop's own, from
+    benchmarks/nas_methods_step.py) in the DARTS space at the upstream size (C16, 8 cells,
+    32x32, batch 64), fp32 and bf16 autocast: median wall seconds of synchronised steps, the
+    ratio to DARTS' step in the same run, the allocator's peak. Second order as darts-2nd.
+    --quick: NB201's digits proxy, DARTS and PC-DARTS only, one timed step (the code path)."""
+    import statistics
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from nas_methods_step import setup, timed
+
+    from genlab.core.amp import make_precision
+    from genlab.nas.methods import method_names
+
+    rounds, warm = (1, 1) if quick else (7, 2)
+    names = ("darts", "pc-darts") if quick else method_names()  # quick: the code path only
+    rows = [(m, m, 1) for m in names] + [("darts-2nd", "darts", 2)]
+    figures: dict = {}
+    for amp in ("off", "bf16"):
+        precision = make_precision(amp, device)
+        seconds, peaks = {}, {}
+        for label, method, order in rows:
+            _, step = setup("nb201" if quick else "darts", method, not quick, str(device),
+                            order=order)
+
+            def run(step=step, precision=precision):
+                with precision.autocast():
+                    step()
+
+            for _ in range(warm):
+                run()
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            seconds[label] = statistics.median(timed(run, str(device)) for _ in range(rounds))
+            if device.type == "cuda":
+                peaks[label] = torch.cuda.max_memory_allocated(device) / 2 ** 20
+        base = seconds["darts"]
+        for label, sec in seconds.items():
+            ratio = sec / base
+            target = METHOD_TARGETS.get(label)
+            verdict = "" if target is None else ("met" if ratio <= target else "missed")
+            figures[f"{amp}.{label}"] = (f"{sec * 1e3:.1f} ms x{ratio:.2f}"
+                                         + (f" (<= {target}: {verdict})" if target else "")
+                                         + (f" {peaks[label]:.0f} MiB" if label in peaks else ""))
+    (out / "nas_methods.json").write_text(json.dumps(figures, indent=2) + "\n")
+    for key, text in figures.items():
+        print(f"      {key:20s} {text}", flush=True)
+    return {"methods": len(rows), "darts_fp32_ms": float(figures["off.darts"].split()[0]),
+            "darts_bf16_ms": float(figures["bf16.darts"].split()[0]),
+            "table": "nas_methods.json"}
+
+
 def _detection_batch(n: int, side: int, seed: int = 0):
     """Packed (images, targets) of n random side x side images, 1-4 random boxes each."""
     from genlab.nas.transfer.detection.records import pack
@@ -302,6 +358,7 @@ CHECKS = {
     "precisions_channels_last": check_precisions,
     "exact_resume": check_exact_resume,
     "imagenet_step": check_imagenet_step,
+    "nas_methods_step": check_nas_methods,
     "detection_retinanet_bf16": check_detection,
 }
 

@@ -39,7 +39,8 @@ TARGETS = {"pc-darts": 0.5, "gdas": 0.5, "sdarts-adv": 9.0}
 UPSTREAM = {"size": 32, "batch": 64, "in_channels": 3, "classes": 10}  # channels, cells: space's
 
 
-def setup(space_name: str, method: str, upstream: bool, device: str, seed: int = 0):
+def setup(space_name: str, method: str, upstream: bool, device: str, seed: int = 0,
+          order: int = 1):
     """(net, step function) of one method's search step on a fixed batch."""
     space = get_space(space_name)
     if upstream:
@@ -49,7 +50,8 @@ def setup(space_name: str, method: str, upstream: bool, device: str, seed: int =
         p = space.proxy
         size, batch, cin, channels, cells = p.size, 64, 1, p.channels, p.cells
     cfg = SearchConfig(space=space_name, method=method, size=size, channels=channels,
-                       cells=cells, batch_size=batch, steps=TOTAL, device=device).resolved(space)
+                       cells=cells, batch_size=batch, steps=TOTAL, device=device,
+                       order=order).resolved(space)
     parts, reg = search_method(cfg), search_regularizer(cfg)
     torch.manual_seed(seed)
     net = space.build_supernet(num_classes=UPSTREAM["classes"], in_channels=cin,
