@@ -92,7 +92,9 @@ def option_spelling(message: str, argv: list[str]) -> str:
     _register()
     command = typer.main.get_command(app)
     for token in argv:  # walk down the groups to the command that ran
-        sub = getattr(command, "commands", {}).get(token)
+        if not hasattr(command, "get_command"):
+            break
+        sub = command.get_command(None, token)
         if sub is None:
             continue
         command = sub

@@ -13,6 +13,11 @@ The generated function has a real signature (typer reads it), so typer/click par
 and print help as for a hand-written command; help texts that list a registry's names are
 filled in only when help is shown (registries import torch, the CLI's start-up does not).
 ``run(cfg, out, resume)`` (or ``run(cfg)`` for a command without a run folder) does the work.
+
+Most configs live beside the code that runs them, in modules that import torch. An app made
+by :func:`lazy_app` takes the config as ``"package.module:Class"`` and builds the command
+only when it is invoked or its help is shown; ``genlab APP --help`` lists the commands from
+the run functions' docstrings, so ``genlab`` starts without importing torch.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any, Optional  # noqa: UP035 - typer reads these annotations
 
 import typer
 from typer._click.core import ParameterSource  # typer >= 0.22 carries its own click
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
 from genlab.core.errors import ConfigError
 from genlab.core.options import (
@@ -40,6 +45,7 @@ from genlab.core.options import (
     parse_value,
     read_config_file,
 )
+from genlab.core.registry import import_path
 
 CONFIG_HELP = ("A config file: a run's config.json or a YAML/JSON mapping of options; flags "
                "given here override it.")
@@ -152,9 +158,22 @@ def print_config(cfg) -> None:
 
 def config_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
                    run_folder: bool = True, help: str | None = None,
-                   short_help: str | None = None) -> Callable[..., Any]:
+                   short_help: str | None = None) -> None:
     """Add the command ``name`` to ``app``, its options generated from ``cls`` (see the
-    module doc). Returns the generated function."""
+    module doc). ``cls`` may be ``"package.module:Class"`` on an app made by
+    :func:`lazy_app`: the command is then built when first used."""
+    options = {"run_folder": run_folder, "help": help, "short_help": short_help}
+    lazy = getattr(app, "lazy_commands", None)
+    if isinstance(cls, str):
+        if lazy is None:
+            raise ValueError(f"{name}: a config named by its path needs an app made by lazy_app")
+        lazy[name] = (cls, run, options)
+        return
+    _add_command(app, name, cls, run, **options)
+
+
+def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
+                 run_folder: bool, help: str | None, short_help: str | None) -> None:
     types = field_types(cls)
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                 annotation=typer.Context)]
@@ -194,6 +213,65 @@ def config_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
     command.__annotations__ = {p.name: p.annotation for p in params}
     command.__name__ = name.replace("-", "_")
     command.__doc__ = help or run.__doc__
-    app.command(name, cls=_help_command(cls), short_help=short_help)(command)
     command.config_class = cls  # type: ignore[attr-defined]
-    return command
+    app.command(name, cls=_help_command(cls), short_help=short_help)(command)
+
+
+def _first_line(text: str | None) -> str:
+    return " ".join((text or "").strip().split("\n\n")[0].split())
+
+
+def lazy_app(base: type[TyperGroup] = TyperGroup, **kwargs) -> typer.Typer:
+    """A typer app (``kwargs`` as for typer.Typer; its group class derives from ``base``)
+    whose commands added by :func:`config_command` with a config path are built only when
+    used."""
+    table: dict[str, tuple[str, Callable[..., Any], dict]] = {}
+
+    def build(name: str):
+        path, run, options = table[name]
+        one = typer.Typer(rich_markup_mode=None)
+        _add_command(one, name, import_path(path, what="ConfigClass"), run, **options)
+        command = typer.main.get_command(one)
+        command.name = name
+        return command
+
+    class LazyGroup(base):  # type: ignore[valid-type,misc]
+        def list_commands(self, ctx) -> list[str]:
+            known = super().list_commands(ctx)
+            return [*known, *(n for n in table if n not in known)]
+
+        def get_command(self, ctx, cmd_name: str):
+            if cmd_name in table and cmd_name not in self.commands:
+                self.add_command(build(cmd_name), cmd_name)
+            return super().get_command(ctx, cmd_name)
+
+        def format_commands(self, ctx, formatter) -> None:
+            """The commands and their first docstring lines, without building lazy ones."""
+            rows = []
+            for name in self.list_commands(ctx):
+                if name in table and name not in self.commands:
+                    _, run, options = table[name]
+                    rows.append((name, options["short_help"] or _first_line(
+                        options["help"] or run.__doc__)))
+                    continue
+                command = super().get_command(ctx, name)
+                if command is not None and not command.hidden:
+                    rows.append((name, command.get_short_help_str(formatter.width)))
+            if rows:
+                with formatter.section("Commands"):
+                    formatter.write_dl(rows)
+
+    app = typer.Typer(cls=LazyGroup, **kwargs)
+    app.lazy_commands = table  # type: ignore[attr-defined]
+    return app
+
+
+def all_commands(group, ctx=None, path: tuple[str, ...] = ()):
+    """(path, click command) of every command under ``group``, lazy ones built."""
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if command is None:
+            continue
+        yield (*path, name), command
+        if hasattr(command, "list_commands"):
+            yield from all_commands(command, ctx, (*path, name))

@@ -10,6 +10,7 @@ from typer import _click as click  # typer >= 0.22 carries its own click
 from typer.core import TyperGroup
 
 from genlab.cli import optim_studies, options
+from genlab.cli.commands import config_command, lazy_app
 from genlab.cli.optim_studies import OUT, RESUME, THREADS, aligned_table
 from genlab.core.registry import import_path
 
@@ -37,7 +38,7 @@ class _Group(TyperGroup):
         return command
 
 
-app = typer.Typer(no_args_is_help=True, cls=_Group, rich_markup_mode=None)
+app = lazy_app(_Group, no_args_is_help=True, rich_markup_mode=None)
 
 MEASURE_OUT = typer.Option(..., "--out", help="Run folder to write (config.json and "
                            "summary.json: scores, gaps and every measure).")
@@ -85,40 +86,16 @@ def toy(out: Path = OUT, resume: bool = RESUME,
                                   "gd_escaped", "gd_final_x", "cov_left_at", "cov_final_x"])
 
 
-@app.command()
-def train(out: Path = OUT, resume: bool = RESUME,
-          arch: str = typer.Option("mlp", help=f"Architecture: {CHOICES}."),
-          width: int = typer.Option(64, help="Hidden width / channels / embedding size."),
-          depth: int = typer.Option(2, help="Hidden layers / conv blocks / attention blocks."),
-          optimizer: str = typer.Option("sgd", help=f"Optimiser: {CHOICES}."),
-          lr: float = typer.Option(0.05, help="Learning rate (0: the initialisation, scored "
-                                   "and measured)."),
-          momentum: float = typer.Option(0.9),
-          weight_decay: float = typer.Option(0.0), batch_size: int = typer.Option(32),
-          epochs: int = typer.Option(20),
-          rho: float = typer.Option(0.05, help="Radius of SAM/ASAM/SAMGCM; both radii of CSAM."),
-          lam: float = typer.Option(0.1, help="COV penalty weight."),
-          xi: float = typer.Option(1e-6, help="SAMGCM covariance damping."),
-          label_noise: float = typer.Option(0.0, help="Fraction of training labels flipped."),
-          noise_kind: str = typer.Option("symmetric", help=f"Label noise: {CHOICES} "
-                                         "(asymmetric on digits: 7->1, 4->9, 5->6, 3<->8)."),
-          measure: bool = typer.Option(True, help="Compute every measure at the end."),
-          measure_samples: int = typer.Option(512, help="Training samples the measures use."),
-          measure_iterations: int = typer.Option(30, help="Power iterations (lambda_max, s)."),
-          measure_probes: int = typer.Option(20, help="Hutchinson probes for tr H."),
-          seed: int = typer.Option(0), device: str = DEVICE, threads: int = THREADS):
+def _train(cfg, out: Path, resume: bool) -> None:
     """Train a digits classifier with any optimiser; summary.json holds accuracies (percent),
     gaps, the constant predictor's test accuracy and every measure."""
-    from genlab.optim.studies.train import TrainConfig, train_digits
+    from genlab.optim.studies.train import train_digits
 
-    cfg = TrainConfig(arch=arch, width=width, depth=depth, optimizer=optimizer, lr=lr,
-                      momentum=momentum, weight_decay=weight_decay, batch_size=batch_size,
-                      epochs=epochs, rho=rho, lam=lam, xi=xi, label_noise=label_noise,
-                      noise_kind=noise_kind, measure=measure, measure_samples=measure_samples,
-                      measure_iterations=measure_iterations, measure_probes=measure_probes,
-                      seed=seed, device=device, threads=threads)
     summary = train_digits(cfg, out, resume=resume)
     _print_trained(summary, out)
+
+
+config_command(app, "train", "genlab.optim.studies.train:TrainConfig", _train)
 
 
 @app.command()

@@ -143,9 +143,9 @@ def describe(spec: OptionSpec) -> str:
         text += f" Choices: {' | '.join(map(str, names))}."
     if spec.more:
         text += " " + import_path(spec.more)()
-    bounds = [f">= {spec.ge:g}" if spec.ge is not None else "",
-              f"> {spec.gt:g}" if spec.gt is not None else "",
-              f"<= {spec.le:g}" if spec.le is not None else ""]
+    bounds = [f">= {_bound(spec.ge)}" if spec.ge is not None else "",
+              f"> {_bound(spec.gt)}" if spec.gt is not None else "",
+              f"<= {_bound(spec.le)}" if spec.le is not None else ""]
     bounds = [b for b in bounds if b]
     if bounds:
         text += f" ({', '.join(bounds)})"
@@ -268,15 +268,20 @@ def parse_value(text: Any, spec: OptionSpec, annotation: Any, name: str) -> Any:
 
 # -- validation ------------------------------------------------------------------------
 
+def _bound(value: float) -> str:
+    """A limit as a message states it: 65,536 for an integer, 0.5 for a fraction."""
+    return f"{value:,}" if float(value).is_integer() else f"{value:g}"
+
+
 def _check_bounds(name: str, value: Any, spec: OptionSpec) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return
     if spec.gt is not None and not value > spec.gt:
-        raise ConfigError(f"{name} must be > {spec.gt:g}, got {value}")
+        raise ConfigError(f"{name} must be > {_bound(spec.gt)}, got {value}")
     if spec.ge is not None and not value >= spec.ge:
-        raise ConfigError(f"{name} must be >= {spec.ge:g}, got {value}")
+        raise ConfigError(f"{name} must be >= {_bound(spec.ge)}, got {value}")
     if spec.le is not None and not value <= spec.le:
-        raise ConfigError(f"{name} must be <= {spec.le:g}, got {value}")
+        raise ConfigError(f"{name} must be <= {_bound(spec.le)}, got {value:,}")
 
 
 def _check_type(name: str, value: Any, kind: Any) -> None:

@@ -33,7 +33,8 @@ from torch import nn
 
 from genlab.core.checkpoints import MODEL_RECORD, build_from_record, model_record
 from genlab.core.data import Batches, Split
-from genlab.core.errors import CheckpointError, ConfigError, require_choice, require_positive
+from genlab.core.errors import CheckpointError, ConfigError, require_positive
+from genlab.core.options import check_options, option
 from genlab.core.registry import path_of
 from genlab.core.report import figure
 from genlab.core.runs import CONFIG, RunDir, load_checkpoint, read_json
@@ -46,7 +47,6 @@ from genlab.optim.limits import (
     MAX_ITERATIONS,
     MAX_PARAMETERS,
     MAX_WIDTH,
-    require_at_most,
 )
 from genlab.optim.measures import MeasureConfig, all_measures
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS, make_optimizer
@@ -60,60 +60,61 @@ KIND = "optim train"  # the kind of the model record in this run's checkpoints
 
 @dataclass
 class TrainConfig:
-    arch: str = "mlp"
-    width: int = 64
-    depth: int = 2
-    optimizer: str = "sgd"
-    lr: float = 0.05
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    batch_size: int = 32
-    epochs: int = 20
-    schedule: str = "constant"  # learning rate over the epochs: constant or cosine (to 0)
-    rho: float = 0.05  # SAM/ASAM/SAMGCM radius; CSAM family: both radii
-    lam: float = 0.1  # COV penalty weight
-    xi: float = 1e-6  # SAMGCM damping
-    task: str = "digits"  # tasks.TASKS
-    split: str = "full"  # full: train on the whole pool; holdout: fit part, validation kept
-    data_seed: int | None = None  # the data split's seed (None: ``seed``)
-    per_class: int = 0  # > 0: that many training images per class
-    label_noise: float = 0.0
-    noise_kind: str = "symmetric"
-    translate: int = 0  # > 0: jittered digits, every image shifted by up to that many pixels
-    translate_copies: int = 1  # > 1: that many shifted copies of the fit set
-    val_copies: int = 1  # > 1: that many shifted copies of the validation set
-    init_from: str = ""  # checkpoint.pt of an earlier run: start from its weights (new head)
-    seed: int = 0
-    measure: bool = True
-    measure_samples: int = 512
-    curvature_samples: int = 128
-    measure_iterations: int = 30
-    measure_probes: int = 20
-    device: str = "cpu"
-    threads: int = 1  # torch intra-op CPU threads (0: torch's default, the machine's cores)
+    """Every option of one digits training (`genlab optim train`; config.json)."""
+
+    arch: str = option("mlp", help="Architecture.", choices=ARCHS)
+    width: int = option(64, help="Hidden width / channels / embedding size.", gt=0,
+                        le=MAX_WIDTH)
+    depth: int = option(2, help="Hidden layers / conv blocks / attention blocks.", gt=0,
+                        le=MAX_DEPTH)
+    optimizer: str = option("sgd", help="Optimiser (docs/optimizers.md).", choices=OPTIMIZERS)
+    lr: float = option(0.05, help="Learning rate (0: the initialisation, scored and measured).",
+                       ge=0)
+    momentum: float = option(0.9, help="Momentum.", ge=0)
+    weight_decay: float = option(0.0, help="Weight decay.", ge=0)
+    batch_size: int = option(32, help="Mini-batch size.", gt=0)
+    epochs: int = option(20, help="Epochs.", gt=0, le=MAX_EPOCHS)
+    schedule: str = option("constant", help="Learning rate over the epochs: constant or cosine "
+                           "(to 0).", choices=SCHEDULES)
+    rho: float = option(0.05, help="Radius of SAM/ASAM/SAMGCM; both radii of CSAM.", gt=0)
+    lam: float = option(0.1, help="COV penalty weight.", ge=0)
+    xi: float = option(1e-6, help="SAMGCM covariance damping.", gt=0)
+    task: str = option("digits", help="Data: a task of genlab.optim.studies.tasks, or "
+                       "folder:PATH (an image folder, one sub-folder per class).",
+                       choices=TASKS, checked=False)
+    split: str = option("full", help="full: train on the whole pool; holdout: fit part, keep "
+                        "a validation set.", choices=SPLITS)
+    data_seed: int | None = option(None, help="Seed of the data split (default: --seed).", ge=0)
+    per_class: int = option(0, help="> 0: that many training images per class.", ge=0)
+    label_noise: float = option(0.0, help="Fraction of training labels flipped, in [0, 1).",
+                                ge=0)
+    noise_kind: str = option("symmetric", help="Label noise (asymmetric on digits: 7->1, 4->9, "
+                             "5->6, 3<->8).", choices=NOISE_KINDS)
+    translate: int = option(0, help="> 0: jittered digits, every image shifted by up to this "
+                            "many pixels per axis.", ge=0)
+    translate_copies: int = option(1, help="Shifted copies of the fit set (with --translate).",
+                                   gt=0)
+    val_copies: int = option(1, help="Shifted copies of the validation set (with "
+                             "--translate).", gt=0)
+    init_from: str = option("", help="checkpoint.pt of an earlier run: start from its weights "
+                            "(a new head).")
+    seed: int = option(0, help="Seed of initialisation and batches.", ge=0)
+    measure: bool = option(True, help="Compute every measure at the end.")
+    measure_samples: int = option(512, help="Training samples the measures use.", gt=0)
+    curvature_samples: int = option(128, help="Samples of the curvature measures (lambda_max, "
+                                    "tr H).", gt=0)
+    measure_iterations: int = option(30, help="Power iterations (lambda_max, s).", gt=0,
+                                     le=MAX_ITERATIONS)
+    measure_probes: int = option(20, help="Hutchinson probes for tr H.", gt=0,
+                                 le=MAX_ITERATIONS)
+    device: str = option("cpu", help="cpu | cuda | cuda:N | auto (cuda when there is one).")
+    threads: int = option(1, help="torch CPU threads, recorded in config.json (0: torch's "
+                          "default, the machine's cores).", ge=0)
 
     def validate(self) -> None:
-        require_positive("lr", self.lr, allow_zero=True)  # lr 0: the initialisation, scored
-        require_positive("threads", self.threads, allow_zero=True)
-        require_positive("momentum", self.momentum, allow_zero=True)
-        require_positive("weight_decay", self.weight_decay, allow_zero=True)
-        for name in ("width", "depth", "batch_size", "epochs", "rho", "xi", "measure_samples",
-                     "curvature_samples", "measure_iterations", "measure_probes"):
-            require_positive(name, getattr(self, name))
-        require_positive("lam", self.lam, allow_zero=True)
-        for name, limit in (("width", MAX_WIDTH), ("depth", MAX_DEPTH), ("epochs", MAX_EPOCHS),
-                            ("measure_iterations", MAX_ITERATIONS),
-                            ("measure_probes", MAX_ITERATIONS)):
-            require_at_most(name, getattr(self, name), limit)
-        require_choice("arch", self.arch, ARCHS)
-        require_choice("optimizer", self.optimizer, OPTIMIZERS)
-        require_choice("noise_kind", self.noise_kind, NOISE_KINDS)
-        require_choice("schedule", self.schedule, SCHEDULES)
+        check_options(self)  # types, choices and limits as the fields declare them
         TASKS.canonical(self.task)
-        require_choice("split", self.split, SPLITS)
-        if self.per_class < 0:
-            raise ConfigError(f"per_class must be >= 0, got {self.per_class}")
-        if not 0 <= self.label_noise < 1:
+        if not self.label_noise < 1:
             raise ConfigError(f"label_noise must be in [0, 1), got {self.label_noise}")
         check_translation(self.translate, self.translate_copies)
         check_translation(self.translate, self.val_copies, "val_copies")
