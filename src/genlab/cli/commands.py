@@ -31,6 +31,8 @@ from typing import Any, Optional  # noqa: UP035 - typer reads these annotations
 
 import typer
 from typer._click.core import ParameterSource  # typer >= 0.22 carries its own click
+from typer._click.exceptions import UsageError
+from typer._click.utils import make_default_short_help
 from typer.core import TyperCommand, TyperGroup
 
 from genlab.core.errors import ConfigError
@@ -80,7 +82,11 @@ def _parameter(f: dataclasses.Field, spec, annotation: Any) -> inspect.Parameter
         py_type: Any = Optional[list[str]]  # noqa: UP045 - typer needs typing's Optional
         info = typer.Option(None, _kebab(f.name), *spec.flags, help=spec.help,
                             metavar="KEY=VALUE", show_default=False)
-    elif spec.parse is not None:  # list, seeds, size: a text the field's parser reads
+    elif spec.parse == "list":  # a, b,c or the option repeated
+        py_type = Optional[list[str]]  # noqa: UP045
+        info = typer.Option(None, _kebab(f.name), *spec.flags, help=spec.help,
+                            show_default=_shown_default(default) or False)
+    elif spec.parse is not None:  # seeds, size, square: a text the field's parser reads
         py_type = Optional[str]  # noqa: UP045
         info = typer.Option(_shown_default(default), _kebab(f.name), *spec.flags,
                             help=spec.help, show_default=_shown_default(default) is not None)
@@ -127,9 +133,12 @@ def given_values(cls, ctx, values: dict) -> dict:
         source = ctx.get_parameter_source(f.name)
         if source in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None):
             continue
-        if spec.parse == "params" and not values[f.name]:
+        value = values[f.name]
+        if spec.parse in ("params", "list") and not value:
             continue
-        out[f.name] = parse_value(values[f.name], spec, types[f.name], f.name)
+        if spec.parse == "list":  # repeated options, each may hold a comma-separated list
+            value = ",".join(value)
+        out[f.name] = parse_value(value, spec, types[f.name], f.name)
     return out
 
 
@@ -199,7 +208,10 @@ def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
             default=typer.Option(False, "--resume", help=RESUME_HELP)))
 
     def command(ctx: typer.Context, **values):
-        cfg = build_config(cls, ctx, values, values.get("config"))
+        try:
+            cfg = build_config(cls, ctx, values, values.get("config"))
+        except ConfigError as exc:  # a value the declarations refuse: as click's own refusals
+            raise UsageError(str(exc), ctx) from exc
         if values.get("print_config"):
             print_config(cfg)
             return None
@@ -251,8 +263,8 @@ def lazy_app(base: type[TyperGroup] = TyperGroup, **kwargs) -> typer.Typer:
             for name in self.list_commands(ctx):
                 if name in table and name not in self.commands:
                     _, run, options = table[name]
-                    rows.append((name, options["short_help"] or _first_line(
-                        options["help"] or run.__doc__)))
+                    rows.append((name, options["short_help"] or make_default_short_help(
+                        _first_line(options["help"] or run.__doc__), formatter.width)))
                     continue
                 command = super().get_command(ctx, name)
                 if command is not None and not command.hidden:

@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 
 from genlab.cli import options
+from genlab.cli.commands import config_command, lazy_app
 
-app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
+app = lazy_app(no_args_is_help=True, rich_markup_mode=None)
 
 RECON = (
     "MoEGaze's architecture is our reconstruction of the AAAI-26 abstract (no code or "
@@ -110,73 +111,9 @@ def render(
     options.closing(out)
 
 
-@app.command(cls=RegistryHelp, help="Train a gaze model (baseline or MoEGaze) on a source and "
-             "test it on held-out source subjects and on every target. " + RECON)
-def train(
-    out: Path = typer.Option(..., help="Run folder (config.json, metrics.jsonl, "
-                             "checkpoint.pt, summary.json, plots)."),
-    model: str = typer.Option("moegaze", help="Model."),
-    source: str = typer.Option("broad-e", help="Training data."),
-    target: list[str] = typer.Option(None, help="Test data, never trained on."),
-    experts: int = typer.Option(4, help="Number of experts K (MoEGaze)."),
-    routing: str = typer.Option("soft", help="Routing."),
-    balance: str = typer.Option("switch", help="Expert balance."),
-    temperature: float = typer.Option(0.1, help="Router softmax temperature (> 0)."),
-    width: int = typer.Option(8, help="Backbone base width (ResNet-18: 64)."),
-    stem: str = typer.Option("small", help="small (3x3 stride 2) | imagenet (ResNet-18's)."),
-    input_norm: str = typer.Option("half", help="half (x - 0.5) | imagenet (mean/std)."),
-    pretrained: Path = typer.Option(None, help="torchvision-layout ResNet state-dict file "
-                                    "for the backbone (needs --width 64 --stem imagenet)."),
-    group_router_at: float = typer.Option(0.0, help="MoEGaze: at this share of the steps "
-                                          "group the training subjects by residuals and "
-                                          "train the router on the groups (0: never)."),
-    grouping: str = typer.Option("none", help="MoEGaze: appearance sub-datasets fixed before "
-                                 "training, one expert each: none | colour (k-means of the "
-                                 "subjects' colour statistics) | crossfit (subject-level "
-                                 "cross-fitting by held-out error)."),
-    group_init: str = typer.Option("residual", help="--grouping crossfit's start: residual "
-                                   "(held-out residuals of a baseline per fold) | colour."),
-    group_folds: int = typer.Option(2, help="--grouping crossfit: subject folds (>= 2)."),
-    group_iterations: int = typer.Option(3, help="--grouping crossfit: at most this many "
-                                         "reassignments (stops when no subject moves)."),
-    router_input: str = typer.Option("style", help="MoEGaze's router reads: style (the "
-                                     "backbone's stage-2 statistics) | encoder (a small CNN "
-                                     "of its own on the image)."),
-    fraction: float = typer.Option(1.0, help="Share of the source training images, in (0, 1]."),
-    steps: int = typer.Option(400, help="Optimiser steps (the same for any --fraction)."),
-    warmup_steps: int = typer.Option(30, help="Linear LR warm-up steps (then cosine to 0)."),
-    eval_every: int = typer.Option(100, help="Checkpoint and validation interval in steps."),
-    batch_size: int = typer.Option(64, help="Mini-batch size."),
-    lr: float = typer.Option(3e-3, help="AdamW learning rate."),
-    train_count: int = typer.Option(3000, help="Synthetic source images rendered (before "
-                                    "the subject hold-out)."),
-    test_count: int = typer.Option(1000, help="Synthetic target images rendered."),
-    size: str = options.size_option("32x48", "the model's input, >= 8 pixels a side"),
-    data_seed: int = typer.Option(0, help="Seed of the rendered data and the subject split."),
-    seed: int = typer.Option(0, help="Seed of initialisation, batches and the fraction."),
-    device: str = options.device_option(),
-    threads: int = options.threads_option(),
-    workers: int = typer.Option(0, help="DataLoader workers for real data."),
-    amp: str = typer.Option("off", help="off | bf16 | fp16: autocast of forward and loss; "
-                                        "fp16 adds a GradScaler (its state in the checkpoint)."),
-    channels_last: bool = typer.Option(False, help="NHWC layout of model and inputs."),
-    resume: bool = options.resume_option(),
-):
-    from genlab.gaze.train import GazeTrainConfig, train_gaze
+def _train(cfg, out: Path, resume: bool) -> None:
+    from genlab.gaze.train import train_gaze
 
-    cfg = GazeTrainConfig(
-        model=model, source=source, targets=list(target) if target else ["narrow-m"],
-        experts=experts, routing=routing, balance=balance, temperature=temperature,
-        width=width, stem=stem, input_norm=input_norm,
-        pretrained=str(pretrained) if pretrained else None, group_router_at=group_router_at,
-        grouping=grouping, group_init=group_init, group_folds=group_folds,
-        group_iterations=group_iterations, router_input=router_input,
-        fraction=fraction, steps=steps,
-        warmup_steps=warmup_steps, eval_every=eval_every, batch_size=batch_size, lr=lr,
-        train_count=train_count, test_count=test_count, size=_size(size),
-        data_seed=data_seed, seed=seed, device=device, threads=threads, workers=workers,
-        amp=amp, channels_last=channels_last,
-    )
     # the data are loaded (and checked) before the folder is touched; a resume of a
     # finished run skips them and rewrites nothing
     _, summary = train_gaze(cfg, None, out, resume=resume)
@@ -196,6 +133,11 @@ def train(
                    f"{res['median_deg']:.2f}; constant predictor "
                    f"{res['constant']['mean_deg']:.2f})")
     options.closing(out)
+
+
+config_command(app, "train", "genlab.gaze.config:GazeTrainConfig", _train,
+               help="Train a gaze model (baseline or MoEGaze) on a source and test it on "
+                    "held-out source subjects and on every target. " + RECON)
 
 
 @app.command(name="eval", cls=RegistryHelp)

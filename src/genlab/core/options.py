@@ -18,9 +18,10 @@ the space's proxy default, the method's preset).
 
 Spellings (``parse``) for values that are not one scalar:
 
-- ``"list"``: ``a,b,c`` -> a list of the field's element type (str, int or float);
+- ``"list"``: ``a,b,c`` -> a list of the field's element type (str, int or float); on the
+  command line the option may also be repeated (``--target a --target b``);
 - ``"seeds"``: ``0,1,2``, ``0-4`` or ``0-2,7`` -> a list of ints;
-- ``"size"``: ``32`` or ``32x48`` -> an int (square) or ``[h, w]``;
+- ``"size"``: ``32`` or ``32x48`` -> ``[h, w]`` (``ge`` bounds each side);
 - ``"square"``: ``32`` or ``32x32`` -> an int (unequal sides are refused);
 - ``"params"``: repeated ``KEY=VALUE`` -> a dict (numbers become numbers).
 """
@@ -201,6 +202,10 @@ def parse_size(text: str | int, name: str = "size", *, square: bool = False,
     return h, w
 
 
+def minimum_side(spec: OptionSpec) -> int:
+    return int(spec.ge) if spec.ge is not None else 1
+
+
 def _scalar(text: str, kind: Any, name: str) -> Any:
     if kind is bool:
         low = str(text).strip().lower()
@@ -248,8 +253,7 @@ def parse_value(text: Any, spec: OptionSpec, annotation: Any, name: str) -> Any:
             return list(text)
         if isinstance(text, int):
             return text
-        h, w = parse_size(text, name)
-        return h if "x" not in str(text).lower() else [h, w]
+        return list(parse_size(text, name, minimum=minimum_side(spec)))
     if spec.parse == "square":
         return text if isinstance(text, int) else parse_size(text, name, square=True)[0]
     if spec.parse == "params":
@@ -319,6 +323,12 @@ def check_options(cfg) -> None:
             for v in values:
                 _check_type(f.name, v, scalar)
         names = choice_names(spec.choices) if spec.checked else ()
+        if spec.parse == "size":
+            if not (isinstance(value, list) and len(value) == 2
+                    and all(isinstance(v, int) and v >= minimum_side(spec) for v in value)):
+                raise ConfigError(f"{f.name} must be two sides >= {minimum_side(spec)} pixels, "
+                                  f"got {value}")
+            continue
         for v in values:
             if names and v not in names:
                 raise ConfigError(f"unknown {f.name} {v!r}; expected one of: "

@@ -6,11 +6,12 @@ touched, ``model_record`` is what rebuilds the run's model from a checkpoint alo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 from genlab.core.amp import PRECISIONS
 from genlab.core.checkpoints import model_record
-from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.core.errors import ConfigError, require_choice
+from genlab.core.options import check_options, option
 from genlab.gaze.limits import check_limits
 from genlab.gaze.models.backbones import INPUT_NORMS, STEMS
 from genlab.gaze.models.moegaze import ROUTER_INPUTS
@@ -22,93 +23,106 @@ from genlab.gaze.protocol import check_data_ref, check_oracle_data
 RUN_KIND = "gaze train"  # the kind of its checkpoints' model records (genlab.load)
 
 
+def data_help() -> str:
+    """What a data reference may name: the help of --source, --targets and --data."""
+    from genlab.gaze.data.realdata import REAL_DATASETS
+    from genlab.gaze.synth.domains import DOMAINS
+
+    return (f"A synthetic domain ({' | '.join(DOMAINS.choices())}) or a real data set as "
+            f"NAME:ROOT ({' | '.join(REAL_DATASETS.choices())}; docs/gaze_data.md).")
+
+
 @dataclass
 class GazeTrainConfig:
     """Every option of one gaze training run (stored in config.json)."""
 
-    model: str = "moegaze"
-    source: str = "broad-e"
-    targets: list[str] = field(default_factory=lambda: ["narrow-m"])
-    experts: int = 4
-    routing: str = "soft"
-    balance: str = "switch"
-    temperature: float = 0.1
-    width: int = 8
-    stem: str = "small"
-    input_norm: str = "half"
-    pretrained: str | None = None
-    appearance_dim: int = 32
-    gaze_feat_dim: int = 64
-    fraction: float = 1.0
-    steps: int = 400
-    warmup_steps: int = 30
-    eval_every: int = 100
-    curve_val_images: int = 2000
-    batch_size: int = 64
-    eval_batch_size: int = 256
-    lr: float = 3e-3
-    weight_decay: float = 1e-4
-    balance_weight: float = 0.05
-    appearance_weight: float = 0.2
-    appearance_grad: bool = False
-    router_grad: bool = False
-    reinit_router_at: float = 0.0
-    group_router_at: float = 0.0
-    grouping: str = "none"  # none | colour | crossfit (| given: groups passed to train_gaze)
-    group_init: str = "residual"  # crossfit's start: residual | colour
-    group_folds: int = 2
-    group_iterations: int = 3
-    router_input: str = "style"  # style (backbone stage statistics) | encoder (own CNN)
-    train_count: int = 3000
-    test_count: int = 1000
-    val_fraction: float = 0.2
-    size: list[int] = field(default_factory=lambda: [32, 48])
-    data_seed: int = 0
-    seed: int = 0
-    target_fold: int = -1
-    folds: int = 2
-    device: str = "cpu"
-    threads: int = 1
-    workers: int = 0
-    amp: str = "off"  # off | bf16 | fp16 (GradScaler), see genlab.core.amp
-    channels_last: bool = False
+    model: str = option("moegaze", help="Model.", choices=MODELS)
+    source: str = option("broad-e", help="Training data.", more="genlab.gaze.config:data_help")
+    targets: list[str] = option(factory=lambda: ["narrow-m"], parse="list", flags=("--target",),
+                                help="Test data, never trained on (a list, or the option "
+                                     "repeated).", more="genlab.gaze.config:data_help")
+    experts: int = option(4, help="Number of experts K (MoEGaze).", gt=0)
+    routing: str = option("soft", help="Routing (oracle: the true appearance cluster; "
+                          "appearance world only).", choices=ROUTINGS)
+    balance: str = option("switch", help="Expert balance.", choices=BALANCES)
+    temperature: float = option(0.1, help="Router softmax temperature.", gt=0)
+    width: int = option(8, help="Backbone base width (ResNet-18: 64).", gt=0)
+    stem: str = option("small", help="small (3x3 stride 2) | imagenet (ResNet-18's).",
+                       choices=STEMS)
+    input_norm: str = option("half", help="half (x - 0.5) | imagenet (mean/std).",
+                             choices=INPUT_NORMS)
+    pretrained: str | None = option(None, help="torchvision-layout ResNet state-dict file for "
+                                    "the backbone (needs --width 64 --stem imagenet).")
+    appearance_dim: int = option(32, help="MoEGaze: appearance feature size.", gt=0)
+    gaze_feat_dim: int = option(64, help="MoEGaze: gaze feature size of each expert.", gt=0)
+    fraction: float = option(1.0, help="Share of the source training images, in (0, 1].", gt=0,
+                             le=1)
+    steps: int = option(400, help="Optimiser steps (the same for any --fraction).", gt=0)
+    warmup_steps: int = option(30, help="Linear LR warm-up steps (then cosine to 0).", ge=0)
+    eval_every: int = option(100, help="Checkpoint and validation interval in steps.", gt=0)
+    curve_val_images: int = option(2000, help="Validation images of the learning curve.", gt=0)
+    batch_size: int = option(64, help="Mini-batch size.", gt=0)
+    eval_batch_size: int = option(256, help="Batch of evaluation.", gt=0)
+    lr: float = option(3e-3, help="AdamW learning rate.", gt=0)
+    weight_decay: float = option(1e-4, help="AdamW weight decay.", ge=0)
+    balance_weight: float = option(0.05, help="Weight of the expert-balance loss.", ge=0)
+    appearance_weight: float = option(0.2, help="Weight of the appearance loss.", ge=0)
+    appearance_grad: bool = option(False, help="Let the appearance loss's gradient reach the "
+                                   "backbone.")
+    router_grad: bool = option(False, help="Let the router's gradient reach the backbone.")
+    reinit_router_at: float = option(0.0, help="MoEGaze: re-initialise the router at this share "
+                                     "of the steps (0: never), in [0, 1).", ge=0)
+    group_router_at: float = option(0.0, help="MoEGaze: at this share of the steps group the "
+                                    "training subjects by residuals and train the router on "
+                                    "the groups (0: never), in [0, 1).", ge=0)
+    grouping: str = option("none", help="MoEGaze: appearance sub-datasets fixed before "
+                           "training, one expert each: none | colour (k-means of the "
+                           "subjects' colour statistics) | crossfit (subject-level "
+                           "cross-fitting by held-out error).", choices=GROUPINGS,
+                           checked=False)
+    group_init: str = option("residual", help="--grouping crossfit's start: residual "
+                             "(held-out residuals of a baseline per fold) | colour.",
+                             choices=GROUP_INITS)
+    group_folds: int = option(2, help="--grouping crossfit: subject folds.", ge=2)
+    group_iterations: int = option(3, help="--grouping crossfit: at most this many "
+                                   "reassignments (stops when no subject moves).", ge=1)
+    router_input: str = option("style", help="MoEGaze's router reads: style (the backbone's "
+                               "stage-2 statistics) | encoder (a small CNN of its own on the "
+                               "image).", choices=ROUTER_INPUTS)
+    train_count: int = option(3000, help="Synthetic source images rendered (before the subject "
+                              "hold-out).", gt=0)
+    test_count: int = option(1000, help="Synthetic target images rendered.", gt=0)
+    val_fraction: float = option(0.2, help="Share of the source subjects held out, in (0, 1).",
+                                 gt=0)
+    size: list[int] = option(factory=lambda: [32, 48], parse="size", ge=8,
+                             help="The model's input: N or HEIGHTxWIDTH, >= 8 pixels a side.")
+    data_seed: int = option(0, help="Seed of the rendered data and the subject split.", ge=0)
+    seed: int = option(0, help="Seed of initialisation, batches and the fraction.", ge=0)
+    target_fold: int = option(-1, help="Real data: the fold of the target subjects to test on "
+                              "(-1: all).", ge=-1)
+    folds: int = option(2, help="Real data: subject folds of the targets.", gt=0)
+    device: str = option("cpu", help="cpu | cuda | cuda:N | auto (cuda when there is one).")
+    threads: int = option(1, help="torch CPU threads, recorded in config.json (0: torch's "
+                          "default, the machine's cores).", ge=0)
+    workers: int = option(0, help="DataLoader workers for real data.", ge=0)
+    amp: str = option("off", help="off | bf16 | fp16: autocast of forward and loss; fp16 adds a "
+                      "GradScaler (its state in the checkpoint).", choices=tuple(PRECISIONS))
+    channels_last: bool = option(False, help="NHWC layout of model and inputs.")
 
     def validate(self) -> None:
-        MODELS.canonical(self.model)
-        ROUTINGS.canonical(self.routing)
-        BALANCES.canonical(self.balance)
-        require_choice("stem", self.stem, STEMS)
-        require_choice("input_norm", self.input_norm, INPUT_NORMS)
-        require_choice("amp", self.amp, tuple(PRECISIONS))
+        check_options(self)  # types, choices and limits as the fields declare them
         require_choice("grouping", self.grouping, (*GROUPINGS, "given"))
-        require_choice("group_init", self.group_init, GROUP_INITS)
-        require_choice("router_input", self.router_input, ROUTER_INPUTS)
-        if self.group_folds < 2 or self.group_iterations < 1:
-            raise ConfigError(f"group_folds must be >= 2 and group_iterations >= 1, got "
-                              f"{self.group_folds} and {self.group_iterations}")
         if self.grouping != "none" and (MODELS.canonical(self.model) != "moegaze"
                                         or ROUTINGS.canonical(self.routing) != "soft"):
             raise ConfigError(f"--grouping {self.grouping} trains MoEGaze's experts on "
                               f"sub-datasets and routes softly at inference: it needs "
                               f"--model moegaze --routing soft, got {self.model!r}, "
                               f"{self.routing!r}")
-        require_positive("experts", self.experts)
-        require_positive("temperature", self.temperature)
-        for name in ("width", "steps", "eval_every", "batch_size", "eval_batch_size", "lr",
-                     "train_count",
-                     "test_count", "folds", "curve_val_images"):
-            require_positive(name, getattr(self, name))
-        for name in ("warmup_steps", "weight_decay", "threads", "workers"):
-            require_positive(name, getattr(self, name), allow_zero=True)
-        if not 0 < self.fraction <= 1:
-            raise ConfigError(f"fraction must be in (0, 1], got {self.fraction}")
         for name in ("reinit_router_at", "group_router_at"):
-            if not 0 <= getattr(self, name) < 1:
+            if not getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-        if not 0 < self.val_fraction < 1:
+        if not self.val_fraction < 1:
             raise ConfigError(f"val_fraction must be in (0, 1), got {self.val_fraction}")
-        if len(self.size) != 2 or min(self.size) < 8:
-            raise ConfigError(f"size must be two sides >= 8 pixels, got {self.size}")
         check_limits(self)
         if not self.targets:
             raise ConfigError("at least one target is needed")
