@@ -241,7 +241,7 @@ def lazy_app(base: type[TyperGroup] = TyperGroup, **kwargs) -> typer.Typer:
 
     def build(name: str):
         path, run, options = table[name]
-        one = typer.Typer(rich_markup_mode=None)
+        one = typer.Typer(rich_markup_mode=None, add_completion=False)
         _add_command(one, name, import_path(path, what="ConfigClass"), run, **options)
         command = typer.main.get_command(one)
         command.name = name
