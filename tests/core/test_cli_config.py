@@ -110,11 +110,10 @@ def test_print_config_runs_nothing(capsys):
 
 #: commands still declaring their options one by one (issue 34: to be generated from a config);
 #: the test fails when one of them gains a config without leaving this list
-HAND_WRITTEN = {"demo", "nas lookup", "nas bench", "nas spaces", "nas methods",
-                "nas detect", "nas table convert", "optim toy", "optim measure", "optim sparse",
-                "optim standard", "optim transfer", "optim sensitivity", "optim labelnoise",
-                "optim depth-width", "optim correlate", "gaze render", "gaze eval",
-                "gaze predict", "gaze bench", "gaze paper", "nas train"}
+HAND_WRITTEN = {"demo", "nas bench", "nas detect", "nas table convert", "optim toy",
+                "optim measure", "optim sparse", "optim standard", "optim transfer",
+                "optim sensitivity", "optim labelnoise", "optim depth-width", "optim correlate",
+                "gaze eval", "gaze predict", "gaze bench", "gaze paper", "nas train"}
 
 
 def test_every_command_has_exactly_its_configs_options():
@@ -129,13 +128,17 @@ def test_every_command_has_exactly_its_configs_options():
         if hasattr(command, "list_commands"):
             continue
         cls = getattr(getattr(command, "callback", None), "config_class", None)
+        if cls is None and not [p for p in command.params if p.name != "help"]:
+            continue  # a command without options (genlab nas spaces)
         if cls is None:
             without.append(" ".join(path))
             continue
         fields = {f.name for f, s in option_fields(cls) if s.cli}
-        extra = set(RUN_OPTIONS if "out" in {p.name for p in command.params}
-                    else COMMAND_OPTIONS)
-        assert {p.name for p in command.params} == fields | extra, " ".join(path)
+        names = {p.name for p in command.params}
+        extra = set(COMMAND_OPTIONS) | (names & set(RUN_OPTIONS))
+        assert names == fields | extra, " ".join(path)
+        if "resume" in names:
+            assert "out" in names
         checked += 1
     assert checked >= 1
     assert set(without) == HAND_WRITTEN

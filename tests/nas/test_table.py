@@ -1,4 +1,4 @@
-"""NB201Table: a CSV in the real format written here, and (if present) the shared table."""
+"""NB201Table: CSVs in the real format written here (published rows, the synthetic whole table)."""
 
 import csv
 
@@ -81,10 +81,35 @@ def test_cache_is_per_file_version(tmp_path):
     assert len(NB201Table.load(p)) == 2
 
 
-def test_shared_table(nb201_table):
-    t = NB201Table.load(nb201_table)
-    assert len(t) == 15625
+def test_published_rows_in_the_published_format(tmp_path):
+    """Two rows as the published table has them (CIFAR-10 / CIFAR-100 / ImageNet16-120 of
+    NAS-Bench-201's best CIFAR-10 cell and of the all-`none` cell), read back exactly."""
+    p = tmp_path / "published.csv"
+    none = Genotype.from_edges(["none"] * 6).to_string()
+    _write(p, rows=[(94.37333333333333, 73.21999999999998, 46.71111101277669, BEST),
+                    (10.0, 0.999999999109904, 0.8333333320617675, none)])
+    t = NB201Table.load(p)
     acc = t.lookup(BEST)
     assert [round(acc[k], 2) for k in ("cifar10", "cifar100", "imagenet16")] == [
         94.37, 73.22, 46.71]
-    assert t.lookup(Genotype.from_edges(["none"] * 6))["cifar10"] == pytest.approx(10.0, abs=0.5)
+    assert t.lookup(none)["cifar10"] == pytest.approx(10.0, abs=0.5)
+
+
+def test_whole_table(nb201_table):
+    """All 15,625 cells; lookups, best and percentiles against the rule that wrote them."""
+    import itertools
+
+    from conftest import NB201_OP_WEIGHT, nb201_arch_string, nb201_synthetic_accuracy
+
+    t = NB201Table.load(nb201_table)
+    assert len(t) == 15625
+    every = list(itertools.product(list(NB201_OP_WEIGHT), repeat=6))
+    for ops in every[::97]:
+        acc = t.lookup(nb201_arch_string(ops))
+        want = nb201_synthetic_accuracy(ops)
+        assert [acc[k] for k in ("cifar10", "cifar100", "imagenet16")] == pytest.approx(want)
+    assert t.best("cifar10") == (nb201_arch_string(["nor_conv_3x3"] * 6), 94.0)
+    values = sorted(nb201_synthetic_accuracy(ops)[0] for ops in every)
+    arch = nb201_arch_string(["skip_connect", "none", "none", "none", "none", "nor_conv_1x1"])
+    mine = nb201_synthetic_accuracy(["skip_connect"] + ["none"] * 4 + ["nor_conv_1x1"])[0]
+    assert t.percentile(arch) == pytest.approx(100 * sum(v < mine for v in values) / 15625)

@@ -166,12 +166,14 @@ def print_config(cfg) -> None:
 
 
 def config_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
-                   run_folder: bool = True, help: str | None = None,
+                   run_folder: bool = True, resume: bool = True, help: str | None = None,
                    short_help: str | None = None) -> None:
     """Add the command ``name`` to ``app``, its options generated from ``cls`` (see the
-    module doc). ``cls`` may be ``"package.module:Class"`` on an app made by
+    module doc); ``resume=False``: a run-folder command without --resume (``run(cfg, out)``).
+    ``cls`` may be ``"package.module:Class"`` on an app made by
     :func:`lazy_app`: the command is then built when first used."""
-    options = {"run_folder": run_folder, "help": help, "short_help": short_help}
+    options = {"run_folder": run_folder, "resume": resume, "help": help,
+               "short_help": short_help}
     lazy = getattr(app, "lazy_commands", None)
     if isinstance(cls, str):
         if lazy is None:
@@ -182,7 +184,8 @@ def config_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
 
 
 def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
-                 run_folder: bool, help: str | None, short_help: str | None) -> None:
+                 run_folder: bool, resume: bool, help: str | None,
+                 short_help: str | None) -> None:
     types = field_types(cls)
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                 annotation=typer.Context)]
@@ -203,6 +206,7 @@ def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
         params.append(inspect.Parameter(
             "out", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path],  # noqa: UP045
             default=typer.Option(None, "--out", help=OUT_HELP, metavar="DIR")))
+    if run_folder and resume:
         params.append(inspect.Parameter(
             "resume", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
             default=typer.Option(False, "--resume", help=RESUME_HELP)))
@@ -219,6 +223,8 @@ def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
             return run(cfg)
         if values.get("out") is None:
             raise ConfigError("--out is required: the run folder to write")
+        if not resume:
+            return run(cfg, values["out"])
         return run(cfg, values["out"], values.get("resume", False))
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

@@ -89,26 +89,15 @@ def _size(text: str) -> list[int]:
     return list(options.parse_size(text, minimum=8))
 
 
-@app.command(cls=RegistryHelp)
-def render(
-    out: Path = typer.Option(..., help="Folder for the h5 files, sample grid and summary."),
-    domain: str = typer.Option("mixed", help="Synthetic domain."),
-    count: int = typer.Option(64, help="Number of images."),
-    seed: int = typer.Option(0, help="Rendering seed."),
-    size: str = options.size_option("64x96", "of each eye, >= 8 pixels a side"),
-    png: int = typer.Option(0, help="Also write the first N images as single-eye PNG files "
-                            "(eyes/eye_0000.png ..., labels in eyes.csv) that gaze predict "
-                            "takes."),
-):
+def _render(cfg, out: Path) -> None:
     """Render synthetic eye images with exact gaze labels into a folder."""
-    from genlab.core.errors import require_positive
-    from genlab.gaze.synth.dataset import render_to_folder
-
-    require_positive("count", count)
-    info = render_to_folder(count, domain, seed, out, tuple(_size(size)), png=png)
+    info = cfg.render(out)
     typer.echo(json.dumps(info, indent=2, default=str))
-    typer.echo(f"rendered {count} images of {domain}")
+    typer.echo(f"rendered {cfg.count} images of {cfg.domain}")
     options.closing(out)
+
+
+config_command(app, "render", "genlab.gaze.synth.dataset:RenderConfig", _render, resume=False)
 
 
 def _train(cfg, out: Path, resume: bool) -> None:

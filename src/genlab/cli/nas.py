@@ -7,11 +7,11 @@ from pathlib import Path
 import typer
 
 from genlab.cli import options
-from genlab.cli.commands import config_command
+from genlab.cli.commands import config_command, lazy_app
 from genlab.cli.nas_table import OFFICIAL_TABLES, table_app
 from genlab.nas.search_config import SearchConfig
 
-app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
+app = lazy_app(no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(table_app, name="table", help="The NB201 accuracy table: convert the official "
                                             "benchmark files to genlab's CSV.")
 
@@ -216,21 +216,21 @@ def _train_imagenet(arch: str, out: Path, imagenet: dict, *, size, cutout, resum
     options.closing(out)
 
 
-@app.command()
-def lookup(
-    arch: str = typer.Argument(..., help="Official NB201 architecture string."),
-    nb201_table: Path = typer.Option(None, help=TABLE_HELP),
-):
+def _lookup(cfg) -> None:
     """Print the NB201 test accuracies (CIFAR-10 / CIFAR-100 / ImageNet16-120) of a cell."""
     from genlab.core.errors import ConfigError
     from genlab.nas.search import resolve_table
 
-    table = resolve_table(_s(nb201_table))
+    table = resolve_table(cfg.nb201_table)
     if table is None:
         raise ConfigError("no NB201 table: pass --nb201-table PATH or set GENLAB_NB201_TABLE")
-    acc = table.lookup(arch)
+    acc = table.lookup(cfg.arch)
     typer.echo(f"{acc['cifar10']:.2f}% / {acc['cifar100']:.2f}% / {acc['imagenet16']:.2f}%  "
                "(CIFAR-10 / CIFAR-100 / ImageNet16-120)")
+
+
+config_command(app, "lookup", "genlab.nas.spaces.nb201.table:LookupConfig", _lookup,
+               run_folder=False)
 
 
 def _bench_resume_option() -> bool:

@@ -20,6 +20,7 @@ import torch
 
 from genlab.core.errors import ConfigError, require_positive
 from genlab.core.files import atomic_write_bytes
+from genlab.core.options import check_options, option
 from genlab.core.progress import progress as progress_bar
 from genlab.core.runs import RunDir
 from genlab.gaze.data.gazeset import GazeLabels, GazeSet, to_float_image
@@ -183,6 +184,26 @@ def iris_centre_check(size: tuple[int, int] = (64, 96), max_deg: float = 20.0,
             "measured_px": (measured - measured.mean() + predicted.mean()).tolist(),
         }
     return result
+
+
+@dataclass
+class RenderConfig:
+    """The options of `genlab gaze render`."""
+
+    domain: str = option("mixed", help="Synthetic domain.",
+                         choices="genlab.gaze.synth.domains:DOMAINS")
+    count: int = option(64, help="Number of images.", gt=0)
+    seed: int = option(0, help="Rendering seed.", ge=0)
+    size: list[int] = option(factory=lambda: [64, 96], parse="size", ge=8,
+                             help="Size of each eye: N or HEIGHTxWIDTH, >= 8 pixels a side.")
+    png: int = option(0, help="Also write the first N images as single-eye PNG files "
+                      "(eyes/eye_0000.png ..., labels in eyes.csv) that gaze predict takes.",
+                      ge=0)
+
+    def render(self, out: str | Path) -> dict:
+        check_options(self)
+        return render_to_folder(self.count, self.domain, self.seed, out, tuple(self.size),
+                                png=self.png)
 
 
 def render_to_folder(count: int, domain: str, seed: int, out: str | Path,

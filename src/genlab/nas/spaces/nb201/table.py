@@ -18,12 +18,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError, GenlabError
+from genlab.core.options import option
 from genlab.nas.spaces.nb201.genotype import Genotype
 from genlab.nas.spaces.nb201.official import ARCH_COLUMN, COLUMNS, FORMATS, detect, read_official
 
 ENV_VAR = "GENLAB_NB201_TABLE"
 REQUIRED = (*COLUMNS.values(), ARCH_COLUMN)  # other columns (UniqueString...) are not read
 DATASETS = tuple(COLUMNS)
+
+
+TABLE_HELP = ("NB201 accuracy CSV (default: $GENLAB_NB201_TABLE); convert the official files "
+              "with `genlab nas table convert`.")
+
+
+@dataclass
+class LookupConfig:
+    """The options of `genlab nas lookup`."""
+
+    arch: str = option(None, help="Official NB201 architecture string.", argument=True,
+                       required=True)
+    nb201_table: str | None = option(None, help=TABLE_HELP)
 
 
 class ArchitectureNotFound(GenlabError, KeyError):

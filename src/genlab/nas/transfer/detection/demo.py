@@ -12,7 +12,7 @@ from genlab.nas.transfer.detection.detect import DetectConfig, detect
 
 
 def demo_config(quick: bool) -> DetectConfig:
-    """The learning check's budget: the test's (quick, ~1 minute) or the README's."""
+    """The learning check's budget: the test's (quick, ~1 minute) or the full one of results.md."""
     return DetectConfig(genotype=DARTS_V2, data="synthetic:128" if quick else "synthetic:256",
                         channels=8, cells=5, fpn_channels=32, head_norm="gn", batch_size=4,
                         epochs=5 if quick else 8, lr=0.02, warmup=10,
