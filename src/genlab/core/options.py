@@ -8,7 +8,7 @@ its limits and, for values that are not plain scalars, how the command line spel
     @dataclass
     class TrainConfig:
         epochs: int = option(20, help="Epochs.", gt=0)
-        arch: str = option("mlp", help="Architecture.", choices="genlab.optim.studies.models:ARCHS")
+        model: str = option("small", help="Model.", choices="package.models:MODELS")
         seeds: list[int] = option(factory=lambda: [0, 1, 2], help="Seeds.", parse="seeds")
 
 :func:`check_options` validates a config against those declarations (types, choices,
