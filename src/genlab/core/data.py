@@ -60,10 +60,12 @@ class ImageData:
 
     def train_full(self) -> Split:
         """train + val: what plain (non-bilevel) training uses."""
-        return Split(
-            torch.cat([self.train.images, self.val.images]),
-            torch.cat([self.train.labels, self.val.labels]),
-        )
+        images = self.train.images
+        if hasattr(images, "concat"):  # image files read batch by batch (core.imagefolder)
+            joined = images.concat([images, self.val.images])
+        else:
+            joined = torch.cat([images, self.val.images])
+        return Split(joined, torch.cat([self.train.labels, self.val.labels]))
 
 
 def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int):
@@ -224,14 +226,18 @@ class Batches:
         n = len(self.split)
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
-    def epoch(self, epoch: int):
+    def epoch_indices(self, epoch: int):
+        """The rows of each batch of ``epoch``, in order."""
         n = len(self.split)
         if self.shuffle:
             order = torch.randperm(n, generator=make_generator(self.seed, epoch))
         else:
             order = torch.arange(n)
         for b in range(len(self)):
-            idx = order[b * self.batch_size : (b + 1) * self.batch_size]
+            yield order[b * self.batch_size : (b + 1) * self.batch_size]
+
+    def epoch(self, epoch: int):
+        for idx in self.epoch_indices(epoch):
             yield self.split.images[idx], self.split.labels[idx]
 
     def __iter__(self):

@@ -40,6 +40,7 @@ from genlab.core.data import (
     standardise,
 )
 from genlab.core.errors import ConfigError
+from genlab.core.imagefolder import folder_data, folder_path, scan_folder
 from genlab.core.registry import Registry
 from genlab.core.seeding import make_generator
 from genlab.nas.clutter import corrupt, on_clutter
@@ -67,16 +68,25 @@ def register_dataset(name: str, description: str, *, needs_root: bool = False):
 
 def load_image_data(name: str, root: str | Path | None = None, *, size: int = 8,
                     seed: int = 0) -> ImageData:
-    """The registered data set ``name``; those read from disk need ``root``."""
+    """The registered data set ``name``; those read from disk need ``root``;
+    ``folder:PATH``: a folder of the user's images (genlab.core.imagefolder), read batch by
+    batch."""
+    if (path := folder_path(name)) is not None:
+        return folder_data(path, size, seed)
     return check_dataset(name, root).builder(root=root, size=size, seed=seed)
 
 
-def check_dataset(name: str, root: str | Path | None = None) -> DatasetEntry:
+def check_dataset(name: str, root: str | Path | None = None) -> DatasetEntry | None:
     """The entry of ``name``, or ConfigError for an unknown name or a missing ``--data-root``
-    (options checked before a run folder is made)."""
+    (options checked before a run folder is made); ``folder:PATH`` is checked by reading the
+    folder's layout and every image's header (None: no registry entry)."""
+    if (path := folder_path(name)) is not None:
+        scan_folder(path)
+        return None
     if name not in DATASETS:
         raise ConfigError(f"unknown --dataset {name!r}; expected one of: "
-                          f"{', '.join(DATASETS.choices())}")
+                          f"{', '.join(DATASETS.choices())}, or folder:PATH (a folder of your "
+                          "images, one sub-folder per class)")
     entry = DATASETS.get(name)
     if entry.needs_root and root is None:
         embedded = ", ".join(n for n, e in DATASETS.items() if not e.needs_root)
@@ -148,14 +158,18 @@ class StepBatches:
     epoch t div L, each epoch a fresh shuffle of the seeded ``Batches``."""
 
     def __init__(self, split, batch_size: int, seed: int):
+        self.split = split
         self.batches = Batches(split, batch_size, seed=seed, drop_last=len(split) >= batch_size)
-        self._epoch, self._cache = -1, []
+        self._epoch, self._order = -1, []
 
     def __len__(self):
         return len(self.batches)
 
     def at(self, step: int):
+        """The batch of ``step``: its rows are read only now (an image folder's files are
+        decoded batch by batch, never all at once)."""
         epoch, idx = divmod(step, len(self.batches))
         if epoch != self._epoch:
-            self._epoch, self._cache = epoch, list(self.batches.epoch(epoch))
-        return self._cache[idx]
+            self._epoch, self._order = epoch, list(self.batches.epoch_indices(epoch))
+        rows = self._order[idx]
+        return self.split.images[rows], self.split.labels[rows]

@@ -43,8 +43,10 @@ class SearchConfig:
 
     space: str = option("nb201", help="Search space (docs/nas_spaces.md; genlab nas spaces).",
                         choices=SPACES)
-    dataset: str = option("digits", help="Data set (genlab.nas.data.DATASETS; folders need "
-                          "--data-root).", choices="genlab.nas.data:DATASETS", checked=False)
+    dataset: str = option("digits", help="Data set: a registered one (those read from disk need "
+                          "--data-root), or folder:PATH, your images (one sub-folder per "
+                          "class; docs/cli.md).", choices="genlab.nas.data:DATASETS",
+                          checked=False)
     data_root: str | None = option(None, help="Folder with the data set's files (not for "
                                    "digits).")
     size: int | None = option(None, help=f"Input side: the networks take squares; digits are "

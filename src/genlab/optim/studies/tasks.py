@@ -35,6 +35,7 @@ import torch
 
 from genlab.core.data import ImageData, Split, load_digits_data, stratified_split
 from genlab.core.errors import ConfigError, require_choice
+from genlab.core.imagefolder import folder_data, folder_path, scan_folder
 from genlab.core.registry import Registry
 from genlab.optim.studies.noise import corrupt_labels
 
@@ -64,6 +65,34 @@ class TaskData:
 
 
 @functools.lru_cache(maxsize=4)
+def check_task(task: str) -> None:
+    """ConfigError for an unknown task or a bad image folder (before a run folder is made)."""
+    if (path := folder_path(task)) is not None:
+        scan_folder(path)
+    else:
+        TASKS.canonical(task)
+
+
+def _folder_task(path, split: str, size: int, data_seed: int, label_noise: float,
+                 noise_kind: str, noise_seed: int, *, per_class: int, translate: int
+                 ) -> TaskData:
+    """A folder's images as a task: the seeded stratified split of core.imagefolder (train,
+    val, test); ``full`` fits on train + val. Subsets per class and jitter are digits' own."""
+    if per_class or translate:
+        raise ConfigError("--per-class and --translate apply to the digits tasks, not to "
+                          "folder:PATH")
+    data = folder_data(path, size, data_seed)
+    fit, val = (data.train_full(), None) if split == "full" else (data.train, data.val)
+    clean = fit.labels
+    if label_noise > 0:
+        if noise_kind == "asymmetric":
+            raise ConfigError("asymmetric label noise maps digit classes; use symmetric noise "
+                              "on folder:PATH")
+        fit = Split(fit.images, corrupt_labels(clean, label_noise, noise_kind,
+                                               num_classes=data.num_classes, seed=noise_seed))
+    return TaskData(fit, val, data.test, data.num_classes, data.in_channels, data.size, clean)
+
+
 def _digits(data_seed: int) -> ImageData:
     """The digits split of a data seed, loaded once per process (never mutated)."""
     return load_digits_data(size=8, seed=data_seed)
@@ -130,13 +159,18 @@ def _translated(split: Split, name: str, translate: int, copies: int, data_seed:
 def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
               per_class: int = 0, label_noise: float = 0.0, noise_kind: str = "symmetric",
               noise_seed: int = 0, translate: int = 0, translate_copies: int = 1,
-              val_copies: int = 1) -> TaskData:
-    """The sets of one task (see module doc); label noise touches the fit labels only."""
+              val_copies: int = 1, size: int = 8) -> TaskData:
+    """The sets of one task (see module doc); label noise touches the fit labels only.
+    ``folder:PATH``: the user's images (genlab.core.imagefolder), resized to ``size`` and
+    read batch by batch."""
     require_choice("split", split, SPLITS)
     if per_class < 0:
         raise ConfigError(f"per_class must be >= 0, got {per_class}")
     check_translation(translate, translate_copies)
     check_translation(translate, val_copies, "val_copies")
+    if (path := folder_path(task)) is not None:
+        return _folder_task(path, split, size, data_seed, label_noise, noise_kind, noise_seed,
+                            per_class=per_class, translate=translate)
     data = _digits(data_seed)
     classes = TASKS.get(task)
     pool = _keep_classes(data.train_full(), classes)

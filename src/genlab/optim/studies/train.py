@@ -52,7 +52,14 @@ from genlab.optim.measures import MeasureConfig, all_measures
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS, make_optimizer
 from genlab.optim.studies.models import ARCHS, HEAD, build_model
 from genlab.optim.studies.noise import NOISE_KINDS
-from genlab.optim.studies.tasks import SPLITS, TASKS, TaskData, check_translation, task_data
+from genlab.optim.studies.tasks import (
+    SPLITS,
+    TASKS,
+    TaskData,
+    check_task,
+    check_translation,
+    task_data,
+)
 
 SCHEDULES = ("constant", "cosine")
 KIND = "optim train"  # the kind of the model record in this run's checkpoints
@@ -79,9 +86,11 @@ class TrainConfig:
     rho: float = option(0.05, help="Radius of SAM/ASAM/SAMGCM; both radii of CSAM.", gt=0)
     lam: float = option(0.1, help="COV penalty weight.", ge=0)
     xi: float = option(1e-6, help="SAMGCM covariance damping.", gt=0)
-    task: str = option("digits", help="Data: a task of genlab.optim.studies.tasks, or "
-                       "folder:PATH (an image folder, one sub-folder per class).",
-                       choices=TASKS, checked=False)
+    task: str = option("digits", help="Data: a digits task, or folder:PATH (your images, one "
+                       "sub-folder per class; docs/cli.md).", choices=TASKS, checked=False,
+                       flags=("--dataset",))
+    size: int = option(8, help="Image side of folder:PATH data (its images are resized to "
+                       "it); the digits are 8x8 whatever it says.", gt=0)
     split: str = option("full", help="full: train on the whole pool; holdout: fit part, keep "
                         "a validation set.", choices=SPLITS)
     data_seed: int | None = option(None, help="Seed of the data split (default: --seed).", ge=0)
@@ -113,7 +122,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         check_options(self)  # types, choices and limits as the fields declare them
-        TASKS.canonical(self.task)
+        check_task(self.task)
         if not self.label_noise < 1:
             raise ConfigError(f"label_noise must be in [0, 1), got {self.label_noise}")
         check_translation(self.translate, self.translate_copies)
@@ -168,7 +177,8 @@ def load_task(cfg: TrainConfig) -> TaskData:
     return task_data(cfg.task, cfg.split, data_seed=data_seed, per_class=cfg.per_class,
                      label_noise=cfg.label_noise, noise_kind=cfg.noise_kind,
                      noise_seed=cfg.seed, translate=cfg.translate,
-                     translate_copies=cfg.translate_copies, val_copies=cfg.val_copies)
+                     translate_copies=cfg.translate_copies, val_copies=cfg.val_copies,
+                     size=cfg.size)
 
 
 def model_args(cfg: TrainConfig, data: TaskData) -> dict:
