@@ -38,7 +38,7 @@ def test_unknown_method_and_part_are_refused_with_the_choices():
         SearchConfig(method="nope").validate()
     with pytest.raises(ConfigError, match="softmax"):
         SearchConfig(relaxation="nope").validate()
-    with pytest.raises(ConfigError, match="arch-start"):
+    with pytest.raises(ConfigError, match="arch[-_]start"):
         SearchConfig(arch_start=1.5).validate()
 
 

@@ -187,7 +187,7 @@ def test_cli_bad_input_one_line_exit_2(tmp_path, nb201_table, args, needle):
 
 
 def test_cli_lookup_prints_table_values(nb201_table):
-    from conftest import nb201_arch_string, nb201_synthetic_accuracy
+    from nb201_world import nb201_arch_string, nb201_synthetic_accuracy
 
     ops = ["nor_conv_3x3", "nor_conv_3x3", "nor_conv_3x3", "skip_connect", "nor_conv_3x3",
            "nor_conv_1x1"]

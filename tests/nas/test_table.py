@@ -99,7 +99,7 @@ def test_whole_table(nb201_table):
     """All 15,625 cells; lookups, best and percentiles against the rule that wrote them."""
     import itertools
 
-    from conftest import NB201_OP_WEIGHT, nb201_arch_string, nb201_synthetic_accuracy
+    from nb201_world import NB201_OP_WEIGHT, nb201_arch_string, nb201_synthetic_accuracy
 
     t = NB201Table.load(nb201_table)
     assert len(t) == 15625
