@@ -84,12 +84,14 @@ def _parameter(f: dataclasses.Field, spec, annotation: Any) -> inspect.Parameter
                             metavar="KEY=VALUE", show_default=False)
     elif spec.parse == "list":  # a, b,c or the option repeated
         py_type = Optional[list[str]]  # noqa: UP045
-        info = typer.Option(None, _kebab(f.name), *spec.flags, help=spec.help,
+        info = typer.Option(None, _kebab(f.name), *spec.flags, help=spec.help, metavar="A,B,...",
                             show_default=_shown_default(default) or False)
     elif spec.parse is not None:  # seeds, size, square: a text the field's parser reads
         py_type = Optional[str]  # noqa: UP045
+        metavar = {"seeds": "SEEDS", "size": "N|HxW", "square": "N"}[spec.parse]
         info = typer.Option(_shown_default(default), _kebab(f.name), *spec.flags,
-                            help=spec.help, show_default=_shown_default(default) is not None)
+                            help=spec.help, metavar=metavar,
+                            show_default=_shown_default(default) is not None)
     elif kind is bool:
         py_type = Optional[bool] if default is None else bool  # noqa: UP045
         flag = f"{_kebab(f.name)}/--no-{f.name.replace('_', '-')}"

@@ -129,22 +129,9 @@ config_command(app, "train", "genlab.gaze.config:GazeTrainConfig", _train,
                     "held-out source subjects and on every target. " + RECON)
 
 
-@app.command(name="eval", cls=RegistryHelp)
-def eval_(
-    checkpoint: Path = typer.Argument(..., help="Run folder of gaze train or its "
-                                      "checkpoint.pt."),
-    out: Path = typer.Option(..., help="Folder for summary.json, predictions.csv, arrows."),
-    data: str = typer.Option("narrow-m", help="Data to evaluate on."),
-    count: int = typer.Option(1000, help="Images rendered from a synthetic domain."),
-    data_seed: int = typer.Option(1, help="Seed of the rendered images."),
-    device: str = options.device_option(),
-    workers: int = typer.Option(0, help="DataLoader workers for real data."),
-):
+def _eval(cfg, out: Path) -> None:
     """Evaluate a trained run on a synthetic domain or on real data."""
-    from genlab.gaze.evaluate import evaluate_run
-
-    summary = evaluate_run(checkpoint, out, data=data, count=count, data_seed=data_seed,
-                           device=device, workers=workers)
+    summary = cfg.run(out)
     if summary["labelled"]:
         typer.echo(f"{summary['data']}: mean angular error {summary['mean_deg']:.2f} deg "
                    f"(median {summary['median_deg']:.2f}) over {summary['images']} images")
@@ -152,6 +139,9 @@ def eval_(
         typer.echo(f"{summary['data']}: unlabelled, wrote predictions of "
                    f"{summary['images']} images")
     options.closing(out)
+
+
+config_command(app, "eval", "genlab.gaze.evaluate:EvalConfig", _eval, resume=False)
 
 
 @app.command()

@@ -11,7 +11,7 @@ from typer.core import TyperGroup
 
 from genlab.cli import optim_studies, options
 from genlab.cli.commands import config_command, lazy_app
-from genlab.cli.optim_studies import OUT, RESUME, THREADS, aligned_table
+from genlab.cli.optim_studies import RESUME, THREADS, aligned_table
 from genlab.core.registry import import_path
 
 CHOICES = "{choices}"  # in a help text: replaced by the names of the option's registry
@@ -68,22 +68,16 @@ def _print_summary(summary: dict, out: Path, keys: list[str] | None = None) -> N
     options.closing(out)
 
 
-@app.command()
-def toy(out: Path = OUT, resume: bool = RESUME,
-        lr: float = typer.Option(0.6, help="Learning rate of SGD and GD."),
-        x0: float = typer.Option(1.0001, help="Start, next to the nonuniform minimum x = 1."),
-        iterations: int = typer.Option(1000, help="Steps per run."),
-        seeds: str = options.seeds_option("0-19", "One SGD run per seed."),
-        cov_lam: float = typer.Option(1.0, help="Full-batch COV penalty weight (0: no COV "
-                                      "run); x = 1 is unstable for COV when lam > 0.823.")):
+def _toy(cfg, out: Path, resume: bool) -> None:
     """1-D two-minima toy: SGD escapes the minimum of high nonuniformity (x=1), GD stays."""
-    from genlab.optim.studies.synthetic.toy import ToyConfig, run_toy
+    from genlab.optim.studies.synthetic.toy import run_toy
 
-    cfg = ToyConfig(lr=lr, x0=x0, iterations=iterations, seeds=options.parse_seeds(seeds),
-                    cov_lam=cov_lam)
     summary = run_toy(cfg, out, resume=resume)
     _print_summary(summary, out, ["sgd_escape_fraction", "sgd_median_leave_iteration",
                                   "gd_escaped", "gd_final_x", "cov_left_at", "cov_final_x"])
+
+
+config_command(app, "toy", "genlab.optim.studies.synthetic.toy:ToyConfig", _toy)
 
 
 def _train(cfg, out: Path, resume: bool) -> None:
@@ -123,27 +117,10 @@ def measure(checkpoint: Path = typer.Argument(..., help="checkpoint.pt of an `op
     _print_trained(summary, out)
 
 
-@app.command()
-def sparse(out: Path = OUT, resume: bool = RESUME,
-           optimizers: str = typer.Option("sgd,sam,samgcm,cov", help="Comma-separated list."),
-           seeds: str = options.seeds_option("0-4", "Each seed draws a problem and an "
-                                             "initialisation."),
-           epochs: int = typer.Option(400), lr: float = typer.Option(0.05),
-           batch_size: int = typer.Option(10),
-           n: int = typer.Option(100, help="Training samples."),
-           d: int = typer.Option(150, help="Dimension."), k: int = typer.Option(3, help="Support."),
-           sam_rho: float = typer.Option(0.3), samgcm_rho: float = typer.Option(5e-4),
-           samgcm_xi: float = typer.Option(1e-6),
-           cov_lam: float = typer.Option(10.0, help="COV penalty weight (our choice)."),
-           threads: int = THREADS):
+def _sparse(cfg, out: Path, resume: bool) -> None:
     """Sparse regression with a diagonal net: SGD vs SAM vs SAMGCM vs COV (official setup)."""
-    from genlab.optim.studies.synthetic.sparse import SparseConfig, run_sparse
+    from genlab.optim.studies.synthetic.sparse import run_sparse
 
-    cfg = SparseConfig(n=n, d=d, k=k, lr=lr, batch_size=batch_size, epochs=epochs,
-                       sam_rho=sam_rho, samgcm_rho=samgcm_rho, samgcm_xi=samgcm_xi,
-                       cov_lam=cov_lam, optimizers=[o.strip() for o in optimizers.split(",")
-                                                    if o.strip()],
-                       seeds=options.parse_seeds(seeds), threads=threads)
     summary = run_sparse(cfg, out, resume=resume)
     rows = []
     for r in summary["table"]:
@@ -157,5 +134,8 @@ def sparse(out: Path = OUT, resume: bool = RESUME,
     options.closing(out)
 
 
+config_command(app, "sparse", "genlab.optim.studies.synthetic.sparse:SparseConfig", _sparse)
+for _name, (_path, _run) in optim_studies.GENERATED.items():
+    config_command(app, _name, _path, _run)
 for _name, _command in optim_studies.COMMANDS.items():
     app.command(_name)(_command)

@@ -21,14 +21,6 @@ RESUME = options.resume_option()
 THREADS = options.threads_option(1)
 STORE = typer.Option(None, "--store", help="Folder of the trainings, shared by the studies "
                      "(default: 'trainings' next to --out).")
-OPTIMIZERS = typer.Option("sgd,sam,asam,cov,csam_identity,acsam_identity,csam",
-                          help="Comma-separated optimisers (sgd is the baseline).")
-EPOCHS = typer.Option(None, help="Epochs (default per architecture: cnn 30, transformer 40).")
-WIDTH = typer.Option(None, help="Width (default per architecture: 32).")
-DEPTH = typer.Option(None, help="Depth (default per architecture: 2).")
-GRID = typer.Option("full", help="Search grid: full (9 trainings per optimiser) or tiny "
-                    "(2; smoke tests only).")
-SEEDS_0 = "Seed 0 is the search training (reused)."
 
 
 def aligned_table(rows: Sequence[dict], columns: Sequence[str] | None = None,
@@ -79,18 +71,11 @@ def _show(out: Path, *tables: tuple[str, Sequence[dict], Sequence[str] | None],
     options.closing(out)
 
 
-def standard(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
-             archs: str = typer.Option("cnn,transformer", help="Architectures."),
-             optimizers: str = OPTIMIZERS, seeds: str = options.seeds_option("0-2", SEEDS_0),
-             epochs: int = EPOCHS, width: int = WIDTH, depth: int = DEPTH, grid: str = GRID,
-             threads: int = THREADS):
+def _standard(cfg, out: Path, resume: bool) -> None:
     """Standard training: each optimiser tuned on validation data, test accuracy over seeds."""
-    from genlab.optim.studies.standard import COLUMNS, StandardConfig, run_standard
+    from genlab.optim.studies.standard import COLUMNS, run_standard
 
-    cfg = StandardConfig(archs=names(archs), optimizers=names(optimizers),
-                         seeds=options.parse_seeds(seeds), epochs=epochs, width=width,
-                         depth=depth, grid=grid, threads=threads)
-    summary = run_standard(cfg, out, store=store, resume=resume)
+    summary = run_standard(cfg, out, resume=resume)
     _show(out, *((f"{t['arch']}: test accuracy (%) over seeds {_seeds(cfg.seeds)}",
                   t["rows"] + t["sanity"], COLUMNS) for t in summary["tables"]))
 
@@ -99,72 +84,30 @@ def _seeds(seeds: list[int]) -> str:
     return ",".join(map(str, seeds))
 
 
-def transfer(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
-             arch: str = typer.Option("cnn"),
-             source: str = typer.Option("digits0-4", help="Pretraining task."),
-             target: str = typer.Option("digits5-9", help="Fine-tuning task."),
-             per_class: int = typer.Option(10, help="Fine-tuning images per class."),
-             translate: int = typer.Option(
-                 2, help="Jitter of both domains: every image shifted by up to this many "
-                         "pixels per axis (0: plain digits, where pretraining does not help)."),
-             source_copies: int = typer.Option(
-                 8, help="Shifted copies of the source's images for pretraining."),
-             val_copies: int = typer.Option(
-                 4, help="Shifted copies of the target's validation images that score the "
-                         "fine-tuning and scratch searches."),
-             target_steps: int = typer.Option(
-                 300, help="Optimiser steps of every fine-tuning (and scratch) training."),
-             optimizers: str = OPTIMIZERS, seeds: str = options.seeds_option("0-4"),
-             epochs: int = EPOCHS, width: int = WIDTH, depth: int = DEPTH, grid: str = GRID,
-             threads: int = THREADS):
+def _transfer(cfg, out: Path, resume: bool) -> None:
     """Transfer learning: pretrain on jittered digits 0-4, fine-tune on few jittered 5-9
     (every learning rate and radius searched on validation data)."""
-    from genlab.optim.studies.transfer import COLUMNS, TransferConfig, run_transfer
+    from genlab.optim.studies.transfer import COLUMNS, run_transfer
 
-    cfg = TransferConfig(arch=arch, source=source, target=target, per_class=per_class,
-                         translate=translate, source_copies=source_copies,
-                         val_copies=val_copies,
-                         target_steps=target_steps,
-                         optimizers=names(optimizers), seeds=options.parse_seeds(seeds),
-                         epochs=epochs, width=width, depth=depth, grid=grid, threads=threads)
-    summary = run_transfer(cfg, out, store=store, resume=resume)
+    summary = run_transfer(cfg, out, resume=resume)
     _show(out, (f"target test accuracy (%) over seeds {_seeds(cfg.seeds)}",
                 summary["rows"] + summary["sanity"], COLUMNS))
 
 
-def sensitivity(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
-                arch: str = typer.Option("transformer"), optimizers: str = OPTIMIZERS,
-                seeds: str = options.seeds_option("0-2", SEEDS_0), epochs: int = EPOCHS,
-                width: int = WIDTH, depth: int = DEPTH, grid: str = GRID,
-                threads: int = THREADS):
+def _sensitivity(cfg, out: Path, resume: bool) -> None:
     """Hyper-parameter sensitivity: accuracy over each optimiser's lr x radius grid."""
-    from genlab.optim.studies.sensitivity import COLUMNS, SensitivityConfig, run_sensitivity
+    from genlab.optim.studies.sensitivity import COLUMNS, run_sensitivity
 
-    cfg = SensitivityConfig(arch=arch, optimizers=names(optimizers),
-                            seeds=options.parse_seeds(seeds), epochs=epochs, width=width,
-                            depth=depth, grid=grid, threads=threads)
-    summary = run_sensitivity(cfg, out, store=store, resume=resume)
+    summary = run_sensitivity(cfg, out, resume=resume)
     _show(out, ("test accuracy (%) over the grid's cells (share_within_1pt: a fraction of "
                 "the cells)", summary["rows"] + summary["sanity"], COLUMNS), digits=2)
 
 
-def labelnoise(out: Path = OUT, resume: bool = RESUME, store: Path = STORE,
-               rates: str = typer.Option("0.2,0.4,0.6", help="Symmetric noise rates."),
-               asymmetric_rates: str = typer.Option("0.4", help="Rates of the asymmetric "
-                                                    "map 7->1, 4->9, 5->6, 3<->8 ('' for "
-                                                    "none)."),
-               optimizers: str = OPTIMIZERS, seeds: str = options.seeds_option("0-2"),
-               arch: str = typer.Option("cnn"), epochs: int = EPOCHS, width: int = WIDTH,
-               depth: int = DEPTH, grid: str = GRID, threads: int = THREADS):
+def _labelnoise(cfg, out: Path, resume: bool) -> None:
     """Clean test accuracy of each tuned optimiser under label noise."""
-    from genlab.optim.studies.labelnoise import LabelNoiseConfig, run_labelnoise
+    from genlab.optim.studies.labelnoise import run_labelnoise
 
-    cfg = LabelNoiseConfig(rates=floats(rates, "rates"),
-                           asymmetric_rates=floats(asymmetric_rates, "asymmetric-rates"),
-                           optimizers=names(optimizers), seeds=options.parse_seeds(seeds),
-                           arch=arch, epochs=epochs, width=width, depth=depth, grid=grid,
-                           threads=threads)
-    summary = run_labelnoise(cfg, out, store=store, resume=resume)
+    summary = run_labelnoise(cfg, out, resume=resume)
     _show(out, (f"clean test accuracy (%) over seeds {_seeds(cfg.seeds)}", summary["table"],
                 ["optimizer", *summary["settings"], "train_acc_noisy"]))
 
@@ -246,6 +189,10 @@ def correlate(out: Path = OUT, resume: bool = RESUME,
     _show(out, *tables, digits=2)
 
 
-#: command name -> function, registered on the `genlab optim` app by cli/optim.py
-COMMANDS = {"standard": standard, "transfer": transfer, "sensitivity": sensitivity,
-            "labelnoise": labelnoise, "depth-width": depth_width, "correlate": correlate}
+#: command name -> (config path, run function): generated from their configs by cli/optim.py
+GENERATED = {"standard": ("genlab.optim.studies.standard:StandardConfig", _standard),
+             "transfer": ("genlab.optim.studies.transfer:TransferConfig", _transfer),
+             "sensitivity": ("genlab.optim.studies.sensitivity:SensitivityConfig", _sensitivity),
+             "labelnoise": ("genlab.optim.studies.labelnoise:LabelNoiseConfig", _labelnoise)}
+#: command name -> function with hand-written options, registered by cli/optim.py
+COMMANDS = {"depth-width": depth_width, "correlate": correlate}

@@ -270,6 +270,44 @@ def parse_value(text: Any, spec: OptionSpec, annotation: Any, name: str) -> Any:
     return text
 
 
+def seed_list(seeds, first: int = 0, name: str = "seeds", *,
+              allow_empty: bool = False) -> list[int]:
+    """A study's seeds as a list: a list is checked (integers >= 0, no repeat, non-empty
+    unless ``allow_empty``); an int n, the count earlier versions took, means
+    ``first .. first + n - 1``. The one check of seed lists for every app."""
+    if isinstance(seeds, bool):
+        raise ConfigError(f"{name}: expected a list of seeds, got {seeds!r}")
+    if isinstance(seeds, int):
+        if seeds < (0 if allow_empty else 1):
+            raise ConfigError(f"{name}: a count of seeds must be >= 1, got {seeds}")
+        seeds = range(first, first + seeds)
+    try:
+        values = [int(s) for s in seeds]
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name}: expected a list of integer seeds, got {seeds!r}") from exc
+    if any(v != s for v, s in zip(values, seeds, strict=True)):
+        raise ConfigError(f"{name}: expected integer seeds, got {list(seeds)!r}")
+    if not values and not allow_empty:
+        raise ConfigError(f"{name}: give at least one seed, e.g. 0,1,2 or 0-4")
+    if values and min(values) < 0:
+        raise ConfigError(f"{name}: seeds are >= 0, got {values}")
+    if len(set(values)) != len(values):
+        raise ConfigError(f"{name}: a seed is repeated in {values}")
+    return values
+
+
+class Options:
+    """Base of a command's config: a seeds field (``parse="seeds"``) given as a count n, as
+    earlier versions took it, becomes the list ``seed .. seed + n - 1`` (``seed``: the
+    config's own field if it has one, else 0). The one place of that rule."""
+
+    def __post_init__(self) -> None:
+        for f, spec in option_fields(type(self)):
+            value = getattr(self, f.name)
+            if spec.parse == "seeds" and isinstance(value, int) and not isinstance(value, bool):
+                setattr(self, f.name, seed_list(value, getattr(self, "seed", 0), f.name))
+
+
 # -- validation ------------------------------------------------------------------------
 
 def _bound(value: float) -> str:
@@ -322,6 +360,8 @@ def check_options(cfg) -> None:
         if spec.parse in (None, "list", "seeds"):
             for v in values:
                 _check_type(f.name, v, scalar)
+        if spec.parse == "seeds":
+            seed_list(value, name=f.name)  # integers >= 0, no repeat, at least one
         names = choice_names(spec.choices) if spec.checked else ()
         if spec.parse == "size":
             if not (isinstance(value, list) and len(value) == 2

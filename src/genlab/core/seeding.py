@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from genlab.core.errors import ConfigError
+from genlab.core.options import seed_list  # noqa: F401 - its home is the options module
 
 
 def seed_everything(seed: int) -> None:
@@ -122,27 +123,3 @@ def fixed_threads(threads: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def seed_list(seeds, first: int = 0, name: str = "seeds", *,
-              allow_empty: bool = False) -> list[int]:
-    """A study's seeds as a list: a list is checked (integers >= 0, no repeat, non-empty
-    unless ``allow_empty``); an int n, the count earlier versions took, means
-    ``first .. first + n - 1``. The one check of seed lists for every app."""
-    if isinstance(seeds, bool):
-        raise ConfigError(f"{name}: expected a list of seeds, got {seeds!r}")
-    if isinstance(seeds, int):
-        if seeds < (0 if allow_empty else 1):
-            raise ConfigError(f"{name}: a count of seeds must be >= 1, got {seeds}")
-        seeds = range(first, first + seeds)
-    try:
-        values = [int(s) for s in seeds]
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{name}: expected a list of integer seeds, got {seeds!r}") from exc
-    if any(v != s for v, s in zip(values, seeds, strict=True)):
-        raise ConfigError(f"{name}: expected integer seeds, got {list(seeds)!r}")
-    if not values and not allow_empty:
-        raise ConfigError(f"{name}: give at least one seed, e.g. 0,1,2 or 0-4")
-    if values and min(values) < 0:
-        raise ConfigError(f"{name}: seeds are >= 0, got {values}")
-    if len(set(values)) != len(values):
-        raise ConfigError(f"{name}: a seed is repeated in {values}")
-    return values

@@ -8,8 +8,10 @@ predictions only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+from genlab.core.options import check_options, option
 from genlab.core.runs import RunDir, atomic_write_bytes
 from genlab.core.trainer import resolve_device
 from genlab.gaze.data.realdata import open_real, split_ref
@@ -18,6 +20,25 @@ from genlab.gaze.plots import arrows_on, save_image
 from genlab.gaze.predict import open_run
 from genlab.gaze.protocol import synthetic_set
 from genlab.gaze.train import config_from_dict
+
+
+@dataclass
+class EvalConfig:
+    """The options of `genlab gaze eval`."""
+
+    checkpoint: str = option(None, help="Run folder of gaze train or its checkpoint.pt.",
+                             argument=True, required=True)
+    data: str = option("narrow-m", help="Data to evaluate on; unlabelled files (ETH-XGaze "
+                       "test) get predictions only.", more="genlab.gaze.config:data_help")
+    count: int = option(1000, help="Images rendered from a synthetic domain.", gt=0)
+    data_seed: int = option(1, help="Seed of the rendered images.", ge=0)
+    device: str = option("cpu", help="cpu | cuda | cuda:N | auto (cuda when there is one).")
+    workers: int = option(0, help="DataLoader workers for real data.", ge=0)
+
+    def run(self, out: str | Path) -> dict:
+        check_options(self)
+        return evaluate_run(self.checkpoint, out, data=self.data, count=self.count,
+                            data_seed=self.data_seed, device=self.device, workers=self.workers)
 
 
 def evaluate_run(checkpoint: str | Path, out: str | Path, *, data: str = "narrow-m",

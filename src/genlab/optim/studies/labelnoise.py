@@ -12,42 +12,55 @@ each run went towards memorising them. Model size and epochs are ours (digits, C
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from genlab.core.errors import ConfigError
+from genlab.core.options import Options, check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.noise import NOISE_KINDS
 from genlab.optim.studies.search import (
+    GRIDS,
     STANDARD_OPTIMIZERS,
     Protocol,
+    require_baseline,
     run_search,
     with_choice,
 )
 from genlab.optim.studies.standard import FLATNESS
-from genlab.optim.studies.stats import mean_std, pct, seed_list, verdict
+from genlab.optim.studies.stats import mean_std, pct, verdict
 from genlab.optim.studies.tasks import majority_accuracy, task_data
 
 
 @dataclass
-class LabelNoiseConfig:
-    rates: list[float] = field(default_factory=lambda: [0.2, 0.4, 0.6])
-    asymmetric_rates: list[float] = field(default_factory=lambda: [0.4])
-    optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # an int n: seeds 0..n-1
-    arch: str = "cnn"
-    epochs: int | None = None
-    width: int | None = None
-    depth: int | None = None
-    grid: str = "full"
-    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
+class LabelNoiseConfig(Options):
+    """The options of `genlab optim labelnoise`."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
-            self.seeds = seed_list(self.seeds)
+    rates: list[float] = option(factory=lambda: [0.2, 0.4, 0.6], parse="list", gt=0, le=1,
+                                help="Symmetric noise rates, in (0, 1).")
+    asymmetric_rates: list[float] = option(factory=lambda: [0.4], parse="list", gt=0, le=1,
+                                           help="Rates of the asymmetric map 7->1, 4->9, 5->6, "
+                                                "3<->8, in (0, 1).")
+    optimizers: list[str] = option(factory=lambda: list(STANDARD_OPTIMIZERS), parse="list",
+                                   choices=OPTIMIZER_REGISTRY,
+                                   help="Optimisers to compare (sgd is the baseline).")
+    seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds", help="Seeds.")
+    arch: str = option("cnn", help="Architecture.", choices=ARCHS)
+    epochs: int | None = option(None, help="Epochs (default per architecture: cnn 30, "
+                                "transformer 40, mlp 30).", gt=0)
+    width: int | None = option(None, help="Width (default per architecture: 32; mlp 128).",
+                               gt=0)
+    depth: int | None = option(None, help="Depth (default per architecture: 2).", gt=0)
+    grid: str = option("full", help="Search grid: full (9 trainings per optimiser) or tiny "
+                       "(2; smoke tests only).", choices=GRIDS)
+    threads: int = option(1, help="torch CPU threads of every training (0: torch's default).",
+                          ge=0)
+    store: str | None = option(None, help="Folder of the trainings, shared by the studies "
+                               "(default: 'trainings' next to --out).")
 
     def protocol(self) -> Protocol:
         return Protocol.for_arch(self.arch, epochs=self.epochs, width=self.width,
@@ -58,17 +71,13 @@ class LabelNoiseConfig:
                 + [("asymmetric", r) for r in self.asymmetric_rates])
 
     def validate(self) -> None:
-        self.seeds = seed_list(self.seeds)
+        check_options(self)  # types, choices, limits; seeds: integers >= 0, no repeat
         if not self.settings() or not self.optimizers:
             raise ConfigError("labelnoise needs noise rates and optimizers")
         for kind, rate in self.settings():
             if kind not in NOISE_KINDS or not 0 < rate < 1:
                 raise ConfigError(f"label noise rate must be in (0, 1), got {rate}")
-        if "sgd" not in self.optimizers:
-            raise ConfigError("labelnoise: the optimisers must include sgd (the baseline)")
-        for o in self.optimizers:
-            if o not in OPTIMIZER_REGISTRY:
-                raise ConfigError(f"optimizer: unknown {o!r}")
+        require_baseline(self.optimizers, "labelnoise")
         self.protocol().validate()
 
 
@@ -94,7 +103,7 @@ def run_labelnoise(cfg: LabelNoiseConfig, out: str | Path, *, store: str | Path 
                    resume: bool = False, progress_bar: bool | None = None) -> dict:
     """Every (setting, optimiser, seed) training (resumable), the accuracy table and a plot."""
     cfg.validate()
-    store = Path(store) if store else default_store(out)
+    store = Path(store or cfg.store or default_store(out))
     run = RunDir(out, {"command": "optim labelnoise", **asdict(cfg), "store": str(store)},
                  resume=resume)
     log = StudyLog(run)

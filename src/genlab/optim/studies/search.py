@@ -66,6 +66,12 @@ GRIDS.register("tiny", SearchGrid(sgd_lrs=(0.02, 0.1), lrs=(0.05,),
                                   radii={o: (0.05, 0.1) for o in OPTIMIZERS if radius_field(o)}))
 
 #: architecture -> (width, depth, epochs) of the comparisons
+def require_baseline(optimizers, study: str) -> None:
+    """A comparison's optimisers include SGD, the baseline every table is read against."""
+    if "sgd" not in optimizers:
+        raise ConfigError(f"{study}: the optimisers must include sgd (the baseline)")
+
+
 ARCH_DEFAULTS: Registry[tuple[int, int, int]] = Registry("arch")
 ARCH_DEFAULTS.register("cnn", (32, 2, 30))
 ARCH_DEFAULTS.register("transformer", (32, 2, 40))

@@ -14,16 +14,18 @@ reported, validation accuracy is in summary.json.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from genlab.core.errors import ConfigError
+from genlab.core.options import Options, check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
     GRIDS,
     STANDARD_OPTIMIZERS,
@@ -31,37 +33,42 @@ from genlab.optim.studies.search import (
     radius_field,
     search_specs,
 )
-from genlab.optim.studies.stats import mean_std, seed_list
+from genlab.optim.studies.stats import mean_std
 
 WITHIN = 1.0  # "within 1 point (percent) of the best"
 
 
 @dataclass
-class SensitivityConfig:
-    arch: str = "transformer"
-    optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # an int n: seeds 0..n-1
-    epochs: int | None = None
-    width: int | None = None
-    depth: int | None = None
-    grid: str = "full"
-    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
+class SensitivityConfig(Options):
+    """The options of `genlab optim sensitivity`."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
-            self.seeds = seed_list(self.seeds)
+    arch: str = option("transformer", help="Architecture.", choices=ARCHS)
+    optimizers: list[str] = option(factory=lambda: list(STANDARD_OPTIMIZERS), parse="list",
+                                   choices=OPTIMIZER_REGISTRY,
+                                   help="Optimisers to compare (sgd is the baseline).")
+    seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds",
+                              help="Seeds of the final trainings (seed 0 is the search "
+                                   "training, reused).")
+    epochs: int | None = option(None, help="Epochs (default per architecture: cnn 30, "
+                                "transformer 40, mlp 30).", gt=0)
+    width: int | None = option(None, help="Width (default per architecture: 32; mlp 128).",
+                               gt=0)
+    depth: int | None = option(None, help="Depth (default per architecture: 2).", gt=0)
+    grid: str = option("full", help="Search grid: full (9 trainings per optimiser) or tiny "
+                       "(2; smoke tests only).", choices=GRIDS)
+    threads: int = option(1, help="torch CPU threads of every training (0: torch's default).",
+                          ge=0)
+    store: str | None = option(None, help="Folder of the trainings, shared by the studies "
+                               "(default: 'trainings' next to --out).")
 
     def protocol(self) -> Protocol:
         return Protocol.for_arch(self.arch, epochs=self.epochs, width=self.width,
                                  depth=self.depth, grid=self.grid, threads=self.threads)
 
     def validate(self) -> None:
-        self.seeds = seed_list(self.seeds)
+        check_options(self)  # types, choices, limits; seeds: integers >= 0, no repeat
         if not self.optimizers:
             raise ConfigError("sensitivity: give at least one optimiser")
-        for o in self.optimizers:
-            if o not in OPTIMIZER_REGISTRY:
-                raise ConfigError(f"optimizer: unknown {o!r}")
         self.protocol().validate()
 
 
@@ -117,7 +124,7 @@ def run_sensitivity(cfg: SensitivityConfig, out: str | Path, *,
                     progress_bar: bool | None = None) -> dict:
     """Train the grid at every seed (resumable); the sensitivity table and heat maps."""
     cfg.validate()
-    store = Path(store) if store else default_store(out)
+    store = Path(store or cfg.store or default_store(out))
     run = RunDir(out, {"command": "optim sensitivity", **asdict(cfg), "store": str(store)},
                  resume=resume)
     specs = grid_specs(cfg, store)

@@ -12,23 +12,27 @@ the constant predictor (majority class of the fit set) and the untrained models.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
 from genlab.core.errors import ConfigError
+from genlab.core.options import Options, check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
-from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS
+from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
+    GRIDS,
     STANDARD_OPTIMIZERS,
     Protocol,
+    require_baseline,
     run_search,
     with_choice,
 )
-from genlab.optim.studies.stats import mean_std, pct, seed_list, verdict
+from genlab.optim.studies.stats import mean_std, pct, verdict
 from genlab.optim.studies.tasks import majority_accuracy
 from genlab.optim.studies.train import prepare, split_scores
 
@@ -36,19 +40,28 @@ FLATNESS = ("sam", "asam")  # the flatness-based reference methods
 
 
 @dataclass
-class StandardConfig:
-    archs: list[str] = field(default_factory=lambda: ["cnn", "transformer"])
-    optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # an int n: seeds 0..n-1
-    epochs: int | None = None  # None: search.ARCH_DEFAULTS per architecture
-    width: int | None = None
-    depth: int | None = None
-    grid: str = "full"
-    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
+class StandardConfig(Options):
+    """The options of `genlab optim standard`."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
-            self.seeds = seed_list(self.seeds)
+    archs: list[str] = option(factory=lambda: ["cnn", "transformer"], parse="list",
+                              choices=ARCHS, help="Architectures.")
+    optimizers: list[str] = option(factory=lambda: list(STANDARD_OPTIMIZERS), parse="list",
+                                   choices=OPTIMIZER_REGISTRY,
+                                   help="Optimisers to compare (sgd is the baseline).")
+    seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds",
+                              help="Seeds of the final trainings (seed 0 is the search "
+                                   "training, reused).")
+    epochs: int | None = option(None, help="Epochs (default per architecture: cnn 30, "
+                                "transformer 40, mlp 30).", gt=0)
+    width: int | None = option(None, help="Width (default per architecture: 32; mlp 128).",
+                               gt=0)
+    depth: int | None = option(None, help="Depth (default per architecture: 2).", gt=0)
+    grid: str = option("full", help="Search grid: full (9 trainings per optimiser) or tiny "
+                       "(2; smoke tests only).", choices=GRIDS)
+    threads: int = option(1, help="torch CPU threads of every training (0: torch's default).",
+                          ge=0)
+    store: str | None = option(None, help="Folder of the trainings, shared by the studies "
+                               "(default: 'trainings' next to --out).")
 
     def protocols(self) -> list[Protocol]:
         return [Protocol.for_arch(a, epochs=self.epochs, width=self.width, depth=self.depth,
@@ -57,13 +70,8 @@ class StandardConfig:
     def validate(self) -> None:
         if not self.archs or not self.optimizers:
             raise ConfigError("standard: give at least one architecture and one optimiser")
-        if "sgd" not in self.optimizers:
-            raise ConfigError("standard: the optimisers must include sgd (the baseline)")
-        self.seeds = seed_list(self.seeds)
-        for o in self.optimizers:
-            if o not in OPTIMIZER_REGISTRY:
-                raise ConfigError(f"optimizer: unknown {o!r}; expected one of "
-                                  f"{', '.join(OPTIMIZERS)}")
+        require_baseline(self.optimizers, "standard")
+        check_options(self)  # types, choices, limits; seeds: integers >= 0, no repeat
         for p in self.protocols():
             p.validate()
 
@@ -127,7 +135,7 @@ def run_standard(cfg: StandardConfig, out: str | Path, *, store: str | Path | No
                  resume: bool = False, progress_bar: bool | None = None) -> dict:
     """Search, final trainings, tables and plot for every architecture (resumable)."""
     cfg.validate()
-    store = Path(store) if store else default_store(out)
+    store = Path(store or cfg.store or default_store(out))
     run = RunDir(out, {"command": "optim standard", **asdict(cfg), "store": str(store)},
                  resume=resume)
     log = StudyLog(run)

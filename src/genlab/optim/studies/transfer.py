@@ -27,47 +27,61 @@ Test data choose nothing. Seeds 0..n-1: pretraining, fine-tuning and scratch sha
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from genlab.core.errors import ConfigError
+from genlab.core.options import Options, check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir, write_json
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
     GRIDS,
     STANDARD_OPTIMIZERS,
     Protocol,
     choose,
+    require_baseline,
     with_choice,
 )
 from genlab.optim.studies.standard import FLATNESS
-from genlab.optim.studies.stats import beyond_intervals, mean_std, pct, seed_list, verdict
+from genlab.optim.studies.stats import beyond_intervals, mean_std, pct, verdict
 from genlab.optim.studies.tasks import TASKS, check_translation, majority_accuracy, task_data
 
 
 @dataclass
-class TransferConfig:
-    arch: str = "cnn"
-    source: str = "digits0-4"
-    target: str = "digits5-9"
-    per_class: int = 10
-    translate: int = 2  # jitter of both domains (pixels); 0: plain digits
-    source_copies: int = 8  # shifted copies of the source's fit set for pretraining
-    val_copies: int = 4  # shifted copies of the target's validation set (the search's score)
-    target_steps: int = 300  # optimiser steps of every fine-tuning and scratch training
-    optimizers: list[str] = field(default_factory=lambda: list(STANDARD_OPTIMIZERS))
-    seeds: list[int] = field(default_factory=lambda: list(range(5)))  # an int n: 0..n-1
-    epochs: int | None = None
-    width: int | None = None
-    depth: int | None = None
-    grid: str = "full"
-    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
+class TransferConfig(Options):
+    """The options of `genlab optim transfer`."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
-            self.seeds = seed_list(self.seeds)
+    arch: str = option("cnn", help="Architecture.", choices=ARCHS)
+    source: str = option("digits0-4", help="Pretraining task.", choices=TASKS)
+    target: str = option("digits5-9", help="Fine-tuning task.", choices=TASKS)
+    per_class: int = option(10, help="Fine-tuning images per class.", ge=1)
+    translate: int = option(2, help="Jitter of both domains: every image shifted by up to this "
+                            "many pixels per axis (0: plain digits, where pretraining does not "
+                            "help).", ge=0)
+    source_copies: int = option(8, help="Shifted copies of the source's images for "
+                                "pretraining.", ge=1)
+    val_copies: int = option(4, help="Shifted copies of the target's validation images that "
+                             "score the fine-tuning and scratch searches.", ge=1)
+    target_steps: int = option(300, help="Optimiser steps of every fine-tuning (and scratch) "
+                               "training.", ge=1)
+    optimizers: list[str] = option(factory=lambda: list(STANDARD_OPTIMIZERS), parse="list",
+                                   choices=OPTIMIZER_REGISTRY,
+                                   help="Optimisers to compare (sgd is the baseline).")
+    seeds: list[int] = option(factory=lambda: list(range(5)), parse="seeds", help="Seeds.")
+    epochs: int | None = option(None, help="Epochs (default per architecture: cnn 30, "
+                                "transformer 40, mlp 30).", gt=0)
+    width: int | None = option(None, help="Width (default per architecture: 32; mlp 128).",
+                               gt=0)
+    depth: int | None = option(None, help="Depth (default per architecture: 2).", gt=0)
+    grid: str = option("full", help="Search grid: full (9 trainings per optimiser) or tiny "
+                       "(2; smoke tests only).", choices=GRIDS)
+    threads: int = option(1, help="torch CPU threads of every training (0: torch's default).",
+                          ge=0)
+    store: str | None = option(None, help="Folder of the trainings, shared by the studies "
+                               "(default: 'trainings' next to --out).")
 
     def protocol(self) -> Protocol:
         return Protocol.for_arch(self.arch, epochs=self.epochs, width=self.width,
@@ -80,7 +94,6 @@ class TransferConfig:
                                   f"one of {', '.join(TASKS)}")
         if self.source == self.target:
             raise ConfigError("transfer: source and target must differ")
-        self.seeds = seed_list(self.seeds)
         if self.per_class < 1:
             raise ConfigError(f"transfer: per_class must be >= 1, got {self.per_class}")
         check_translation(self.translate, self._copies(self.source_copies))
@@ -91,11 +104,8 @@ class TransferConfig:
             raise ConfigError(f"transfer: source_copies must be >= 1, got {self.source_copies}")
         if self.target_steps < 1:
             raise ConfigError(f"transfer: target_steps must be >= 1, got {self.target_steps}")
-        if "sgd" not in self.optimizers:
-            raise ConfigError("transfer: the optimisers must include sgd (the baseline)")
-        for o in self.optimizers:
-            if o not in OPTIMIZER_REGISTRY:
-                raise ConfigError(f"optimizer: unknown {o!r}")
+        require_baseline(self.optimizers, "transfer")
+        check_options(self)  # types, choices, limits; seeds: integers >= 0, no repeat
         self.protocol().validate()
 
     def _copies(self, copies: int) -> int:
@@ -197,7 +207,7 @@ def run_transfer(cfg: TransferConfig, out: str | Path, *, store: str | Path | No
                  resume: bool = False, progress_bar: bool | None = None) -> dict:
     """Searches, pretrain, fine-tune every optimiser, scratch; table and plot (resumable)."""
     cfg.validate()
-    store = Path(store) if store else default_store(out)
+    store = Path(store or cfg.store or default_store(out))
     run = RunDir(out, {"command": "optim transfer", **asdict(cfg), "store": str(store)},
                  resume=resume)
     log = StudyLog(run)

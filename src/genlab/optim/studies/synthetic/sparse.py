@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,45 +27,47 @@ import torch
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.core.options import Options, check_options, option
 from genlab.core.progress import progress
 from genlab.core.report import figure
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, make_generator
 from genlab.optim.limits import MAX_EPOCHS, MAX_PARAMETERS, require_at_most
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, make_optimizer
-from genlab.optim.studies.stats import seed_list
 
 SPARSE_OPTIMIZERS = ("sgd", "sam", "samgcm", "cov")
 SUPPORT_THRESHOLD = 1e-2
 
 
 @dataclass
-class SparseConfig:
-    n: int = 100
-    n_test: int = 1000
-    d: int = 150
-    k: int = 3
-    noise: float = 0.2
-    init_scale: float = 0.2
-    lr: float = 0.05
-    batch_size: int = 10
-    epochs: int = 400
-    sam_rho: float = 0.3
-    samgcm_rho: float = 5e-4
-    samgcm_xi: float = 1e-6
-    cov_lam: float = 10.0
-    optimizers: list[str] = field(default_factory=lambda: list(SPARSE_OPTIMIZERS))
-    seeds: list[int] = field(default_factory=lambda: list(range(5)))  # problem and init
-    seed: int = 0  # library compatibility: an int ``seeds`` n means seed .. seed + n - 1
-    path_every: int = 5  # epochs between recorded |beta| (for the path plot of the first seed)
-    threads: int = 1  # torch intra-op CPU threads (0: torch's default, the machine's cores)
+class SparseConfig(Options):
+    """The options of `genlab optim sparse` (the official setup)."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
-            self.seeds = seed_list(self.seeds, self.seed)
+    n: int = option(100, help="Training samples.", gt=0)
+    n_test: int = option(1000, help="Test samples.", gt=0)
+    d: int = option(150, help="Dimension.", gt=0)
+    k: int = option(3, help="Support size of the true parameter.", gt=0)
+    noise: float = option(0.2, help="Label noise std.", ge=0)
+    init_scale: float = option(0.2, help="Scale of the diagonal net's initialisation.", gt=0)
+    lr: float = option(0.05, help="Learning rate.", gt=0)
+    batch_size: int = option(10, help="Mini-batch size.", gt=0)
+    epochs: int = option(400, help="Epochs.", gt=0, le=MAX_EPOCHS)
+    sam_rho: float = option(0.3, help="SAM radius.", gt=0)
+    samgcm_rho: float = option(5e-4, help="SAMGCM radius.", gt=0)
+    samgcm_xi: float = option(1e-6, help="SAMGCM damping.", gt=0)
+    cov_lam: float = option(10.0, help="COV penalty weight (ours).", ge=0)
+    optimizers: list[str] = option(factory=lambda: list(SPARSE_OPTIMIZERS), parse="list",
+                                   choices=SPARSE_OPTIMIZERS, help="Optimisers to compare.")
+    seeds: list[int] = option(factory=lambda: list(range(5)), parse="seeds",
+                              help="Each seed draws a problem and an initialisation.")
+    seed: int = option(0, help="First seed when --seeds is given as a count (library "
+                       "callers).", ge=0)
+    path_every: int = option(5, help="Epochs between recorded |beta| (the path plot of the "
+                             "first seed).", gt=0)
+    threads: int = option(1, help="torch CPU threads (0: torch's default).", ge=0)
 
     def validate(self) -> None:
-        self.seeds = seed_list(self.seeds, self.seed)
+        check_options(self)  # types, choices, limits; seeds: integers >= 0, no repeat
         for name in ("n", "n_test", "d", "k", "lr", "batch_size", "epochs", "sam_rho",
                      "samgcm_rho", "samgcm_xi", "path_every", "init_scale"):
             require_positive(name, getattr(self, name))

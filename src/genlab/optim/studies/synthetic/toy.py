@@ -25,39 +25,42 @@ it ends within ``end_radius`` of x = 0 (definitions ours).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from genlab.core.errors import ConfigError, require_positive
+from genlab.core.options import Options, check_options, option
 from genlab.core.report import figure
 from genlab.core.runs import RunDir
 from genlab.optim.limits import MAX_ITERATIONS, require_at_most
 from genlab.optim.optimizers.registry import make_optimizer
-from genlab.optim.studies.stats import seed_list
 
 CURVATURE_X1 = (0.2, 3.8)  # f1'', f2'' at x = 1 (= 2 * 0.1, 2 * 1.9)
 
 
 @dataclass
-class ToyConfig:
-    lr: float = 0.6
-    x0: float = 1.0001
-    iterations: int = 1000
-    seeds: list[int] = field(default_factory=lambda: list(range(20)))  # the SGD runs' seeds
-    leave_radius: float = 0.5
-    end_radius: float = 1e-3
-    seed: int = 0  # library compatibility: an int ``seeds`` n means seed .. seed + n - 1
-    cov_lam: float = 1.0  # full-batch COV penalty weight (0 disables the COV run)
+class ToyConfig(Options):
+    """The options of `genlab optim toy`."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
-            self.seeds = seed_list(self.seeds, self.seed)
+    lr: float = option(0.6, help="Learning rate of SGD and GD.", gt=0)
+    x0: float = option(1.0001, help="Start, next to the nonuniform minimum x = 1.")
+    iterations: int = option(1000, help="Steps per run.", gt=0, le=MAX_ITERATIONS)
+    seeds: list[int] = option(factory=lambda: list(range(20)), parse="seeds",
+                              help="One SGD run per seed.")
+    leave_radius: float = option(0.5, help="Distance from x = 1 that counts as leaving it.",
+                                 gt=0)
+    end_radius: float = option(1e-3, help="Distance from the other minimum that counts as "
+                               "arriving.", gt=0)
+    seed: int = option(0, help="First seed when --seeds is given as a count (library "
+                       "callers).", ge=0)
+    cov_lam: float = option(1.0, help="Full-batch COV penalty weight (0: no COV run); x = 1 "
+                            "is unstable for COV when lam > 0.823.", ge=0)
 
     def validate(self) -> None:
-        self.seeds = seed_list(self.seeds, self.seed)
+        check_options(self)  # types, choices, limits; seeds: integers >= 0, no repeat
         require_positive("lr", self.lr)
         require_positive("iterations", self.iterations)
         require_at_most("iterations", self.iterations, MAX_ITERATIONS)
