@@ -57,7 +57,8 @@ def test_images_equal_pil_read_independently(folder):
     raw = []
     for path in (images.files[r] for r in rows):
         with Image.open(path) as im:
-            pixels = np.asarray(im.convert("L").resize((12, 12), Image.BILINEAR), np.float32)
+            pixels = np.asarray(im.convert("L").resize((12, 12), Image.Resampling.BILINEAR),
+                                np.float32)
         raw.append(torch.from_numpy(pixels / 255.0)[None])
     want = (torch.stack(raw) - images.mean) / images.std
     assert got.shape == (3, 1, 12, 12)

@@ -93,10 +93,10 @@ def decode(path: str, channels: int, size: int) -> torch.Tensor:
     from PIL import Image
 
     try:
-        with Image.open(path) as im:
-            im = im.convert("L" if channels == 1 else "RGB").resize((size, size),
-                                                                    Image.BILINEAR)
-            array = np.asarray(im, dtype=np.float32) / 255.0
+        with Image.open(path) as opened:
+            image = opened.convert("L" if channels == 1 else "RGB").resize(
+                (size, size), Image.Resampling.BILINEAR)
+            array = np.asarray(image, dtype=np.float32) / 255.0
     except OSError as exc:
         raise DataError(f"{path}: the image does not decode ({exc})") from exc
     if channels == 1:
@@ -135,7 +135,7 @@ class FolderImages:
         rows = self._rows(index)
         x = torch.stack([decode(self.files[i], self.channels, self.size) for i in rows]) \
             if rows else torch.empty(0, self.channels, self.size, self.size)
-        if self.mean is not None:
+        if self.mean is not None and self.std is not None:
             x = (x - self.mean) / self.std
         x = x.to(self.device)
         return x[0] if isinstance(index, int) else x
@@ -173,4 +173,6 @@ def folder_data(root: str | Path, size: int, seed: int):
         lazy = images.subset(rows)
         lazy.mean, lazy.std = mean, std
         splits.append(Split(lazy, torch.from_numpy(scan.labels[rows])))  # type: ignore[arg-type]
-    return ImageData(f"{PREFIX}{scan.root}", *splits, len(scan.classes), scan.channels, size)
+    train_split, val_split, test_split = splits
+    return ImageData(f"{PREFIX}{scan.root}", train_split, val_split, test_split,
+                     len(scan.classes), scan.channels, size)
