@@ -33,7 +33,7 @@ def _lbe_loss(net, x, y, reg, alpha_value=None):
 
 def test_ber_lbe_gradient_on_alpha_matches_finite_differences():
     space, net, x, y = _tiny_net()
-    reg = make_regularizer("ber-lbe", strength=2.0, h_min=0.1)
+    reg = make_regularizer("ber-lbe", strength=2.0, params={"h_min": 0.1})
     reg.setup(net, x, space)
     with torch.no_grad():  # move the targets off the step-0 values so the penalty is not 0
         reg.parameters()[0].mul_(0.5)
@@ -64,7 +64,7 @@ def test_ber_lbe_targets_start_at_the_step0_node_entropies_and_get_gradients():
     # at the step-0 targets the penalty and its gradient vanish; with a floor above them the
     # target is the floor: loss = CE x mean (H - h_min)^2
     assert float(_lbe_loss(net, x, y, reg)) == pytest.approx(0.0, abs=1e-20)
-    floored = make_regularizer("ber-lbe", strength=1.0, h_min=5.0)
+    floored = make_regularizer("ber-lbe", strength=1.0, params={"h_min": 5.0})
     floored.setup(net, x, space)
     probe = floored.make_probe()
     ce = F.cross_entropy(net(x, probe=probe), y)
@@ -163,7 +163,8 @@ TINY = dict(channels=2, cells=1, steps=12, batch_size=64, hessian_points=0, diag
 
 
 def test_search_with_ber_lbe_logs_forces_and_node_entropies_and_resumes(tmp_path):
-    cfg = SearchConfig(**TINY, reg="ber-lbe", reg_strength=3.0, reg_hmin=0.2, seed=1)
+    cfg = SearchConfig(**TINY, reg="ber-lbe", reg_strength=3.0, reg_params={"h_min": 0.2},
+                       seed=1)
     full = run_search(cfg, tmp_path / "full")
     history = [json.loads(ln) for ln in
                (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
@@ -171,7 +172,7 @@ def test_search_with_ber_lbe_logs_forces_and_node_entropies_and_resumes(tmp_path
     assert len(history[-1]["node_entropy"]) == 3 and len(history[-1]["node_entropy"][0]) == 3
     assert (tmp_path / "full" / "forces.png").exists()
     assert (tmp_path / "full" / "node_entropy.png").exists()
-    assert full["reg_resolved"]["h_min"] == 0.2
+    assert full["reg_resolved"]["params"] == {"h_min": 0.2}
     # stop after the first logging step, then resume: the targets come back from the checkpoint
     stopped = run_search(cfg, tmp_path / "part", stop_at=11)
     assert stopped["stopped_at"] == 11 and not (tmp_path / "part" / "summary.json").exists()

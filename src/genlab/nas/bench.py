@@ -246,7 +246,7 @@ def same_search_key(scfg: SearchConfig) -> str:
     reg = search_regularizer(scfg)
     resolved = scfg.resolved()
     return repr(asdict(replace(resolved, reg="", reg_strength=None, reg_schedule=None,
-                               reg_hmin=None))) + repr(asdict(reg))
+                               reg_params={}))) + repr(asdict(reg))
 
 
 def alias_jobs(cfg: BenchConfig, jobs: list[tuple[str, int]]) -> dict[str, str]:

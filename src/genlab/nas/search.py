@@ -101,7 +101,7 @@ def search_regularizer(cfg: SearchConfig) -> Regularizer:
     """The regulariser a search's options resolve to (steps_per_epoch 1 until the data set is
     read; config.json records it so)."""
     reg = cfg.reg if cfg.reg is not None else cfg.resolved().reg
-    return make_regularizer(reg, cfg.reg_strength, cfg.reg_schedule, h_min=cfg.reg_hmin)
+    return make_regularizer(reg, cfg.reg_strength, cfg.reg_schedule, params=cfg.reg_params)
 
 
 def run_config(cfg: SearchConfig, reg: Regularizer | None = None) -> dict:

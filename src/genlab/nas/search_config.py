@@ -86,8 +86,10 @@ class SearchConfig:
                                         "docs).", ge=0)
     reg_schedule: str | None = option(None, help="up | down | constant (BER variants).",
                                       choices=("up", "down", "constant"))
-    reg_hmin: float | None = option(None, help="ber-lbe: floor h_min of the node targets.",
-                                    ge=0)
+    reg_params: dict[str, float] = option(
+        factory=dict, parse="params", flags=("--reg-param",),
+        help="The regulariser's own settings, KEY=VALUE, repeated (ber-lbe: h_min, the floor "
+             "of its node targets); each penalty lists its settings in docs/ber.md.")
     seed: int = option(0, help="The search's seed (data split, init, batches).", ge=0)
     device: str = option("cpu", help="cpu | cuda | cuda:N | auto (cuda when there is one).")
     order: int = option(1, help="1: first-order DARTS; 2: second order (unrolled).",

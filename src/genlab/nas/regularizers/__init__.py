@@ -7,7 +7,9 @@ rows); a penalty defined on one tensor is applied per tensor and summed over the
 beta-DARTS applies its penalty per cell type in the DARTS space.
 
 The penalties are objects (genlab.nas.regularizers.base.Penalty) in one registry,
-``PENALTIES``, one module per family:
+``PENALTIES``; each module registers its own (``@register_penalty``) and this package imports
+every module it holds, so a new penalty is a new module (docs/contributing.md). One module
+per family:
 
 - ``none``, ``beta``       genlab.nas.regularizers.baselines (DARTS, beta-DARTS);
 - ``ber-kl``               genlab.nas.regularizers.kl (BER on the architecture side);
@@ -32,11 +34,12 @@ fields are the plain settings that a search stores as ``reg_resolved``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from genlab.core.errors import require_choice, require_positive
+from genlab.core.registry import import_submodules
 from genlab.nas.probe import Probe
 from genlab.nas.regularizers.base import (
     PENALTIES,
@@ -48,17 +51,9 @@ from genlab.nas.regularizers.base import (
     schedule_factor,
     zero_like,
 )
-from genlab.nas.regularizers.baselines import BetaDecay, NoPenalty
-from genlab.nas.regularizers.batch import CellCompression
-from genlab.nas.regularizers.decay import BetaUntilTurn, EntropyDecayRestraint, HoldThenAnchor
-from genlab.nas.regularizers.kl import KLToUniform
-from genlab.nas.regularizers.layerwise import LayerwiseBatchEntropy
-from genlab.nas.regularizers.per_op import OpCompression, OpLabelInformation, OpPooledInformation
+from genlab.nas.regularizers.baselines import BetaDecay
 
-for _penalty in (NoPenalty, BetaDecay, KLToUniform, CellCompression, LayerwiseBatchEntropy,
-                 OpCompression, OpLabelInformation, OpPooledInformation, EntropyDecayRestraint,
-                 BetaUntilTurn, HoldThenAnchor):
-    PENALTIES.register(_penalty.name, _penalty)
+import_submodules(__name__, __path__)  # every module registers its penalties
 
 REGULARIZERS = PENALTIES.names()
 PRESETS = {name: dict(entry.preset) for name, entry in PENALTIES.items() if entry.preset}
@@ -78,17 +73,17 @@ class Regularizer:
     strength: float = 0.0
     schedule: str = "up"
     steps_per_epoch: int = 1
-    h_min: float = 0.0  # ber-lbe: floor of the learnable node targets
+    params: dict[str, float] = field(default_factory=dict)  # the penalty's own settings
 
     needs_probe: bool = False
 
     def __post_init__(self):
-        require_choice("regulariser", self.name, REGULARIZERS)
+        require_choice("regulariser", self.name, PENALTIES.names())
         require_choice("schedule", self.schedule, SCHEDULES)
         require_positive("reg-strength", self.strength, allow_zero=True)
         require_positive("steps_per_epoch", self.steps_per_epoch)
         # not a dataclass field: asdict() of a regulariser stays its plain settings
-        self.penalty_object: Penalty = PENALTIES.get(self.name)(self.h_min)
+        self.penalty_object: Penalty = PENALTIES.get(self.name)(**self.params)
         self.needs_probe = self.penalty_object.needs_probe
 
     def make_probe(self) -> Probe | None:
@@ -141,9 +136,9 @@ def preset_of(name: str) -> dict:
 def describe_setting(settings: dict) -> str:
     """``"ber-kl (strength 0.3, schedule down)"``: a preset_of() dict or a Regularizer's
     asdict(), in words (the settings that ``--reg`` help and the search's ber line show)."""
-    keys = ("strength", "schedule", *(("h_min",) if "h_min" in
-                                      PENALTIES.get(settings["name"]).preset else ()))
-    extra = ", ".join(f"{k.replace('_', '-')} {settings[k]}" for k in keys if k in settings)
+    parts = [f"{k} {settings[k]}" for k in ("strength", "schedule") if k in settings]
+    parts += [f"{k} {v}" for k, v in settings.get("params", {}).items()]
+    extra = ", ".join(parts)
     return f"{settings['name']} ({extra})" if extra else settings["name"]
 
 
@@ -157,17 +152,18 @@ def regularizer_help() -> str:
 
 
 def make_regularizer(name: str, strength: float | None = None, schedule: str | None = None,
-                     steps_per_epoch: int = 1, h_min: float | None = None) -> Regularizer:
+                     steps_per_epoch: int = 1, params: dict | None = None) -> Regularizer:
     """Build a regulariser from CLI values; ``ber`` resolves to BER_DEFAULT and the unset
     options of a named variant to its preset (PRESETS)."""
     preset = preset_of(name)
     name = preset["name"]
     strength = preset.get("strength") if strength is None else strength
     schedule = schedule or preset.get("schedule")
-    h_min = preset.get("h_min", 0.0) if h_min is None else h_min
+    params = {**preset.get("params", {}), **(params or {})}
     if strength is None:
         strength = PENALTIES.get(name).default_strength
-    return Regularizer(name, float(strength), schedule or "up", steps_per_epoch, float(h_min))
+    return Regularizer(name, float(strength), schedule or "up", steps_per_epoch,
+                       {k: float(v) for k, v in params.items()})
 
 
 __all__ = ["BER", "BER_DEFAULT", "PENALTIES", "PRESETS", "REGULARIZERS", "SCHEDULES", "Alphas",

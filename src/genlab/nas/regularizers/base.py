@@ -4,8 +4,11 @@ A regulariser family member is a :class:`Penalty` subclass registered in ``PENAL
 (a core.registry Registry) under its name; its class attributes carry its facts:
 ``needs_probe`` (it reads the cells through a probe, genlab.nas.probe), ``preset`` (the
 settings its name stands for when the command line leaves them unset) and
-``default_strength``. An instance is made per search from ``h_min`` (ber-lbe's floor; the
-others ignore it) and gives ``penalty(alphas, probe, val_loss, labels)`` (R, unweighted)
+``default_strength`` and ``params``, its own settings with their defaults (ber-lbe's floor
+``h_min``; a search passes them as ``--reg-param KEY=VALUE``). A member registers itself
+where it is defined (``@register_penalty``; the package imports every module of its own).
+An instance is made per search from its params (unknown names are refused, listing the
+member's) and gives ``penalty(alphas, probe, val_loss, labels)`` (R, unweighted)
 and ``lam(...)`` (lambda_t). Members with state (ber-lbe's targets) are set up once before
 the search (``setup(net, x, space)``), give their extra parameters to the alpha optimiser
 (``parameters()``) and their state to the checkpoint (``state_dict()``).
@@ -18,6 +21,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from genlab.core.errors import ConfigError
 from genlab.core.registry import Registry
 from genlab.nas.probe import Probe
 
@@ -63,9 +67,16 @@ class Penalty:
     uses_val_loss: ClassVar[bool] = False
     preset: ClassVar[dict[str, Any]] = {}
     default_strength: ClassVar[float] = 1.0
+    params: ClassVar[dict[str, float]] = {}  # its own settings and their defaults
 
-    def __init__(self, h_min: float = 0.0):
-        pass
+    def __init__(self, **params: float):
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            known = ", ".join(self.params) or "none"
+            raise ConfigError(f"--reg-param {unknown[0]}: {self.name} has no such setting; "
+                              f"its settings: {known}")
+        for key, default in self.params.items():
+            setattr(self, key, float(params.get(key, default)))
 
     def make_probe(self) -> Probe | None:
         """The probe to pass to the supernet's forward (None when the penalty needs none)."""
@@ -96,5 +107,11 @@ class Penalty:
         raise NotImplementedError
 
 
-# name -> Penalty subclass, filled by genlab.nas.regularizers in its documented order
+# name -> Penalty subclass, filled by the modules of genlab.nas.regularizers
 PENALTIES: Registry[type[Penalty]] = Registry("regulariser")
+
+
+def register_penalty(cls: type[Penalty]) -> type[Penalty]:
+    """Class decorator: register a Penalty under its ``name``."""
+    PENALTIES.register(cls.name, cls)
+    return cls

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from genlab.nas.regularizers.base import Penalty, per_alpha_sum, zero_like
+from genlab.nas.regularizers.base import Penalty, per_alpha_sum, register_penalty, zero_like
 
 
+@register_penalty
 class NoPenalty(Penalty):
     """DARTS: no regulariser."""
 
@@ -27,6 +28,7 @@ class NoPenalty(Penalty):
         return zero_like(alphas)
 
 
+@register_penalty
 class BetaDecay(Penalty):
     """beta-DARTS: mean logsumexp of every edge's alphas, strength * epoch / 100."""
 

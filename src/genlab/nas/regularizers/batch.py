@@ -16,9 +16,10 @@ import torch.nn.functional as F
 from genlab.core.errors import ConfigError
 from genlab.nas.entropy import gaussian_batch_entropy
 from genlab.nas.probe import CellPairs
-from genlab.nas.regularizers.base import Penalty
+from genlab.nas.regularizers.base import Penalty, register_penalty
 
 
+@register_penalty
 class CellCompression(Penalty):
     """ber-batch: mean over cells of the Gaussian batch entropy a cell loses."""
 

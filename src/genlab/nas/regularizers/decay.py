@@ -41,7 +41,7 @@ from collections import deque
 import torch
 
 from genlab.nas.probe import CellTraces
-from genlab.nas.regularizers.base import Penalty, per_alpha_sum, zero_like
+from genlab.nas.regularizers.base import Penalty, per_alpha_sum, register_penalty, zero_like
 from genlab.nas.regularizers.layerwise import node_entropy_reading
 
 SMOOTHING = 0.02  # EMA weight of the newest step (time constant ~50 steps)
@@ -135,7 +135,8 @@ class TurnPenalty(Penalty):
     # the checkpoint key of the per-alpha tensors kept at the turn (``kept``); None: none kept
     kept_key: str | None = None
 
-    def __init__(self, h_min: float = 0.0):
+    def __init__(self, **params: float):
+        super().__init__(**params)
         self.turn = self.turn_rule()
         self.step = 0
         self.kept: dict[str, torch.Tensor] = {}
@@ -164,6 +165,7 @@ class TurnPenalty(Penalty):
                 self.kept = {k: v.clone() for k, v in state[self.kept_key].items()}
 
 
+@register_penalty
 class EntropyDecayRestraint(TurnPenalty):
     """ber-decay: after the nodes' batch entropy turns, restrain alpha as much as it decays."""
 
@@ -193,6 +195,7 @@ def _hold(alphas) -> torch.Tensor:
     return per_alpha_sum(lambda a: torch.logsumexp(a, dim=-1).mean(), alphas)
 
 
+@register_penalty
 class BetaUntilTurn(TurnPenalty):
     """ber-commit: beta-DARTS' restraint until the entropy turn, released linearly after it."""
 
@@ -211,6 +214,7 @@ class BetaUntilTurn(TurnPenalty):
         return _hold(alphas)
 
 
+@register_penalty
 class HoldThenAnchor(TurnPenalty):
     """ber-anchor: beta-DARTS' hold until the entropy turn, then commitment to the ops that
     led at the turn (see the module docstring)."""

@@ -14,9 +14,10 @@ import math
 import torch
 
 from genlab.nas.entropy import edge_entropy
-from genlab.nas.regularizers.base import Penalty, per_alpha_sum
+from genlab.nas.regularizers.base import Penalty, per_alpha_sum, register_penalty
 
 
+@register_penalty
 class KLToUniform(Penalty):
     """ber-kl: the mean KL divergence of the edges' op distributions from uniform."""
 

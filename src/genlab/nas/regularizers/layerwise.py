@@ -25,7 +25,7 @@ import torch
 from genlab.core.errors import ConfigError
 from genlab.nas.entropy import batch_entropy, global_batch_entropy
 from genlab.nas.probe import CellTraces
-from genlab.nas.regularizers.base import Penalty
+from genlab.nas.regularizers.base import Penalty, register_penalty
 
 
 def node_entropies(probe: CellTraces) -> torch.Tensor:
@@ -46,18 +46,20 @@ def node_entropy_reading(probe: CellTraces) -> torch.Tensor:
                         for t in tr.nodes]).mean()
 
 
+@register_penalty
 class LayerwiseBatchEntropy(Penalty):
     """ber-lbe: Peer's layerwise batch-entropy loss on the cell nodes, learnable targets."""
 
     name = "ber-lbe"
     needs_probe = True
     uses_val_loss = True
-    preset = {"strength": 36.2, "schedule": "constant", "h_min": 0.0}
+    preset = {"strength": 36.2, "schedule": "constant"}
+    params = {"h_min": 0.0}  # the floor of the learnable node targets
 
-    def __init__(self, h_min: float = 0.0):
-        if not h_min >= 0:
-            raise ConfigError(f"--reg-hmin must be >= 0, got {h_min}")
-        self.h_min = float(h_min)
+    def __init__(self, **params: float):
+        super().__init__(**params)
+        if not self.h_min >= 0:
+            raise ConfigError(f"--reg-param h_min must be >= 0, got {self.h_min}")
         self.targets: torch.nn.Parameter | None = None
 
     def make_probe(self) -> CellTraces:

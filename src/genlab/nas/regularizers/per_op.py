@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from genlab.core.errors import ConfigError
 from genlab.nas.entropy import batch_entropy, label_information, spatial_mean
 from genlab.nas.probe import CellTraces
-from genlab.nas.regularizers.base import Penalty
+from genlab.nas.regularizers.base import Penalty, register_penalty
 
 EDGE_RE = re.compile(r"^(\d+)<-(\d+)$")
 
@@ -66,7 +66,8 @@ class PerOpPenalty(Penalty):
     needs_probe = True
     name = "per-op"
 
-    def __init__(self, h_min: float = 0.0):
+    def __init__(self, **params: float):
+        super().__init__(**params)
         self.sources: dict[str, list[int]] = {}
 
     def make_probe(self) -> CellTraces:
@@ -119,6 +120,7 @@ class PerOpPenalty(Penalty):
         return total
 
 
+@register_penalty
 class OpCompression(PerOpPenalty):
     """ber-op: c_ek = relu(H_B(edge input) - H_B(op output)), the batch entropy the op loses."""
 
@@ -132,6 +134,7 @@ class OpCompression(PerOpPenalty):
         return F.relu(at_input - at_output)
 
 
+@register_penalty
 class OpLabelInformation(PerOpPenalty):
     """ber-ib: c_ek = I_B(edge input; Y) - I_B(op output; Y), the label information it loses."""
 
@@ -147,6 +150,7 @@ class OpLabelInformation(PerOpPenalty):
         return at_input - at_output
 
 
+@register_penalty
 class OpPooledInformation(PerOpPenalty):
     """ber-xu: c_ek = relu(H_B(x_e) - H_B(o_ek)) + [I_B(m(x_e); Y) - I_B(m(o_ek); Y)], m the
     spatial mean of every channel: the batch entropy the op loses per unit (ber-op's cost)

@@ -53,7 +53,7 @@ def setting_name(reg: str, strength: float) -> str:
 
 def search_one(out: Path, reg: str, strength: float, seed: int, hmin: float | None) -> dict:
     cfg = SearchConfig(reg=reg, reg_strength=strength, reg_schedule="constant", seed=seed,
-                       reg_hmin=hmin)
+                       reg_params={} if hmin is None else {"h_min": hmin})
     return search_once(cfg, out / "search" / f"{setting_name(reg, strength)}-s{seed}")
 
 

@@ -28,6 +28,7 @@ from genlab.optim.optimizers.per_sample_source import (
     per_sample_grads,
     trainable_params,
 )
+from genlab.optim.optimizers.registry import OptimizerEntry, register_optimizer
 
 
 def noise_factor(batch: int, n_total: int | None) -> float:
@@ -96,3 +97,8 @@ class COV(torch.optim.SGD):
                                            self.max_grad_norm)
         super().step()
         return loss.detach()
+
+
+register_optimizer("cov", OptimizerEntry(COV, per_sample=True, radius="lam", needs_model=True,
+                                         accepts=("lam", "n_total", "model"),
+                                         search_radii=(0.1, 1.0, 10.0), standard=4))

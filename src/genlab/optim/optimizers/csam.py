@@ -26,6 +26,7 @@ from torch import nn
 from genlab.core.errors import ConfigError, require_positive
 from genlab.optim.optimizers.kfac import KFAC
 from genlab.optim.optimizers.perturb import PerturbedOptimizer, finite_scale, global_norm
+from genlab.optim.optimizers.registry import OptimizerEntry, register_optimizer
 
 
 class _CSAMBase(PerturbedOptimizer):
@@ -175,3 +176,15 @@ class CSAM(_CSAMBase):
             return self._rho2_scaled(params, pv_list, global_norm(pv_list))
         quad = sum((a * b).sum() for a, b in zip(v, pv_list, strict=True)).clamp_min(0.0)
         return self._rho2_scaled(params, pv_list, torch.sqrt(quad))
+
+
+_CSAM_OPTIONS = ("rho1", "rho2", "model")
+_RHO = (0.01, 0.05, 0.25)  # the search grid's radii (rho1 = rho2), as SAM's
+register_optimizer("csam_identity", OptimizerEntry(CSAM_Identity, radius="rho",
+                                                   accepts=_CSAM_OPTIONS, search_radii=_RHO,
+                                                   standard=5))
+register_optimizer("acsam_identity", OptimizerEntry(ACSAM_Identity, radius="rho",
+                                                    accepts=_CSAM_OPTIONS, search_radii=_RHO,
+                                                    standard=6))
+register_optimizer("csam", OptimizerEntry(CSAM, radius="rho", needs_model=True,
+                                          accepts=_CSAM_OPTIONS, search_radii=_RHO, standard=7))

@@ -4,21 +4,23 @@ An :class:`OptimizerEntry` holds the class, the constructor arguments the name f
 (``asam`` is SAM with ``adaptive=True``), whether its closure returns per-sample losses,
 the training option that sets its radius, whether it needs ``model=`` and which of the
 studies' options its constructor accepts (declared here, not read from signatures).
-``make_optimizer`` and the studies read the entry; ``OPTIMIZERS`` and
-``PER_SAMPLE_CLOSURE`` are derived from it.
+It also carries what the studies need: the radii its full search grid tries and whether
+it is in the standard comparison. Each optimiser registers itself in the module that
+defines it (``register_optimizer``); this module imports every module of the package, so a
+new optimiser is one new module (docs/contributing.md). ``make_optimizer`` and the studies
+read the entry; ``OPTIMIZERS``, ``PER_SAMPLE_CLOSURE`` and ``STANDARD_OPTIMIZERS`` are
+derived from it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
-from genlab.core.registry import Registry
-from genlab.optim.optimizers.cov import COV
-from genlab.optim.optimizers.csam import CSAM, ACSAM_Identity, CSAM_Identity
-from genlab.optim.optimizers.sam import SAM
-from genlab.optim.optimizers.samgcm import SAMGCM
+from genlab.core.errors import ConfigError
+from genlab.core.registry import Registry, import_submodules
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,11 @@ class OptimizerEntry:
     #: the studies' options its constructor takes besides lr, momentum, weight_decay
     #: (rho, rho1, rho2, lam, xi, n_total, model)
     accepts: tuple[str, ...] = ()
+    #: the radii its search grid ("full") tries with each learning rate (needed with a radius)
+    search_radii: tuple[float, ...] = ()
+    #: its place in the standard comparison (the paper's list, the studies' default
+    #: optimisers, in this order); 0: not in it
+    standard: int = 0
 
     def build(self, params, **kw) -> torch.optim.Optimizer:
         """The optimiser over ``params``; ``model=`` is dropped where it is not accepted."""
@@ -46,29 +53,36 @@ class OptimizerEntry:
 
 
 OPTIMIZER_REGISTRY: Registry[OptimizerEntry] = Registry("optimizer")
-_SAM_OPTIONS = ("rho", "model")
-_CSAM_OPTIONS = ("rho1", "rho2", "model")
-OPTIMIZER_REGISTRY.register("sgd", OptimizerEntry(torch.optim.SGD))
-OPTIMIZER_REGISTRY.register("sam", OptimizerEntry(SAM, radius="rho", accepts=_SAM_OPTIONS))
-OPTIMIZER_REGISTRY.register("asam", OptimizerEntry(SAM, fixed={"adaptive": True}, radius="rho",
-                                                   accepts=_SAM_OPTIONS))
-OPTIMIZER_REGISTRY.register("cov", OptimizerEntry(COV, per_sample=True, radius="lam",
-                                                  needs_model=True,
-                                                  accepts=("lam", "n_total", "model")))
-OPTIMIZER_REGISTRY.register("samgcm", OptimizerEntry(SAMGCM, per_sample=True, radius="rho",
-                                                     needs_model=True,
-                                                     accepts=("rho", "xi", "model")))
-OPTIMIZER_REGISTRY.register("csam_identity", OptimizerEntry(CSAM_Identity, radius="rho",
-                                                            accepts=_CSAM_OPTIONS))
-OPTIMIZER_REGISTRY.register("csam", OptimizerEntry(CSAM, radius="rho", needs_model=True,
-                                                   accepts=_CSAM_OPTIONS))
-OPTIMIZER_REGISTRY.register("acsam_identity", OptimizerEntry(ACSAM_Identity, radius="rho",
-                                                             accepts=_CSAM_OPTIONS))
 
-#: every optimiser name, in registration order
-OPTIMIZERS = OPTIMIZER_REGISTRY.names()
-#: optimisers whose closure returns per-sample losses (shape (b,)) instead of calling backward
-PER_SAMPLE_CLOSURE = tuple(n for n, e in OPTIMIZER_REGISTRY.items() if e.per_sample)
+
+def register_optimizer(name: str, entry: OptimizerEntry) -> OptimizerEntry:
+    """Register ``entry`` under ``name``; an entry with a radius must say which radii its
+    search grid tries (a study would otherwise find no grid row for it)."""
+    if entry.radius is not None and not entry.search_radii:
+        raise ConfigError(f"optimizer {name!r} has a radius ({entry.radius}) but no "
+                          "search_radii: give the radii its search grid tries")
+    return OPTIMIZER_REGISTRY.register(name, entry)
+
+
+register_optimizer("sgd", OptimizerEntry(torch.optim.SGD, standard=1))
+# the optimisers' modules register theirs (sam, asam, cov, samgcm, the CSAM family)
+import_submodules("genlab.optim.optimizers", [str(Path(__file__).parent)],
+                  skip=("registry", "perturb", "kfac", "per_sample_source"))
+
+def __getattr__(name: str):
+    """The names derived from the registry, read when asked for (an optimiser's module may be
+    the first one imported and register itself after this module has run):
+    ``OPTIMIZERS`` (every name, in registration order), ``PER_SAMPLE_CLOSURE`` (those whose
+    closure returns per-sample losses) and ``STANDARD_OPTIMIZERS`` (the standard comparison,
+    in its order)."""
+    if name == "OPTIMIZERS":
+        return OPTIMIZER_REGISTRY.names()
+    if name == "PER_SAMPLE_CLOSURE":
+        return tuple(n for n, e in OPTIMIZER_REGISTRY.items() if e.per_sample)
+    if name == "STANDARD_OPTIMIZERS":
+        return tuple(sorted((n for n, e in OPTIMIZER_REGISTRY.items() if e.standard),
+                            key=lambda n: OPTIMIZER_REGISTRY.get(n).standard))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_optimizer(name: str, params, **kw) -> torch.optim.Optimizer:

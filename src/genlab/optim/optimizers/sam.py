@@ -26,6 +26,7 @@ from torch import nn
 
 from genlab.core.errors import require_positive
 from genlab.optim.optimizers.perturb import PerturbedOptimizer, finite_scale, global_norm
+from genlab.optim.optimizers.registry import OptimizerEntry, register_optimizer
 
 
 class SAM(PerturbedOptimizer):
@@ -96,3 +97,11 @@ class SAM(PerturbedOptimizer):
         self._run_closure(closure, perturbed=True, sync=True)
         self._second_step()
         return loss
+
+
+_RHO = (0.01, 0.05, 0.25)  # the search grid's radii: factor 5 apart around SAM's usual 0.05
+register_optimizer("sam", OptimizerEntry(SAM, radius="rho", accepts=("rho", "model"),
+                                         search_radii=_RHO, standard=2))
+register_optimizer("asam", OptimizerEntry(SAM, fixed={"adaptive": True}, radius="rho",
+                                          accepts=("rho", "model"),
+                                          search_radii=(0.05, 0.25, 1.25), standard=3))

@@ -33,6 +33,7 @@ from genlab.optim.optimizers.per_sample_source import (
     trainable_params,
 )
 from genlab.optim.optimizers.perturb import PerturbedOptimizer
+from genlab.optim.optimizers.registry import OptimizerEntry, register_optimizer
 
 SOLVERS = ("auto", "dense", "woodbury")
 PRECISIONS = ("model", "float64")
@@ -156,3 +157,8 @@ class SAMGCM(PerturbedOptimizer):
             perturbed.mean().backward()
         self._second_step()
         return losses.mean().detach()
+
+
+register_optimizer("samgcm", OptimizerEntry(SAMGCM, per_sample=True, radius="rho",
+                                            needs_model=True, accepts=("rho", "xi", "model"),
+                                            search_radii=(1e-4, 5e-4, 2.5e-3)))

@@ -25,12 +25,13 @@ from genlab.core.errors import ConfigError
 from genlab.core.registry import Registry
 from genlab.core.runs import write_json
 from genlab.core.sweep import RunSpec
-from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS
+from genlab.optim.optimizers.registry import (
+    OPTIMIZER_REGISTRY,
+    OPTIMIZERS,
+    STANDARD_OPTIMIZERS,  # noqa: F401 - the studies import it from here
+)
 from genlab.optim.studies.grid import StudyLog, execute, stored
 from genlab.optim.studies.train import TrainConfig
-
-#: the optimisers of the comparisons (the paper's standard-training list)
-STANDARD_OPTIMIZERS = ("sgd", "sam", "asam", "cov", "csam_identity", "acsam_identity", "csam")
 
 
 def radius_field(optimizer: str) -> str | None:
@@ -53,25 +54,22 @@ class SearchGrid:
         return [{"lr": lr, field: r} for lr in self.lrs for r in self.radii[optimizer]]
 
 
-_RHO = (0.01, 0.05, 0.25)  # factor 5 apart around SAM's usual 0.05
 GRIDS: Registry[SearchGrid] = Registry("grid")
-GRIDS.register("full", SearchGrid(
+GRIDS.register("full", SearchGrid(  # each optimiser's radii: its registry entry's search_radii
     sgd_lrs=(0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2),
     lrs=(0.01, 0.03, 0.1),
-    radii={"sam": _RHO, "asam": (0.05, 0.25, 1.25), "cov": (0.1, 1.0, 10.0),
-           "samgcm": (1e-4, 5e-4, 2.5e-3), "csam_identity": _RHO,
-           "acsam_identity": _RHO, "csam": _RHO}))
+    radii={o: e.search_radii for o, e in OPTIMIZER_REGISTRY.items() if e.radius}))
 # two trials each: for smoke tests of the commands, not for results
 GRIDS.register("tiny", SearchGrid(sgd_lrs=(0.02, 0.1), lrs=(0.05,),
                                   radii={o: (0.05, 0.1) for o in OPTIMIZERS if radius_field(o)}))
 
-#: architecture -> (width, depth, epochs) of the comparisons
 def require_baseline(optimizers, study: str) -> None:
     """A comparison's optimisers include SGD, the baseline every table is read against."""
     if "sgd" not in optimizers:
         raise ConfigError(f"{study}: the optimisers must include sgd (the baseline)")
 
 
+#: architecture -> (width, depth, epochs) of the comparisons
 ARCH_DEFAULTS: Registry[tuple[int, int, int]] = Registry("arch")
 ARCH_DEFAULTS.register("cnn", (32, 2, 30))
 ARCH_DEFAULTS.register("transformer", (32, 2, 40))
