@@ -8,7 +8,7 @@ import sys
 import threading
 
 import typer
-from typer._click import exceptions as click_errors  # typer >= 0.22 carries its own click
+from typer._click import exceptions as click_errors  # typer >= 0.26 carries its own click
 
 from genlab.core.errors import GenlabError
 

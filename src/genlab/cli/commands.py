@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Optional  # noqa: UP035 - typer reads these annotations
 
 import typer
-from typer._click.core import ParameterSource  # typer >= 0.22 carries its own click
+from typer._click.core import ParameterSource  # typer >= 0.26 carries its own click
 from typer._click.exceptions import UsageError
 from typer._click.utils import make_default_short_help
 from typer.core import TyperCommand, TyperGroup

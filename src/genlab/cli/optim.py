@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import typer
-from typer import _click as click  # typer >= 0.22 carries its own click
+from typer import _click as click  # typer >= 0.26 carries its own click
 from typer.core import TyperGroup
 
 from genlab.cli import optim_studies, options
