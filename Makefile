@@ -35,7 +35,8 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
 # Every benchmark script (JSON into $(OUT)/bench). Long: the BER ablation and the gaze
-# domain-gap study take tens of minutes on 2 cores; run single scripts as README shows.
+# domain-gap study take tens of minutes on 2 cores; run single scripts as docs/results.md
+# ("Speed") shows.
 bench: $(STAMP)
 	mkdir -p $(OUT)/bench
 	for script in benchmarks/*.py; do $(PY) $$script --out $(OUT)/bench || exit 1; done
