@@ -196,3 +196,28 @@ def test_cli_lookup_prints_table_values(nb201_table):
     assert res.returncode == 0
     want = " / ".join(f"{v:.2f}%" for v in nb201_synthetic_accuracy(ops))
     assert res.stdout.strip() == f"{want}  (CIFAR-10 / CIFAR-100 / ImageNet16-120)"
+
+
+def test_a_search_looks_its_space_and_method_up_once(tmp_path, monkeypatch):
+    """The command resolves its config once into the parts it runs and hands them down."""
+    from genlab.cli import main
+    from genlab.nas.methods.base import METHODS
+    from genlab.nas.spaces.base import SPACES
+
+    counts = {"space": 0, "method": 0}
+
+    def counting(registry, key):
+        original = registry.get
+
+        def get(name):
+            counts[key] += 1
+            return original(name)
+        monkeypatch.setattr(registry, "get", get)
+
+    counting(SPACES, "space")
+    counting(METHODS, "method")
+    with pytest.raises(SystemExit) as done:
+        main(["nas", "search", "--steps", "2", "--hessian-points", "0", "--out",
+              str(tmp_path / "r")])
+    assert done.value.code == 0
+    assert counts == {"space": 1, "method": 1}

@@ -87,12 +87,12 @@ def _search(cfg, out: Path, resume: bool) -> None:
     from dataclasses import asdict
 
     from genlab.nas.regularizers import BER, describe_setting
-    from genlab.nas.search import run_search, search_regularizer
+    from genlab.nas.search import plan_search, run_search
 
-    cfg.validate()  # before the line below; run_search checks the rest before making --out
-    if cfg.resolved().reg == BER:
-        typer.echo(f"--reg ber stands for {describe_setting(asdict(search_regularizer(cfg)))}")
-    s = run_search(cfg, out, resume=resume)
+    plan = plan_search(cfg)  # checked and resolved once, before the line below and --out
+    if plan.cfg.reg == BER:
+        typer.echo(f"--reg ber stands for {describe_setting(asdict(plan.reg))}")
+    s = run_search(plan, out, resume=resume)
     stopped = "" if s.get("stopped_epoch") is None else \
         f"   (stopped at epoch {s['stopped_epoch']})"
     typer.echo(f"method          {s['method']}   select {s['select']}{stopped}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -42,7 +42,13 @@ from genlab.nas.architect import bilevel_step
 from genlab.nas.data import StepBatches, load_image_data
 from genlab.nas.ddp import SearchParallel
 from genlab.nas.inputs import check_input_size, check_run_kind
-from genlab.nas.methods import SearchMethod, SelectionContext, derive, search_method
+from genlab.nas.methods import (
+    SearchMethod,
+    SelectionContext,
+    derive,
+    get_method,
+    search_method,
+)
 from genlab.nas.regularizers import Regularizer, make_regularizer
 from genlab.nas.search_config import (  # noqa: F401  (SearchConfig's home; re-exported)
     DEFAULT_METHOD,
@@ -78,22 +84,40 @@ def cosine_lr(step: int, total: int, lr_max: float, lr_min: float) -> float:
     return lr_min + 0.5 * (lr_max - lr_min) * (1 + math.cos(math.pi * step / total))
 
 
-def run_search(cfg: SearchConfig, out, *, resume: bool = False, progress_bar=None,
-               stop_at: int | None = None) -> dict:
+@dataclass(frozen=True)
+class SearchPlan:
+    """A search's config resolved once into the parts it runs: the resolved config, its
+    space, its method's parts and its regulariser (each looked up once, handed down)."""
+
+    cfg: SearchConfig
+    space: SearchSpace
+    method: SearchMethod
+    reg: Regularizer
+
+
+def plan_search(cfg: SearchConfig) -> SearchPlan:
+    """Check ``cfg`` (everything that needs no data) and resolve it into its parts."""
+    space = get_space(cfg.space)
+    entry = get_method(cfg.method or DEFAULT_METHOD)
+    cfg.validate(space, entry, parts=False)
+    resolved = cfg.resolved(space, entry)
+    return SearchPlan(resolved, space, search_method(resolved, entry),
+                      search_regularizer(resolved))
+
+
+def run_search(cfg: SearchConfig | SearchPlan, out, *, resume: bool = False,
+               progress_bar=None, stop_at: int | None = None) -> dict:
     """Run (or resume) one search into the run folder ``out``; returns summary.json's content.
+    ``cfg``: a SearchConfig, or the SearchPlan already made of one.
 
     ``stop_at``: pause after that many steps (a checkpoint, no summary; ``--resume`` goes on);
     the schedules stay those of the whole budget ``cfg.steps``."""
-    space = get_space(cfg.space)
-    cfg.validate(space)
+    plan = cfg if isinstance(cfg, SearchPlan) else plan_search(cfg)
     check_run_kind(out, "nas search")
-    cfg = cfg.resolved(space)
     if stop_at is not None:
         require_positive("stop_at", stop_at)
-    reg = search_regularizer(cfg)
-    method = search_method(cfg)
-    with fixed_threads(cfg.threads):
-        return _run_search(cfg, space, reg, method, out, resume=resume,
+    with fixed_threads(plan.cfg.threads):
+        return _run_search(plan.cfg, plan.space, plan.reg, plan.method, out, resume=resume,
                            progress_bar=progress_bar, stop_at=stop_at)
 
 
@@ -122,7 +146,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
                     "in_channels": data.in_channels, "channels": cfg.channels,
                     "cells": cfg.cells,
                     "options": {**space.proxy.options, **method.supernet_options}}
-    net = build_space_supernet(**builder_args).to(device)
+    net = build_space_supernet(**{**builder_args, "space": space}).to(device)
     method.attach(net)
     check_input_size(net, data.in_channels, cfg.size, f"the {space.name} supernet",
                      cfg.channels, cfg.cells)

@@ -118,9 +118,10 @@ class SearchConfig:
     force_every: int = option(0, help="Also log the alpha forces every this many steps "
                               "(forces.jsonl; 0: never).", ge=0)
 
-    def resolved(self, space=None) -> SearchConfig:
+    def resolved(self, space=None, method=None) -> SearchConfig:
         """A copy with every None size option filled from the space's proxy defaults and
-        every None method option from the method's preset."""
+        every None method option from the method's preset (``space`` and ``method``: the
+        entries already looked up, else they are looked up here)."""
         from genlab.nas.methods import get_method
         from genlab.nas.regularizers import BER
         from genlab.nas.spaces import get_space
@@ -128,7 +129,7 @@ class SearchConfig:
         proxy = (space or get_space(self.space)).proxy
         fill = {k: getattr(proxy, k) for k in ("size", "channels", "cells", "steps")
                 if getattr(self, k) is None}
-        method = get_method(self.method or DEFAULT_METHOD)
+        method = method or get_method(self.method or DEFAULT_METHOD)
         fill["method"] = method.name
         if self.reg is None:
             fill["reg"] = method.reg if self.method is not None else BER
@@ -140,9 +141,10 @@ class SearchConfig:
             fill["arch_lr"] = PROXY_ARCH_LR * method.arch_lr_scale
         return replace(self, **fill)
 
-    def validate(self, space=None) -> None:
+    def validate(self, space=None, method=None, *, parts: bool = True) -> None:
         """Every check that needs no data: the fields' declarations, then the space's size
-        rules, the limits, the data set, the method's orders and its parts."""
+        rules, the limits, the data set, the method's orders and (``parts``) its parts;
+        ``space`` and ``method``: the entries already looked up."""
         from genlab.nas.data import check_dataset
         from genlab.nas.inputs import check_limits
         from genlab.nas.methods import get_method, search_method
@@ -158,8 +160,9 @@ class SearchConfig:
         check_limits(size=self.size, channels=self.channels, cells=self.cells,
                      batch_size=self.batch_size, steps=self.steps)
         check_dataset(self.dataset, self.data_root)
-        method = get_method(self.method or DEFAULT_METHOD)
+        method = method or get_method(self.method or DEFAULT_METHOD)
         if self.order not in method.orders:
             raise ConfigError(f"method {method.name} is first order only (its authors have no "
                               f"second-order step); use --order 1")
-        search_method(replace(self, method=method.name))  # unknown parts, bad fractions
+        if parts:
+            search_method(replace(self, method=method.name), method)  # unknown parts, fractions

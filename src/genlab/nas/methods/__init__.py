@@ -71,11 +71,12 @@ def build_supernet(space, method: str = "darts", num_classes: int = 10, in_chann
     return net
 
 
-def search_method(cfg) -> SearchMethod:
-    """The parts of the search ``cfg`` (a resolved SearchConfig)."""
+def search_method(cfg, method: Method | None = None) -> SearchMethod:
+    """The parts of the search ``cfg`` (a resolved SearchConfig); ``method``: its entry, if
+    already looked up."""
     _load_all()
-    return build_parts(get_method(cfg.method), relaxation=cfg.relaxation, perturb=cfg.perturb,
-                       stop=cfg.stop, select=cfg.select,
+    return build_parts(method or get_method(cfg.method), relaxation=cfg.relaxation,
+                       perturb=cfg.perturb, stop=cfg.stop, select=cfg.select,
                        supernet={"partial_channels": cfg.partial_channels,
                                  "edge_norm": cfg.edge_norm},
                        arch_start=cfg.arch_start, drop_path=cfg.drop_path,
