@@ -28,6 +28,7 @@ from torch.utils.data import Dataset
 
 from genlab.core.errors import ConfigError, DataError
 from genlab.gaze.data.images import resize_rgb, rgb_to_tensor
+from genlab.gaze.data.realdata import register_reader
 from genlab.gaze.data.splits import fraction_indices
 
 REQUIRED_COLUMNS = ("Face", "2DGaze")
@@ -187,3 +188,24 @@ class GazeHub(Dataset):
             raise DataError(f"{path}: missing or unreadable image (listed in a label file)")
         image = rgb_to_tensor(resize_rgb(np.ascontiguousarray(bgr[..., ::-1]), self.size))
         return image, self.gaze[i]
+
+
+def _label_files(root: Path, pattern: str) -> list[Path]:
+    files = sorted((root / "Label").glob(pattern))
+    if not (root / "Image").is_dir() or not files:
+        raise DataError(f"{root}: expected the GazeHub layout, {root}/Label/{pattern} label "
+                        f"files and a {root}/Image folder")
+    return files
+
+
+def _opener(pattern: str, subject_pattern: str | None = None):
+    def open_(root: Path, size, labels: str):
+        return GazeHub(root / "Image", _label_files(root, pattern), size=size,
+                       subject_pattern=subject_pattern)
+    return open_
+
+
+register_reader("gaze360", "Gaze360 in GazeHub format (train.label)",
+                _opener("train.label", GAZE360_SUBJECT_PATTERN))
+register_reader("mpii", "MPIIFaceGaze in GazeHub format (p00-p14)", _opener("p*.label"))
+register_reader("eyediap", "EyeDiap in GazeHub format (all label files)", _opener("*.label"))

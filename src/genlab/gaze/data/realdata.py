@@ -21,49 +21,36 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.core.registry import Registry
-from genlab.gaze.data.gazehub import GAZE360_SUBJECT_PATTERN, GazeHub
+from genlab.core.registry import Registry, import_submodules
 from genlab.gaze.data.gazeset import GazeLabels
 from genlab.gaze.data.streaming import StreamingSet
-from genlab.gaze.data.xgaze import ETHXGaze
+
+#: what a reader's data set must offer (checked when it is opened)
+READER_INTERFACE = ("gaze", "subject", "__len__", "__getitem__")
 
 
 @dataclass(frozen=True)
 class RealDataset:
-    """A real data set: how to open it from its root folder."""
+    """A real data set: how to open it from its root folder.
+
+    ``open(root, size, labels)`` returns a torch Dataset with ``gaze`` (N x 2 pitch/yaw,
+    radians; NaN rows where ``labels="optional"`` and the split has none), ``subject`` (N
+    subject ids), ``__len__`` and ``__getitem__`` (index -> (image tensor 3 x H x W in [0, 1]
+    at ``size``, gaze)); ``open_real`` wraps it in a StreamingSet. A reader registers its
+    data sets in its own module (``register_reader``)."""
 
     description: str
     open: Callable[[Path, tuple[int, int], str], object]  # (root, size, labels) -> Dataset
 
 
-def _xgaze(root: Path, size, labels: str):
-    folder = root / "train" if (root / "train").is_dir() else root
-    return ETHXGaze(folder, size=size, labels=labels)
-
-
-def _label_files(root: Path, pattern: str) -> list[Path]:
-    files = sorted((root / "Label").glob(pattern))
-    if not (root / "Image").is_dir() or not files:
-        raise DataError(f"{root}: expected the GazeHub layout, {root}/Label/{pattern} label "
-                        f"files and a {root}/Image folder")
-    return files
-
-
-def _gazehub(pattern: str, subject_pattern: str | None = None):
-    def open_(root: Path, size, labels: str):
-        return GazeHub(root / "Image", _label_files(root, pattern), size=size,
-                       subject_pattern=subject_pattern)
-    return open_
-
-
 REAL_DATASETS: Registry[RealDataset] = Registry("real data set")
-REAL_DATASETS.register("xgaze", RealDataset("ETH-XGaze h5 files (train split)", _xgaze))
-REAL_DATASETS.register("gaze360", RealDataset("Gaze360 in GazeHub format (train.label)",
-                                              _gazehub("train.label", GAZE360_SUBJECT_PATTERN)))
-REAL_DATASETS.register("mpii", RealDataset("MPIIFaceGaze in GazeHub format (p00-p14)",
-                                           _gazehub("p*.label")))
-REAL_DATASETS.register("eyediap", RealDataset("EyeDiap in GazeHub format (all label files)",
-                                              _gazehub("*.label")))
+
+
+def register_reader(name: str, description: str, opener: Callable) -> RealDataset:
+    """Register ``opener(root, size, labels)`` as the real data set ``name``."""
+    if not callable(opener):
+        raise ConfigError(f"real data set {name!r}: its opener is not callable")
+    return REAL_DATASETS.register(name, RealDataset(description, opener))
 
 
 def split_ref(ref: str) -> tuple[str, Path] | None:
@@ -88,5 +75,14 @@ def open_real(ref: str, size, *, workers: int = 0, labels: str = "required") -> 
     if not root.is_dir():
         raise DataError(f"{root}: no such folder ({name}: {entry.description})")
     dataset = entry.open(root, tuple(size), labels)
+    missing = [a for a in READER_INTERFACE if not hasattr(dataset, a)]
+    if missing:
+        raise DataError(f"the {name} reader returned a data set without {', '.join(missing)} "
+                        f"(a reader gives {', '.join(READER_INTERFACE)})")
     return StreamingSet(dataset, GazeLabels.build(dataset.gaze, dataset.subject), ref,
                         workers=workers)
+
+
+# every reader module registers its data sets (xgaze, gazehub, and any new one)
+import_submodules("genlab.gaze.data", [str(Path(__file__).parent)],
+                  skip=("gazeset", "streaming", "splits", "images", "realdata"))

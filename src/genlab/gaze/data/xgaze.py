@@ -23,6 +23,7 @@ from torch.utils.data import Dataset
 
 from genlab.core.errors import DataError, require_choice
 from genlab.gaze.data.images import resize_rgb, rgb_to_tensor
+from genlab.gaze.data.realdata import register_reader
 from genlab.gaze.data.splits import fraction_indices
 
 LABEL_MODES = ("required", "optional")
@@ -204,3 +205,11 @@ class ETHXGaze(Dataset):
 def xgaze_files(paths: Sequence[str | Path] | str | Path) -> list[Path]:
     """The h5 files a path (folder) or list of paths names, checked to exist."""
     return _resolve(paths)
+
+
+def _open_xgaze(root: Path, size, labels: str):
+    folder = root / "train" if (root / "train").is_dir() else root
+    return ETHXGaze(folder, size=size, labels=labels)
+
+
+register_reader("xgaze", "ETH-XGaze h5 files (train split)", _open_xgaze)
