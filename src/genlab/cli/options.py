@@ -22,6 +22,7 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
+from genlab.core import options as declared
 from genlab.core.errors import ConfigError
 
 RESUME_HELP = ("Continue the run in --out with the same options (a finished run is left as "
@@ -71,50 +72,15 @@ def size_option(default: str | None, what: str = "") -> str:
 
 
 def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
-    """'0,1,2' -> [0, 1, 2]; '0-4' -> [0, 1, 2, 3, 4]; '0-2,7' -> [0, 1, 2, 7]."""
-    seeds: list[int] = []
-    try:
-        for part in (p.strip() for p in str(text).split(",")):
-            if not part:
-                continue
-            first, sep, last = part.partition("-")
-            if sep:
-                lo, hi = int(first), int(last)
-                if hi < lo:
-                    raise ValueError(f"range {part!r} runs backwards")
-                seeds.extend(range(lo, hi + 1))
-            else:
-                seeds.append(int(part))
-    except ValueError as exc:
-        raise ConfigError(f"{option}: expected seeds such as 0,1,2 or 0-4, got {text!r}; "
-                          f"{exc}") from exc
-    if not seeds:
-        raise ConfigError(f"{option}: no seed in {text!r}; give e.g. 0,1,2 or 0-4")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"{option}: a seed is repeated in {text!r}")
-    if min(seeds) < 0:
-        raise ConfigError(f"{option}: seeds are >= 0, got {text!r}")
-    return seeds
+    """'0,1,2' -> [0, 1, 2]; '0-4' -> [0, 1, 2, 3, 4] (core.options' spelling, named as
+    the hand-written commands name the option)."""
+    return declared.parse_seeds(text, option)
 
 
 def parse_size(text: str | int, option: str = "--size", *, square: bool = False,
                minimum: int = 1) -> tuple[int, int]:
-    """'32' -> (32, 32); '32x48' -> (32, 48). ``square``: refuse unequal sides."""
-    parts = str(text).lower().replace(" ", "").split("x")
-    try:
-        if len(parts) not in (1, 2):
-            raise ValueError
-        sides = [int(p) for p in parts]
-    except ValueError as exc:
-        raise ConfigError(f"{option}: expected N or HEIGHTxWIDTH (e.g. 32 or 32x48), got "
-                          f"{text!r}") from exc
-    h, w = sides if len(sides) == 2 else (sides[0], sides[0])
-    if square and h != w:
-        raise ConfigError(f"{option}: this command needs a square size, got {text!r}; "
-                          f"give one number, e.g. {h}")
-    if min(h, w) < minimum:
-        raise ConfigError(f"{option}: sides must be >= {minimum} pixels, got {text!r}")
-    return h, w
+    """'32' -> (32, 32); '32x48' -> (32, 48) (core.options' spelling)."""
+    return declared.parse_size(text, option, square=square, minimum=minimum)
 
 
 def parse_list(text: str, kind=str, option: str = "") -> list:

@@ -16,16 +16,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from genlab.core.errors import ConfigError
-from genlab.core.options import Options, check_options, option
+from genlab.core.options import check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
-from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.noise import NOISE_KINDS
 from genlab.optim.studies.search import (
-    GRIDS,
-    STANDARD_OPTIMIZERS,
+    ComparisonOptions,
     Protocol,
     require_baseline,
     run_search,
@@ -37,7 +35,7 @@ from genlab.optim.studies.tasks import majority_accuracy, task_data
 
 
 @dataclass
-class LabelNoiseConfig(Options):
+class LabelNoiseConfig(ComparisonOptions):
     """The options of `genlab optim labelnoise`."""
 
     rates: list[float] = option(factory=lambda: [0.2, 0.4, 0.6], parse="list", gt=0, le=1,
@@ -45,22 +43,8 @@ class LabelNoiseConfig(Options):
     asymmetric_rates: list[float] = option(factory=lambda: [0.4], parse="list", gt=0, le=1,
                                            help="Rates of the asymmetric map 7->1, 4->9, 5->6, "
                                                 "3<->8, in (0, 1).")
-    optimizers: list[str] = option(factory=lambda: list(STANDARD_OPTIMIZERS), parse="list",
-                                   choices=OPTIMIZER_REGISTRY,
-                                   help="Optimisers to compare (sgd is the baseline).")
     seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds", help="Seeds.")
     arch: str = option("cnn", help="Architecture.", choices=ARCHS)
-    epochs: int | None = option(None, help="Epochs (default per architecture: cnn 30, "
-                                "transformer 40, mlp 30).", gt=0)
-    width: int | None = option(None, help="Width (default per architecture: 32; mlp 128).",
-                               gt=0)
-    depth: int | None = option(None, help="Depth (default per architecture: 2).", gt=0)
-    grid: str = option("full", help="Search grid: full (9 trainings per optimiser) or tiny "
-                       "(2; smoke tests only).", choices=GRIDS)
-    threads: int = option(1, help="torch CPU threads of every training (0: torch's default).",
-                          ge=0)
-    store: str | None = option(None, help="Folder of the trainings, shared by the studies "
-                               "(default: 'trainings' next to --out).")
 
     def protocol(self) -> Protocol:
         return Protocol.for_arch(self.arch, epochs=self.epochs, width=self.width,

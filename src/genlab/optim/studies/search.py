@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from genlab.core.errors import ConfigError
+from genlab.core.options import Options, option
 from genlab.core.registry import Registry
 from genlab.core.runs import write_json
 from genlab.core.sweep import RunSpec
@@ -62,6 +63,27 @@ GRIDS.register("full", SearchGrid(  # each optimiser's radii: its registry entry
 # two trials each: for smoke tests of the commands, not for results
 GRIDS.register("tiny", SearchGrid(sgd_lrs=(0.02, 0.1), lrs=(0.05,),
                                   radii={o: (0.05, 0.1) for o in OPTIMIZERS if radius_field(o)}))
+
+@dataclass
+class ComparisonOptions(Options):
+    """The options every optimiser comparison shares (standard, transfer, sensitivity,
+    label noise): the optimisers, the protocol's overrides, the grid, threads, the store."""
+
+    optimizers: list[str] = option(factory=lambda: list(STANDARD_OPTIMIZERS), parse="list",
+                                   choices=OPTIMIZER_REGISTRY,
+                                   help="Optimisers to compare (sgd is the baseline).")
+    epochs: int | None = option(None, help="Epochs (default per architecture: cnn 30, "
+                                "transformer 40, mlp 30).", gt=0)
+    width: int | None = option(None, help="Width (default per architecture: 32; mlp 128).",
+                               gt=0)
+    depth: int | None = option(None, help="Depth (default per architecture: 2).", gt=0)
+    grid: str = option("full", help="Search grid: full (9 trainings per optimiser) or tiny "
+                       "(2; smoke tests only).", choices="genlab.optim.studies.search:GRIDS")
+    threads: int = option(1, help="torch CPU threads of every training (0: torch's default).",
+                          ge=0)
+    store: str | None = option(None, help="Folder of the trainings, shared by the studies "
+                               "(default: 'trainings' next to --out).")
+
 
 def require_baseline(optimizers, study: str) -> None:
     """A comparison's optimisers include SGD, the baseline every table is read against."""

@@ -18,15 +18,13 @@ from pathlib import Path
 import torch
 
 from genlab.core.errors import ConfigError
-from genlab.core.options import Options, check_options, option
+from genlab.core.options import check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
-from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
-    GRIDS,
-    STANDARD_OPTIMIZERS,
+    ComparisonOptions,
     Protocol,
     require_baseline,
     run_search,
@@ -40,28 +38,14 @@ FLATNESS = ("sam", "asam")  # the flatness-based reference methods
 
 
 @dataclass
-class StandardConfig(Options):
+class StandardConfig(ComparisonOptions):
     """The options of `genlab optim standard`."""
 
     archs: list[str] = option(factory=lambda: ["cnn", "transformer"], parse="list",
                               choices=ARCHS, help="Architectures.")
-    optimizers: list[str] = option(factory=lambda: list(STANDARD_OPTIMIZERS), parse="list",
-                                   choices=OPTIMIZER_REGISTRY,
-                                   help="Optimisers to compare (sgd is the baseline).")
     seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds",
                               help="Seeds of the final trainings (seed 0 is the search "
                                    "training, reused).")
-    epochs: int | None = option(None, help="Epochs (default per architecture: cnn 30, "
-                                "transformer 40, mlp 30).", gt=0)
-    width: int | None = option(None, help="Width (default per architecture: 32; mlp 128).",
-                               gt=0)
-    depth: int | None = option(None, help="Depth (default per architecture: 2).", gt=0)
-    grid: str = option("full", help="Search grid: full (9 trainings per optimiser) or tiny "
-                       "(2; smoke tests only).", choices=GRIDS)
-    threads: int = option(1, help="torch CPU threads of every training (0: torch's default).",
-                          ge=0)
-    store: str | None = option(None, help="Folder of the trainings, shared by the studies "
-                               "(default: 'trainings' next to --out).")
 
     def protocols(self) -> list[Protocol]:
         return [Protocol.for_arch(a, epochs=self.epochs, width=self.width, depth=self.depth,

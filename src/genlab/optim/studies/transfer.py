@@ -31,15 +31,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from genlab.core.errors import ConfigError
-from genlab.core.options import Options, check_options, option
+from genlab.core.options import check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir, write_json
-from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
     GRIDS,
-    STANDARD_OPTIMIZERS,
+    ComparisonOptions,
     Protocol,
     choose,
     require_baseline,
@@ -51,7 +50,7 @@ from genlab.optim.studies.tasks import TASKS, check_translation, majority_accura
 
 
 @dataclass
-class TransferConfig(Options):
+class TransferConfig(ComparisonOptions):
     """The options of `genlab optim transfer`."""
 
     arch: str = option("cnn", help="Architecture.", choices=ARCHS)
@@ -67,21 +66,7 @@ class TransferConfig(Options):
                              "score the fine-tuning and scratch searches.", ge=1)
     target_steps: int = option(300, help="Optimiser steps of every fine-tuning (and scratch) "
                                "training.", ge=1)
-    optimizers: list[str] = option(factory=lambda: list(STANDARD_OPTIMIZERS), parse="list",
-                                   choices=OPTIMIZER_REGISTRY,
-                                   help="Optimisers to compare (sgd is the baseline).")
     seeds: list[int] = option(factory=lambda: list(range(5)), parse="seeds", help="Seeds.")
-    epochs: int | None = option(None, help="Epochs (default per architecture: cnn 30, "
-                                "transformer 40, mlp 30).", gt=0)
-    width: int | None = option(None, help="Width (default per architecture: 32; mlp 128).",
-                               gt=0)
-    depth: int | None = option(None, help="Depth (default per architecture: 2).", gt=0)
-    grid: str = option("full", help="Search grid: full (9 trainings per optimiser) or tiny "
-                       "(2; smoke tests only).", choices=GRIDS)
-    threads: int = option(1, help="torch CPU threads of every training (0: torch's default).",
-                          ge=0)
-    store: str | None = option(None, help="Folder of the trainings, shared by the studies "
-                               "(default: 'trainings' next to --out).")
 
     def protocol(self) -> Protocol:
         return Protocol.for_arch(self.arch, epochs=self.epochs, width=self.width,
