@@ -6,17 +6,18 @@ builds), at the middle of a 100-step budget (past PC-DARTS' warm-up, the auxilia
 beta 0.5). In one process, the methods' steps are interleaved (round r runs one step of every
 method), so load from other processes hits them alike; the figure is the median over rounds
 of process CPU seconds per step (``time.process_time``; wall seconds on a GPU, synchronised),
-and the ratio is to DARTS' median in the same run. Peak memory: a fresh process per method
-Memory: the peak of the tensors autograd saves during a forward of the step (each storage
-once), which is what partial channels and one op per edge save; on a GPU also
-torch.cuda.max_memory_allocated.
+and the ratio is to DARTS' median in the same run. ``--amp bf16`` runs every step under the
+search's own bfloat16 autocast (SearchConfig.amp). Memory: the peak of the tensors autograd
+saves during a forward of the step (each storage once), which is what partial channels and
+one op per edge save; on a GPU also torch.cuda.max_memory_allocated.
 
     python benchmarks/nas_methods_step.py --out runs/methods_step                  # proxy sizes
     python benchmarks/nas_methods_step.py --out runs/methods_step --upstream \\
         --spaces darts --methods darts,pc-darts,gdas --rounds 3                    # C16 L8 32x32
 
 Targets (issue): PC-DARTS <= 0.5x DARTS (DARTS space, upstream size), GDAS <= 0.5x,
-SDARTS-ADV <= 9x, every other method <= 1.3x. Writes DIR/methods_step[_upstream].json and .md.
+SDARTS-ADV <= 9x, every other method <= 1.3x. Writes DIR/methods_step[_upstream][_bf16].json
+and .md. benchmarks/gpu_check.py times the same steps on CUDA against issue 35's targets.
 """
 
 from __future__ import annotations
@@ -29,9 +30,16 @@ from pathlib import Path
 
 import torch
 
+from genlab.core.amp import make_precision
+from genlab.core.errors import require_choice
 from genlab.nas.architect import bilevel_step
 from genlab.nas.methods import method_names, search_method
-from genlab.nas.search import SearchConfig, search_optimizers, search_regularizer
+from genlab.nas.search import (
+    SEARCH_PRECISIONS,
+    SearchConfig,
+    search_optimizers,
+    search_regularizer,
+)
 from genlab.nas.spaces import get_space
 
 TOTAL, AT = 100, 50  # the step of a 100-step budget that is timed
@@ -40,34 +48,49 @@ UPSTREAM = {"size": 32, "batch": 64, "in_channels": 3, "classes": 10}  # channel
 
 
 def setup(space_name: str, method: str, upstream: bool, device: str, seed: int = 0,
-          order: int = 1):
-    """(net, step function) of one method's search step on a fixed batch."""
+          order: int = 1, amp: str = "off", sizes: dict | None = None, reg: str | None = None):
+    """(net, step function) of one method's search step on a fixed batch, as the search runs
+    it: the bilevel step under the autocast of ``amp`` (SearchConfig.amp: off or bf16).
+
+    ``upstream``: the space's upstream width and depth at 32x32, batch 64; else its digits
+    proxy. ``sizes`` overrides any of size, batch, in_channels, channels, cells. ``reg``: a
+    regulariser other than the method's own (``ber``: genlab's default search)."""
     space = get_space(space_name)
     if upstream:
-        size, batch, cin = UPSTREAM["size"], UPSTREAM["batch"], UPSTREAM["in_channels"]
-        channels = cells = None
+        dims = {**UPSTREAM, **space.upstream}
     else:  # the digits proxy of the space: what `genlab nas bench` runs
         p = space.proxy
-        size, batch, cin, channels, cells = p.size, 64, 1, p.channels, p.cells
-    cfg = SearchConfig(space=space_name, method=method, size=size, channels=channels,
-                       cells=cells, batch_size=batch, steps=TOTAL, device=device,
-                       order=order).resolved(space)
-    parts, reg = search_method(cfg), search_regularizer(cfg)
+        dims = {"size": p.size, "batch": 64, "in_channels": 1, "channels": p.channels,
+                "cells": p.cells}
+    unknown = set(sizes or {}) - {"size", "batch", "in_channels", "channels", "cells"}
+    if unknown:
+        raise ValueError(f"setup: unknown sizes {sorted(unknown)}")
+    dims.update(sizes or {})
+    size, batch, cin = dims["size"], dims["batch"], dims["in_channels"]
+    cfg = SearchConfig(space=space_name, method=method, size=size, channels=dims["channels"],
+                       cells=dims["cells"], batch_size=batch, steps=TOTAL, device=device,
+                       order=order, amp=amp, reg=reg).resolved(space)
+    require_choice("amp", cfg.amp, SEARCH_PRECISIONS)
+    parts, penalty = search_method(cfg), search_regularizer(cfg)
+    precision = make_precision(cfg.amp, device)
     torch.manual_seed(seed)
     net = space.build_supernet(num_classes=UPSTREAM["classes"], in_channels=cin,
-                               channels=channels, cells=cells,
+                               channels=dims["channels"], cells=dims["cells"],
                                **{**space.proxy.options, **parts.supernet_options}).to(device)
     parts.attach(net)
-    a_opt, w_opt = search_optimizers(net, cfg, reg)
     g = torch.Generator().manual_seed(seed + 1)
     batches = [(torch.randn(batch, cin, size, size, generator=g).to(device),
                 torch.randint(0, UPSTREAM["classes"], (batch,), generator=g).to(device))
                for _ in range(2)]
+    if penalty.needs_probe:  # as the search: the candidate reads the network on a val batch
+        penalty.setup(net, batches[1][0], space)
+    a_opt, w_opt = search_optimizers(net, cfg, penalty)
 
     def step():
         parts.begin_step(net, AT, TOTAL)
-        bilevel_step(net, a_opt, w_opt, batches[0], batches[1], reg, AT, TOTAL, cfg.grad_clip,
-                     cfg.order, None, parts)
+        with precision.autocast():  # as genlab.nas.search wraps it
+            bilevel_step(net, a_opt, w_opt, batches[0], batches[1], penalty, AT, TOTAL,
+                         cfg.grad_clip, cfg.order, None, parts)
 
     return net, step
 
@@ -112,7 +135,7 @@ def saved_activations_mib(net, step) -> float:
 
 def peak_memory(space: str, method: str, args) -> dict:
     """Saved activations of one step (MiB); on a GPU also the allocator's peak."""
-    net, step = setup(space, method, args.upstream, args.device)
+    net, step = setup(space, method, args.upstream, args.device, amp=args.amp)
     step()
     out = {"activations_mib": saved_activations_mib(net, step)}
     if args.device.startswith("cuda"):
@@ -123,7 +146,7 @@ def peak_memory(space: str, method: str, args) -> dict:
 
 
 def bench_space(space: str, methods: list[str], args) -> dict:
-    steps = {m: setup(space, m, args.upstream, args.device)[1] for m in methods}
+    steps = {m: setup(space, m, args.upstream, args.device, amp=args.amp)[1] for m in methods}
     for step in steps.values():  # warm-up: one step each
         step()
     seconds = {m: [] for m in methods}
@@ -146,7 +169,8 @@ def bench_space(space: str, methods: list[str], args) -> dict:
 
 def markdown(results: dict, args) -> str:
     size = "upstream size (C16, 32x32, batch 64)" if args.upstream else "digits proxy size"
-    lines = [f"Step cost per method, {size}, {args.threads} thread(s), {args.device}; median of "
+    lines = [f"Step cost per method, {size}, {args.threads} thread(s), {args.device}, amp "
+             f"{args.amp}; median of "
              f"{args.rounds} interleaved rounds; ratio to DARTS in the same run.", "",
              "| space | method | s / step | x DARTS | target | activations MiB | memory x DARTS |",
              "|---|---|---|---|---|---|---|"]
@@ -169,6 +193,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--amp", default="off", choices=SEARCH_PRECISIONS,
+                   help="the search's autocast (SearchConfig.amp)")
     p.add_argument("--no-memory", action="store_true")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -180,7 +206,8 @@ def main() -> None:
         results[space] = bench_space(space, methods, args)
         print(markdown({space: results[space]}, args), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    name = "methods_step_upstream" if args.upstream else "methods_step"
+    name = "methods_step" + ("_upstream" if args.upstream else "") + \
+        ("" if args.amp == "off" else f"_{args.amp}")
     (args.out / f"{name}.json").write_text(json.dumps(results, indent=1))
     (args.out / f"{name}.md").write_text(markdown(results, args))
     print(f"outputs in {args.out}")
