@@ -125,11 +125,14 @@ def test_random_rows_are_judged_by_the_table(tmp_path, nb201_table):
     assert {k: rec[k] for k in truth} == truth
 
 
-def test_the_cli_and_the_config_default_to_the_same_rows():
-    from genlab.cli.nas import BENCH_REGS
+def test_the_cli_and_the_config_default_to_the_same_rows(capsys):
+    from nas_reference import run_cli
 
-    assert tuple(BENCH_REGS.split(",")) == DEFAULT_REGS == tuple(BenchConfig().regs)
-    assert BenchConfig().random_archs  # the sanity rows are on by default
+    code, out, err = run_cli(["nas", "bench", "--print-config"], capsys)
+    assert code == 0, err
+    printed = json.loads(out)
+    assert tuple(printed["regs"]) == DEFAULT_REGS == tuple(BenchConfig().regs)
+    assert printed["random_archs"] and BenchConfig().random_archs  # sanity rows on by default
 
 
 def test_a_finished_run_with_other_options_is_not_reused(tmp_path, monkeypatch):

@@ -105,7 +105,9 @@ def option_spelling(message: str, argv: list[str]) -> str:
         words = re.escape(param.name).replace("_", "[_-]")
         if "_" in param.name:  # a field name is the option wherever it stands
             message = re.sub(rf"(?<![\w-]){words}(?![\w-])", flags[0], message)
-        else:  # one plain word only where it names the option: "unknown arch", "seed must"
-            message = re.sub(rf"(?<![\w-])(?:(?<=unknown ){words}|{words}(?= must\b|:))"
+        else:  # one plain word only where it names the option: "unknown arch", "seed must",
+            # "out is required"
+            message = re.sub(rf"(?<![\w-])(?:(?<=unknown ){words}|{words}(?= must\b| is "
+                             rf"required\b|:))"
                              rf"(?![\w-])", flags[0], message)
     return message

@@ -169,13 +169,14 @@ def print_config(cfg) -> None:
 
 def config_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
                    run_folder: bool = True, resume: bool = True, help: str | None = None,
-                   short_help: str | None = None) -> None:
+                   short_help: str | None = None, resume_help: str = RESUME_HELP) -> None:
     """Add the command ``name`` to ``app``, its options generated from ``cls`` (see the
-    module doc); ``resume=False``: a run-folder command without --resume (``run(cfg, out)``).
-    ``cls`` may be ``"package.module:Class"`` on an app made by
+    module doc); ``resume=False``: a run-folder command without --resume (``run(cfg, out)``);
+    ``resume_help``: what --resume does, where a command's resume does more than continue one
+    run. ``cls`` may be ``"package.module:Class"`` on an app made by
     :func:`lazy_app`: the command is then built when first used."""
     options = {"run_folder": run_folder, "resume": resume, "help": help,
-               "short_help": short_help}
+               "short_help": short_help, "resume_help": resume_help}
     lazy = getattr(app, "lazy_commands", None)
     if isinstance(cls, str):
         if lazy is None:
@@ -187,7 +188,7 @@ def config_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
 
 def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
                  run_folder: bool, resume: bool, help: str | None,
-                 short_help: str | None) -> None:
+                 short_help: str | None, resume_help: str = RESUME_HELP) -> None:
     types = field_types(cls)
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                 annotation=typer.Context)]
@@ -211,7 +212,7 @@ def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
     if run_folder and resume:
         params.append(inspect.Parameter(
             "resume", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-            default=typer.Option(False, "--resume", help=RESUME_HELP)))
+            default=typer.Option(False, "--resume", help=resume_help)))
 
     def command(ctx: typer.Context, **values):
         try:

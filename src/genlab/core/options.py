@@ -79,6 +79,22 @@ def option(default: Any = MISSING, *, help: str, factory: Callable[[], Any] | No
     return dataclasses.field(default=default, metadata={KEY: spec})
 
 
+def option_like(cls, name: str, *, default: Any = MISSING, **changes) -> Any:
+    """A field declared as the field ``name`` of the config ``cls`` (its default, help,
+    choices, limits), with ``default`` and any of ``changes`` (help=..., ge=...) replaced: a
+    flat command config that builds a nested one restates none of its options."""
+    f = cls.__dataclass_fields__[name]
+    declared = spec_of(f)
+    if declared is None:
+        raise ValueError(f"{cls.__name__}.{name} is not declared with option()")
+    spec = dataclasses.replace(declared, **changes)
+    if default is not MISSING:
+        return dataclasses.field(default=default, metadata={KEY: spec})
+    if f.default_factory is not MISSING:
+        return dataclasses.field(default_factory=f.default_factory, metadata={KEY: spec})
+    return dataclasses.field(default=f.default, metadata={KEY: spec})
+
+
 def spec_of(f: dataclasses.Field) -> OptionSpec | None:
     return f.metadata.get(KEY)
 
@@ -411,7 +427,12 @@ def config_values(cls, data: dict, source: str = "config") -> dict:
 
     A run's config.json (it has ``genlab_version``) also records facts that are not options
     (the resolved regulariser, the version): those are skipped. Any other unknown key is a
-    mistake and refused, naming the known ones."""
+    mistake and refused, naming the known ones. A flat command config whose run records nest
+    its options (a bench's search template) lays a record out as its fields with a classmethod
+    ``record_options(data) -> dict``."""
+    adapt = getattr(cls, "record_options", None)
+    if adapt is not None and RECORD_KEY in data:  # a run record laid out otherwise (nested)
+        data = adapt(data)
     names = {f.name: (f, s) for f, s in option_fields(cls)}
     types = field_types(cls)
     unknown = [k for k in data if k not in names]

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from genlab.core.errors import ConfigError, DataError, require_positive
+from genlab.core.options import check_options, option, option_like
 from genlab.core.report import figure, markdown_table, mean_std_text
 from genlab.core.runs import RunDir, atomic_write_bytes, write_json
 from genlab.core.seeding import seed_list
@@ -45,6 +46,7 @@ from genlab.nas.search import (
     search_regularizer,
     space_table,
 )
+from genlab.nas.search_config import PENALTY_NAMES
 from genlab.nas.spaces import get_space
 
 METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",
@@ -60,14 +62,25 @@ DEFAULT_REGS = ("none", "beta", "ber", "ber-kl", "ber-op", "ber-lbe", "ber-ib")
 class BenchConfig:
     """Regularisers x seeds, the shared search template and the retraining budget."""
 
-    regs: list[str] = field(default_factory=lambda: list(DEFAULT_REGS))
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    methods: list[str] | None = None  # the rows, when set (``regs`` is then unused)
-    search: SearchConfig = field(default_factory=SearchConfig)
-    retrain_epochs: int = 30
-    retrain_channels: int | None = None  # None: the space's retraining recipe
-    retrain_cells: int | None = None
-    random_archs: bool = True  # sanity rows: a random architecture per seed, retrained
+    regs: list[str] = option(factory=lambda: list(DEFAULT_REGS), parse="list",
+                             choices=PENALTY_NAMES, help="Regularisers, one row each, on DARTS "
+                             "(unused with --methods).")
+    seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds", help="Seeds: a list "
+                              "0,1,2 or a range 0-4 (both ends included). One search (and "
+                              "retraining) per seed and row.")
+    methods: list[str] | None = option(None, parse="list", help="Rows instead of --regs: "
+                                       "methods at their presets (genlab nas methods), "
+                                       "regularisers (on DARTS) or METHOD+REG.",
+                                       choices="genlab.nas.methods:method_names", checked=False)
+    search: SearchConfig = field(default_factory=SearchConfig)  # every row's template
+    retrain_epochs: int = option(30, help="Epochs of each retraining (0 skips retraining).",
+                                 ge=0)
+    retrain_channels: int | None = option(None, help="Width of the retrainings (default: the "
+                                          "space's recipe).", gt=0)
+    retrain_cells: int | None = option(None, help="Depth of the retrainings (default: the "
+                                       "space's recipe).", gt=0)
+    random_archs: bool = option(True, help="Sanity rows: a random architecture of the space "
+                                "per seed, retrained.")
 
     def __post_init__(self):
         self.seeds = seed_list(self.seeds)  # a count n (as before): seeds 0..n-1
@@ -82,6 +95,74 @@ class BenchConfig:
         if self.methods is None:
             return replace(self.search, reg=row, seed=seed)
         return replace(self.search, **row_options(row), seed=seed)
+
+
+def _template(name: str):
+    return option_like(SearchConfig, name)
+
+
+def _bench(name: str):
+    return option_like(BenchConfig, name)
+
+
+@dataclass
+class BenchCommandConfig:
+    """Every option of `genlab nas bench`: a flat command config whose fields build the
+    nested one (:meth:`bench`: a BenchConfig with its search template) plus how the jobs run
+    (``executor``, ``workers``, ``address``: run_bench's, not the bench's config)."""
+
+    space: str = _template("space")
+    regs: list[str] = _bench("regs")
+    methods: list[str] | None = _bench("methods")
+    select: str = _template("select")
+    seeds: list[int] = _bench("seeds")
+    steps: int | None = _template("steps")
+    channels: int | None = _template("channels")
+    cells: int | None = _template("cells")
+    order: int = _template("order")
+    augment: bool = _template("augment")
+    retrain_epochs: int = _bench("retrain_epochs")
+    random_archs: bool = _bench("random_archs")
+    device: str = _template("device")
+    threads: int = _template("threads")
+    nb201_table: str | None = _template("nb201_table")
+    executor: str = option("local", help="Where the jobs run; local: this machine, in this "
+                           "process with one worker, else a process pool (process).",
+                           choices="genlab.core.sweep:EXECUTORS")
+    workers: int = option(1, help="Jobs (search + retraining) run at the same time.", gt=0)
+    address: str | None = option(None, help="HOST:PORT of a Ray cluster (--executor ray; "
+                                 "default a local Ray instance).")
+
+    def bench(self) -> BenchConfig:
+        """The bench these options describe."""
+        return BenchConfig(search=SearchConfig(**{k: getattr(self, k) for k in _TEMPLATE}),
+                           **{k: getattr(self, k) for k in _BENCH})
+
+    @classmethod
+    def record_options(cls, data: dict) -> dict:
+        """A bench's config.json (the search template nested) as this command's options.
+        One that sets an option the command has no flag for is refused: the command could
+        not repeat that bench."""
+        flat = {k: v for k, v in data.items() if k != "search"}
+        search = data.get("search") or {}
+        if not isinstance(search, dict):
+            raise ConfigError(f"config: search must be a mapping of search options, got "
+                              f"{search!r}")
+        flat.update({k: v for k, v in search.items() if k in _TEMPLATE})
+        defaults = {**asdict(SearchConfig()), **asdict(BenchConfig())}
+        lost = sorted(k for k, v in {**search, **flat}.items()
+                      if k in defaults and k not in cls.__dataclass_fields__
+                      and v != defaults[k])
+        if lost:
+            raise ConfigError(f"config: this bench sets {', '.join(lost)}, which `nas bench` "
+                              "has no option for; run it with genlab.nas.bench.run_bench")
+        return flat
+
+
+_TEMPLATE = tuple(k for k in BenchCommandConfig.__dataclass_fields__
+                  if k in SearchConfig.__dataclass_fields__)
+_BENCH = tuple(k for k in BenchCommandConfig.__dataclass_fields__
+               if k in BenchConfig.__dataclass_fields__)
 
 
 def row_options(row: str) -> dict:
@@ -191,7 +272,7 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
     """
     if not cfg.rows or not cfg.seeds:
         raise ConfigError("bench needs at least one method (or regulariser) and one seed")
-    require_positive("retrain-epochs", cfg.retrain_epochs, allow_zero=True)
+    check_options(cfg)  # types, choices and limits as the fields declare them
     require_positive("workers", workers)
     space = get_space(cfg.search.space)
     cfg.search.validate(space)

@@ -24,10 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genlab.core.amp import PRECISIONS
 from genlab.core.checkpoints import model_record
 from genlab.core.data import Batches, augment_images
-from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.core.errors import ConfigError
+from genlab.core.options import check_options, option
 from genlab.core.registry import path_of
 from genlab.core.report import figure
 from genlab.core.runs import RunDir
@@ -35,6 +35,7 @@ from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.nas.data import check_dataset, load_image_data
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, parse_genotype
+from genlab.nas.search_config import SPACES
 from genlab.nas.spaces import build_space_network, get_space
 from genlab.nas.spaces.nb201.network import count_parameters
 
@@ -42,35 +43,57 @@ RECIPE_KEYS = ("channels", "cells", "epochs", "lr", "momentum", "nesterov", "wei
                "grad_clip", "auxiliary_weight", "drop_path", "cutout")
 
 
+RECIPE = "default: the space's recipe"
+PRECISION_NAMES = "genlab.core.amp:PRECISIONS"
+
+
 @dataclass
 class RetrainConfig:
-    """Options of `genlab nas train`; None takes the space's recipe (or proxy) value."""
+    """Options of `genlab nas train` (genlab.nas.train_options adds the ImageNet ones); None
+    takes the space's recipe (or proxy) value."""
 
-    arch: str = ""
-    space: str = "nb201"
-    dataset: str = "digits"
-    data_root: str | None = None
-    size: int | None = None
-    channels: int | None = None
-    cells: int | None = None
-    epochs: int | None = None
-    batch_size: int = 64
-    lr: float | None = None
-    momentum: float | None = None
-    nesterov: bool | None = None
-    weight_decay: float | None = None
-    grad_clip: float | None = None
-    auxiliary_weight: float | None = None
-    drop_path: float | None = None
-    cutout: bool | None = None
-    augment: bool = True
-    seed: int = 0
-    device: str = "cpu"
-    eval_on: str = "test"
-    threads: int = 1  # torch intra-op threads, fixed so that a rerun gives the same figures
-    # (0: torch's default; summary.json records the count used as torch_threads)
-    amp: str = "off"  # off | bf16 | fp16 (GradScaler), see genlab.core.amp
-    channels_last: bool = False
+    arch: str = option("", help="Genotype text of the space (NB201 string, DARTS "
+                       "Genotype(...), MobileNet choices).", argument=True, required=True)
+    space: str = option("nb201", help="Search space of ARCH (docs/nas_spaces.md; genlab nas "
+                        "spaces).", choices=SPACES)
+    dataset: str = option("digits", help="Data set: a registered one (those read from disk "
+                          "need --data-root), or folder:PATH, your images (one sub-folder per "
+                          "class; docs/cli.md).", choices="genlab.nas.data:DATASETS",
+                          checked=False)
+    data_root: str | None = option(None, help="Folder with the data set's files (not for "
+                                   "digits).")
+    size: int | None = option(None, help="Input side: the networks take squares, N or NxN "
+                              "(default: the search proxy's).", gt=0, parse="square")
+    channels: int | None = option(None, help=f"Width ({RECIPE}).", gt=0, flags=("-C",))
+    cells: int | None = option(None, help=f"Depth ({RECIPE}).", gt=0, flags=("-N",))
+    epochs: int | None = option(None, help=f"Epochs ({RECIPE}).", gt=0)
+    batch_size: int = option(64, help="Batch of each training step.", gt=0)
+    lr: float | None = option(None, help=f"SGD lr, cosine to 0 ({RECIPE}; DARTS 0.025; "
+                              "ImageNet: DARTS 0.5, MobileNet 0.05).", gt=0)
+    momentum: float | None = option(None, help=f"SGD momentum ({RECIPE}: 0.9).", ge=0)
+    nesterov: bool | None = option(None, help=f"Nesterov momentum ({RECIPE}; DARTS off, "
+                                   "NB201 and MobileNet on).")
+    weight_decay: float | None = option(None, help=f"SGD weight decay ({RECIPE}; DARTS 3e-4; "
+                                        "ImageNet: DARTS 3e-5, MobileNet 4e-5).", ge=0)
+    grad_clip: float | None = option(None, help="Gradient-norm clip, 0 = off (DARTS: 5).",
+                                     ge=0)
+    auxiliary_weight: float | None = option(None, help="Auxiliary-head loss weight, 0 = no "
+                                            "head (DARTS: 0.4).", ge=0, flags=("--aux-weight",))
+    drop_path: float | None = option(None, help="Final drop-path probability, ramped from 0, "
+                                     "below 1 (DARTS: 0.2; ImageNet: 0).", ge=0)
+    cutout: bool | None = option(None, help="Cutout of half the image side (DARTS: on).")
+    augment: bool = option(True, help="Augment training batches (digits).")
+    seed: int = option(0, help="The training's seed (data split, init, batches).", ge=0)
+    device: str = option("cpu", help="cpu | cuda | cuda:N | auto (cuda when there is one).")
+    eval_on: str = option("test", help="test: train on train + val, score the test split; "
+                          "val: train on train, score val (tuning, never the test split).",
+                          choices=("test", "val"), cli=False)
+    threads: int = option(1, help="torch CPU threads, recorded in config.json (0: torch's "
+                          "default, the machine's cores; summary.json records the count used "
+                          "as torch_threads).", ge=0)
+    amp: str = option("off", help="Autocast of forward and loss; fp16 adds a GradScaler (its "
+                      "state in the checkpoint).", choices=PRECISION_NAMES)
+    channels_last: bool = option(False, help="NHWC layout of model and inputs.")
 
     def resolved(self) -> RetrainConfig:
         """A copy with every None filled from the space's recipe (size: the search proxy's)."""
@@ -86,18 +109,8 @@ class RetrainConfig:
         check_limits(size=self.size, channels=self.channels, cells=self.cells,
                      epochs=self.epochs, batch_size=self.batch_size)
         check_dataset(self.dataset, self.data_root)
-        require_choice("eval_on", self.eval_on, ("test", "val"))
-        require_choice("amp", self.amp, tuple(PRECISIONS))
+        check_options(self)  # types, choices and limits as the fields declare them
         space.check_size_options(self.channels, self.cells)
-        for name in ("size", "channels", "cells", "epochs", "batch_size", "lr"):
-            value = getattr(self, name)
-            if value is not None:
-                require_positive(name.replace("_", "-"), value)
-        require_positive("threads", self.threads, allow_zero=True)  # 0: torch's default
-        for name in ("weight_decay", "grad_clip", "auxiliary_weight", "drop_path", "momentum"):
-            value = getattr(self, name)
-            if value is not None:
-                require_positive(name.replace("_", "-"), value, allow_zero=True)
         if self.drop_path is not None and self.drop_path >= 1:
             raise ConfigError(f"drop-path must be below 1, got {self.drop_path}")
 

@@ -40,6 +40,18 @@ class LookupConfig:
     nb201_table: str | None = option(None, help=TABLE_HELP)
 
 
+@dataclass
+class ConvertConfig:
+    """The options of `genlab nas table convert`."""
+
+    src: str = option(None, help="The table to read: genlab's CSV, the official NATS-Bench "
+                      "topology file/dir or the NAS-Bench-201 v1.1 .pth (through their "
+                      "packages: pip install 'genlab[nb201]'; those are pickles and run code "
+                      "when loaded: only give a file you trust).", argument=True, required=True)
+    out: str = option(None, help="The CSV to write (replaced as a whole, atomically).",
+                      required=True)
+
+
 class ArchitectureNotFound(GenlabError, KeyError):
     """The architecture is well formed but absent from the table."""
 

@@ -19,16 +19,16 @@ from dataclasses import asdict, dataclass, fields, replace
 import torch
 import torch.nn.functional as F
 
-from genlab.core.amp import PRECISIONS
 from genlab.core.checkpoints import model_record
-from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.core.errors import ConfigError
+from genlab.core.options import check_options, option, option_like
 from genlab.core.parallel.distributed import global_sum, init_distributed
 from genlab.core.registry import path_of
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, resolve_device
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, parse_genotype
-from genlab.nas.retrain import ClippedSGD
+from genlab.nas.retrain import ClippedSGD, RetrainConfig
 from genlab.nas.spaces import build_space_network, get_space
 from genlab.nas.transfer.classify import imagefolder as folders
 from genlab.nas.transfer.classify.measures import count_macs, parameter_counts, topk_correct
@@ -44,39 +44,53 @@ from genlab.nas.transfer.classify.recipes import (
 VAL_BATCH = 256  # evaluation batch (global), as upstream's
 
 
+def _common(name: str, **changes):
+    """The option ``name`` as `nas train` declares it (genlab.nas.retrain.RetrainConfig)."""
+    return option_like(RetrainConfig, name, **changes)
+
+
 @dataclass
 class ImageNetTrainConfig:
-    """Options of `genlab nas train --dataset imagenet`; None takes the family's recipe."""
+    """Options of `genlab nas train --dataset imagenet`; None takes the family's recipe. The
+    options it shares with every `nas train` are RetrainConfig's."""
 
-    arch: str = ""
-    space: str = "darts"
+    arch: str = _common("arch")
+    space: str = _common("space", default="darts")
     data_root: str = ""
     dataset: str = "imagenet"
     eval_on: str = "val"  # the ImageNet val folder scores every epoch (there is no test split)
-    image_size: int | None = None
-    channels: int | None = None
-    cells: int | None = None
-    epochs: int | None = None
-    batch_size: int | None = None
-    lr: float | None = None
-    momentum: float | None = None
-    nesterov: bool | None = None
-    weight_decay: float | None = None
-    bn_weight_decay: bool | None = None
-    schedule: str | None = None
-    warmup_epochs: int | None = None
-    label_smoothing: float | None = None
-    grad_clip: float | None = None
-    auxiliary_weight: float | None = None
-    drop_path: float | None = None
-    workers: int = 8
-    checkpoint_steps: int | None = None
-    max_steps: int | None = None
-    seed: int = 0
-    device: str = "cpu"
-    threads: int = 1
-    amp: str = "off"
-    channels_last: bool = False
+    image_size: int | None = option(None, help="Crop size (the recipe's: 224); evaluation "
+                                    "resizes to 256/224 of it.", gt=0)
+    channels: int | None = _common("channels")
+    cells: int | None = _common("cells")
+    epochs: int | None = _common("epochs")
+    batch_size: int | None = _common("batch_size", default=None, help="Global batch (the "
+                                     "recipe's: DARTS 1024, MobileNet 256).")
+    lr: float | None = _common("lr")
+    momentum: float | None = _common("momentum")
+    nesterov: bool | None = _common("nesterov")
+    weight_decay: float | None = _common("weight_decay")
+    bn_weight_decay: bool | None = option(None, help="Decay BatchNorm weights and biases "
+                                          "(DARTS on, MobileNet off).")
+    schedule: str | None = option(None, help="Learning-rate schedule (DARTS linear, MobileNet "
+                                  "cosine).", choices=SCHEDULES)
+    warmup_epochs: int | None = option(None, help="Linear warm-up epochs (DARTS 5, MobileNet "
+                                       "0).", ge=0)
+    label_smoothing: float | None = option(None, help="Label smoothing in training, below 1 "
+                                           "(0.1).", ge=0)
+    grad_clip: float | None = _common("grad_clip")
+    auxiliary_weight: float | None = _common("auxiliary_weight")
+    drop_path: float | None = _common("drop_path")
+    workers: int = option(8, help="DataLoader workers per process.", ge=0)
+    checkpoint_steps: int | None = option(None, help="Also checkpoint every N steps (a resume "
+                                          "continues mid-epoch).", gt=0)
+    max_steps: int | None = option(None, help="Stop after N optimiser steps, score at most N "
+                                   "val batches (smoke runs).", gt=0)
+    seed: int = _common("seed")
+    device: str = _common("device")
+    threads: int = _common("threads")
+    amp: str = _common("amp")
+    channels_last: bool = _common("channels_last")
 
     def resolved(self) -> ImageNetTrainConfig:
         recipe = RECIPES[recipe_family(get_space(self.space))]
@@ -90,17 +104,7 @@ class ImageNetTrainConfig:
         space.check_size_options(self.channels, self.cells)
         check_limits(size=self.image_size, channels=self.channels, cells=self.cells,
                      epochs=self.epochs, batch_size=self.batch_size)
-        require_choice("amp", self.amp, tuple(PRECISIONS))
-        if self.schedule is not None:
-            require_choice("schedule", self.schedule, SCHEDULES)
-        for name in ("image_size", "channels", "cells", "epochs", "batch_size", "lr",
-                     "checkpoint_steps", "max_steps"):
-            if getattr(self, name) is not None:
-                require_positive(name.replace("_", "-"), getattr(self, name))
-        for name in ("momentum", "weight_decay", "warmup_epochs", "label_smoothing",
-                     "grad_clip", "auxiliary_weight", "drop_path", "workers", "threads"):
-            if getattr(self, name) is not None:
-                require_positive(name.replace("_", "-"), getattr(self, name), allow_zero=True)
+        check_options(self)  # types, choices and limits as the fields declare them
         if self.label_smoothing is not None and self.label_smoothing >= 1:
             raise ConfigError(f"label-smoothing must be below 1, got {self.label_smoothing}")
         if self.drop_path is not None and self.drop_path >= 1:

@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from genlab.core.amp import PRECISIONS
 from genlab.core.checkpoints import model_record
-from genlab.core.errors import ConfigError, require_choice, require_positive
+from genlab.core.errors import ConfigError
+from genlab.core.options import check_options, option
 from genlab.core.registry import path_of
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
@@ -35,49 +35,66 @@ from genlab.nas.transfer.detection.sources import DetectionData, parse_data, rea
 from genlab.nas.transfer.detection.training import DetectionTrainer, IterationSchedule
 
 PROTOCOL_EPOCHS, PROTOCOL_STEPS = 12, (8, 11)  # mmdetection schedule_1x
+WARMUP_RATIO = 0.001  # the warm-up's first lr, as a fraction of lr (mmdetection's)
+
+
+DATA_HELP = ("voc:ROOT (VOCdevkit: VOC2007 + VOC2012 trainval -> VOC2007 test, 11-point mAP) | "
+             "coco:ROOT (train2017 -> val2017, COCOeval) | synthetic[:N] (embedded shapes).")
+PROTOCOL = "mmdetection RetinaNet 1x"
 
 
 @dataclass
 class DetectConfig:
     """Options of `genlab nas detect`; None takes the protocol's value (``resolved``)."""
 
-    genotype: str | None = None
-    space: str = "darts"
-    data: str = "synthetic"
-    detector: str = "retinanet"
-    backbone: str = "searched"  # searched | resnet18 | resnet50
-    backbone_weights: str | None = None
-    channels: int | None = None
-    cells: int | None = None
-    fpn_channels: int = 256
-    head_norm: str = "none"  # none (torchvision's RetinaNet v1 head) | gn (GroupNorm, v2)
-    epochs: int = PROTOCOL_EPOCHS
-    batch_size: int = 16
-    lr: float | None = None  # 0.01 x batch_size / 16
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    lr_steps: tuple[int, ...] | None = None  # epochs after which lr /= 10; 8, 11 of 12
-    warmup: int = 500
-    warmup_ratio: float = 0.001
-    grad_clip: float = 35.0
-    min_size: int | None = None  # 800 (synthetic: 64, its own size)
-    max_size: int | None = None  # 1333 (synthetic: 64)
-    flip: bool = True
-    max_steps: int | None = None
-    checkpoint_steps: int | None = None  # default: one data epoch
-    seed: int = 0
-    device: str = "cpu"
-    threads: int = 1
-    amp: str = "off"
-    channels_last: bool = False
-    workers: int = 0
-    eval_batch_size: int = 8
+    genotype: str | None = option(None, help="Genotype text of --space (not for the ResNet "
+                                  "rows).", argument=True)
+    space: str = option("darts", help="Search space of GENOTYPE: darts (and its family) | "
+                        "mobilenet.")
+    data: str = option("synthetic", help=DATA_HELP)
+    detector: str = option("retinanet", help="Detector (torchvision).", choices=DETECTORS)
+    backbone: str = option("searched", help="searched, or a torchvision ResNet (weights=None: "
+                           "the reference rows).", choices=("searched", *RESNETS))
+    backbone_weights: str | None = option(None, help="A `genlab nas train` run folder or "
+                                          "checkpoint for the searched backbone.")
+    channels: int | None = option(None, help="Backbone width (DARTS ImageNet: 48).", gt=0,
+                                  flags=("-C",))
+    cells: int | None = option(None, help="Backbone depth (DARTS: 14).", gt=0, flags=("-N",))
+    fpn_channels: int = option(256, help="FPN and head width.", gt=0)
+    head_norm: str = option("none", help="RetinaNet head: none (torchvision v1) | gn "
+                            "(GroupNorm, torchvision v2; from scratch).", choices=("none", "gn"))
+    epochs: int = option(PROTOCOL_EPOCHS, help=f"Epochs ({PROTOCOL}: {PROTOCOL_EPOCHS}).", gt=0)
+    batch_size: int = option(16, help="Global batch (over every torchrun process).", gt=0)
+    lr: float | None = option(None, help="SGD lr (default 0.01 x batch-size / 16).", gt=0)
+    momentum: float = option(0.9, help="SGD momentum.", ge=0, cli=False)
+    weight_decay: float = option(1e-4, help="SGD weight decay.", ge=0)
+    lr_steps: list[int] | None = option(None, parse="list", help="Epochs after which lr /= 10 "
+                                        f"(default {','.join(map(str, PROTOCOL_STEPS))} of "
+                                        f"{PROTOCOL_EPOCHS}, scaled with --epochs).")
+    warmup: int = option(500, help=f"Linear warm-up iterations (from {WARMUP_RATIO} x lr).",
+                         ge=0)
+    warmup_ratio: float = option(WARMUP_RATIO, help="The warm-up's first lr, as a fraction of lr.",
+                                 gt=0, le=1, cli=False)
+    grad_clip: float = option(35.0, help="Gradient-norm clip, 0 = off.", ge=0)
+    min_size: int | None = option(None, help="Shorter side after resizing (800; synthetic 64).",
+                                  gt=0)
+    max_size: int | None = option(None, help="Longest side cap (1333; synthetic 64).", gt=0)
+    flip: bool = option(True, help="Random horizontal flips in training.")
+    max_steps: int | None = option(None, help="Stop after N iterations (then evaluate).", gt=0)
+    checkpoint_steps: int | None = option(None, help="Checkpoint every N iterations (default: "
+                                          "every epoch).", gt=0)
+    seed: int = option(0, help="The run's seed (data order, init, synthetic data).", ge=0)
+    device: str = option("cpu", help="cpu | cuda | cuda:N | auto (cuda when there is one).")
+    threads: int = option(1, help="torch CPU threads, recorded in config.json (0: torch's "
+                          "default, the machine's cores).", ge=0)
+    amp: str = option("off", help="Autocast of forward and loss; fp16 adds a GradScaler.",
+                      choices="genlab.core.amp:PRECISIONS")
+    channels_last: bool = option(False, help="NHWC layout of model and inputs.")
+    workers: int = option(0, help="DataLoader worker processes.", ge=0)
+    eval_batch_size: int = option(8, help="Batch of the evaluation.", gt=0, cli=False)
 
     def validate(self) -> None:
-        require_choice("detector", self.detector, DETECTORS)
-        require_choice("backbone", self.backbone, ("searched", *RESNETS))
-        require_choice("amp", self.amp, tuple(PRECISIONS))
-        require_choice("head_norm", self.head_norm, ("none", "gn"))
+        check_options(self)  # types, choices and limits as the fields declare them
         if self.head_norm == "gn" and self.detector != "retinanet":
             raise ConfigError("--head-norm gn is RetinaNet's (torchvision's v2 head)")
         parse_data(self.data)
@@ -92,16 +109,6 @@ class DetectConfig:
         elif self.backbone_weights is not None:
             raise ConfigError("--backbone-weights loads a searched backbone, not "
                               f"{self.backbone} (its reference row trains from scratch)")
-        for name in ("fpn_channels", "epochs", "batch_size", "eval_batch_size", "lr",
-                     "min_size", "max_size", "max_steps", "checkpoint_steps", "channels",
-                     "cells"):
-            if getattr(self, name) is not None:
-                require_positive(name.replace("_", "-"), getattr(self, name))
-        for name in ("momentum", "weight_decay", "warmup", "grad_clip", "workers"):
-            require_positive(name.replace("_", "-"), getattr(self, name), allow_zero=True)
-        require_positive("threads", self.threads, allow_zero=True)
-        if not 0 < self.warmup_ratio <= 1:
-            raise ConfigError(f"warmup-ratio must be in (0, 1], got {self.warmup_ratio}")
         if self.min_size and self.max_size and self.min_size > self.max_size:
             raise ConfigError(f"min-size {self.min_size} exceeds max-size {self.max_size}")
         steps = self.lr_steps or ()
@@ -110,13 +117,16 @@ class DetectConfig:
             raise ConfigError(f"lr-steps {','.join(map(str, steps))}: increasing epochs in "
                               f"1..{self.epochs}")
 
-    def resolved(self, data: DetectionData) -> DetectConfig:
+    def resolved(self, data: DetectionData | None = None) -> DetectConfig:
+        """A copy with every None filled from the protocol and ``data`` (read when not given)."""
+        if data is None:
+            data = read_data(self.data, self.seed)
         small = data.kind == "synthetic"
         steps = self.lr_steps if self.lr_steps is not None else tuple(
             round(self.epochs * s / PROTOCOL_EPOCHS) for s in PROTOCOL_STEPS)
         batch = min(self.batch_size, len(data.train))
         return replace(self, lr=self.lr if self.lr is not None else 0.01 * self.batch_size / 16,
-                       lr_steps=tuple(int(s) for s in steps),
+                       lr_steps=[int(s) for s in steps],
                        min_size=self.min_size or (64 if small else 800),
                        max_size=self.max_size or max(self.min_size or 0, 64 if small else 1333),
                        checkpoint_steps=self.checkpoint_steps or max(1, len(data.train) // batch))
