@@ -23,6 +23,7 @@ import math
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,6 +46,26 @@ class Split:
     def to(self, device) -> Split:
         return Split(self.images.to(device), self.labels.to(device))
 
+    def take(self, rows) -> Split:
+        """The rows ``rows`` (indices) of this split; images read from files stay unread."""
+        rows = torch.as_tensor(rows, dtype=torch.long)
+        images: Any = self.images  # a tensor, or image files (streamed)
+        return Split(images.subset(rows) if streamed(images) else images[rows], self.labels[rows])
+
+
+def streamed(images) -> bool:
+    """Whether ``images`` are image files read batch by batch (core.imagefolder's
+    FolderImages: indexing decodes the rows asked for) rather than a tensor in memory."""
+    return not isinstance(images, torch.Tensor) and hasattr(images, "batches")
+
+
+def read_rows(images, batches):
+    """The images of each batch of row indices, in order: a tensor is indexed; image files
+    are decoded by DataLoader workers ahead of use (FolderImages.batches)."""
+    if streamed(images):
+        return images.batches(batches)
+    return (images[rows] for rows in batches)
+
 
 @dataclass
 class ImageData:
@@ -60,12 +81,22 @@ class ImageData:
 
     def train_full(self) -> Split:
         """train + val: what plain (non-bilevel) training uses."""
-        images = self.train.images
-        if hasattr(images, "concat"):  # image files read batch by batch (core.imagefolder)
+        images: Any = self.train.images  # a tensor, or image files (streamed)
+        if streamed(images):  # image files read batch by batch stay unread
             joined = images.concat([images, self.val.images])
         else:
             joined = torch.cat([images, self.val.images])
         return Split(joined, torch.cat([self.train.labels, self.val.labels]))
+
+
+TEST_FRACTION = 0.2  # the held-out test share of a data set that has no test split of its own
+
+
+def search_fractions(test_fraction: float = TEST_FRACTION) -> tuple[float, float, float]:
+    """train / val / test shares: ``test_fraction`` held out, the rest halved into the two
+    halves a bilevel search uses."""
+    rest = (1 - test_fraction) / 2
+    return (rest, rest, test_fraction)
 
 
 def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int):
@@ -77,10 +108,16 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
     for c in np.unique(labels):
         idx = np.flatnonzero(labels == c)
         rng.shuffle(idx)
-        bounds = np.round(np.cumsum((0,) + fractions) * len(idx)).astype(int)
+        bounds = split_bounds(len(idx), fractions)
         for p in range(len(fractions)):
             parts[p].extend(idx[bounds[p] : bounds[p + 1]].tolist())
     return [np.array(sorted(p), dtype=np.int64) for p in parts]
+
+
+def split_bounds(n: int, fractions: tuple[float, ...]) -> np.ndarray:
+    """Where the parts of ``n`` items of one class begin and end in :func:`stratified_split`
+    (len(fractions) + 1 bounds, rounded)."""
+    return np.round(np.cumsum((0,) + tuple(fractions)) * n).astype(int)
 
 
 def standardise(splits: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -90,8 +127,8 @@ def standardise(splits: list[torch.Tensor]) -> list[torch.Tensor]:
     return [(s - mean) / std for s in splits]
 
 
-def digit_splits(size: int, seed: int, test_fraction: float = 0.2
-                  ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def digit_splits(size: int, seed: int, test_fraction: float = TEST_FRACTION
+                 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Digits in [0, 1] at ``size`` and labels, split train / val / test (not standardised)."""
     from sklearn.datasets import load_digits
 
@@ -103,13 +140,13 @@ def digit_splits(size: int, seed: int, test_fraction: float = 0.2
     if size != 8:
         x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
     y = bunch.target.astype(np.int64)
-    rest = (1 - test_fraction) / 2
-    parts = stratified_split(y, (rest, rest, test_fraction), seed)
+    parts = stratified_split(y, search_fractions(test_fraction), seed)
     yt = torch.from_numpy(y)
     return [x[p] for p in parts], [yt[p] for p in parts]
 
 
-def load_digits_data(size: int = 8, seed: int = 0, test_fraction: float = 0.2) -> ImageData:
+def load_digits_data(size: int = 8, seed: int = 0, test_fraction: float = TEST_FRACTION
+                     ) -> ImageData:
     """scikit-learn digits, resized to ``size`` and split train/val/test (see module doc)."""
     xs, ys = digit_splits(size, seed, test_fraction)
     xs = standardise(xs)
@@ -209,7 +246,8 @@ def split_arrays(name, xtr, ytr, xte, yte, classes, seed, val_fraction) -> Image
 
 
 class Batches:
-    """Seeded mini-batches over an in-memory Split; epoch ``e`` is shuffled by its own stream.
+    """Seeded mini-batches over a Split; epoch ``e`` is shuffled by its own stream (a split of
+    image files is decoded batch by batch by DataLoader workers: :func:`read_rows`).
 
     Iterating is deterministic given (seed, epoch): a resumed run sees the same batches.
     """
@@ -237,8 +275,9 @@ class Batches:
             yield order[b * self.batch_size : (b + 1) * self.batch_size]
 
     def epoch(self, epoch: int):
-        for idx in self.epoch_indices(epoch):
-            yield self.split.images[idx], self.split.labels[idx]
+        rows = list(self.epoch_indices(epoch))
+        for idx, x in zip(rows, read_rows(self.split.images, rows), strict=True):
+            yield x, self.split.labels[idx]
 
     def __iter__(self):
         return self.epoch(0)

@@ -12,7 +12,15 @@ genlab.core.data; this module adds the NAS proxies and NB201's ImageNet16 subset
   [0, 1] range) and an occluding square of a quarter of the side, in every split;
 - ``digits-clutter``: the digits as coloured figures of random polarity on coloured 1/f
   clutter (natural-image spectrum), 3 channels, three composites per image of the train and
-  val halves and one per test image. Use ``size`` 16 or more.
+  val halves and one per test image. Use ``size`` 16 or more;
+- ``folder:PATH``: one entry for every folder of the user's images (genlab.core.imagefolder:
+  the ImageFolder layout, checked by ``check_dataset`` before a run folder is made, decoded
+  batch by batch by DataLoader workers); the path is in the name, not in ``root``.
+
+:class:`StepBatches` gives the search its batch of each step; for image files it streams:
+one DataLoader reads the rows of step t, t+1, ... (across epochs) as its workers ask for
+them, so batches are decoded ahead of the step that needs them, and a jump to another step
+(a resumed run, a selection rule's fixed batches) starts the stream there.
 
 The proxies keep the digits' stratified split; their corruption (genlab.nas.clutter) is drawn
 once per image from the seed, so every split is fixed.
@@ -20,13 +28,14 @@ once per image from the seed, so every split is fixed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from genlab.core import imagefolder
 from genlab.core.data import (
     Batches,
     ImageData,
@@ -36,11 +45,12 @@ from genlab.core.data import (
     find_folder,
     load_cifar,
     load_digits_data,
+    read_rows,
     split_arrays,
     standardise,
+    streamed,
 )
 from genlab.core.errors import ConfigError
-from genlab.core.imagefolder import folder_data, folder_path, scan_folder
 from genlab.core.registry import Registry
 from genlab.core.seeding import make_generator
 from genlab.nas.clutter import corrupt, on_clutter
@@ -69,24 +79,26 @@ def register_dataset(name: str, description: str, *, needs_root: bool = False):
 def load_image_data(name: str, root: str | Path | None = None, *, size: int = 8,
                     seed: int = 0) -> ImageData:
     """The registered data set ``name``; those read from disk need ``root``;
-    ``folder:PATH``: a folder of the user's images (genlab.core.imagefolder), read batch by
-    batch."""
-    if (path := folder_path(name)) is not None:
-        return folder_data(path, size, seed)
-    return check_dataset(name, root).builder(root=root, size=size, seed=seed)
+    ``folder:PATH`` reads PATH (genlab.core.imagefolder)."""
+    entry = check_dataset(name, root)
+    if (path := imagefolder.folder_path(name)) is not None:
+        root = path
+    return entry.builder(root=root, size=size, seed=seed)
 
 
-def check_dataset(name: str, root: str | Path | None = None) -> DatasetEntry | None:
+def check_dataset(name: str, root: str | Path | None = None) -> DatasetEntry:
     """The entry of ``name``, or ConfigError for an unknown name or a missing ``--data-root``
-    (options checked before a run folder is made); ``folder:PATH`` is checked by reading the
-    folder's layout and every image's header (None: no registry entry)."""
-    if (path := folder_path(name)) is not None:
-        scan_folder(path)
-        return None
+    (options checked before a run folder is made); ``folder:PATH``: the folder's layout and
+    every image's header are checked (genlab.core.imagefolder.scan_folder)."""
+    if (path := imagefolder.folder_path(name)) is not None:
+        if root is not None:
+            raise ConfigError(f"--data-root is not read with --dataset {name}: the folder is "
+                              "the path after 'folder:'")
+        imagefolder.scan_folder(path)
+        return DATASETS.get(imagefolder.NAME)
     if name not in DATASETS:
         raise ConfigError(f"unknown --dataset {name!r}; expected one of: "
-                          f"{', '.join(DATASETS.choices())}, or folder:PATH (a folder of your "
-                          "images, one sub-folder per class)")
+                          f"{', '.join(DATASETS.choices())}")
     entry = DATASETS.get(name)
     if entry.needs_root and root is None:
         embedded = ", ".join(n for n, e in DATASETS.items() if not e.needs_root)
@@ -153,23 +165,53 @@ def _digits_clutter(root, size: int, seed: int) -> ImageData:
                      Split(out_x[2], out_y[2]), 10, 3, size)
 
 
+@register_dataset(imagefolder.NAME, "your images: PATH/CLASS/*.png or .jpg, one sub-folder "
+                  "per class, grey or colour, any size, resized to --size (docs/cli.md)")
+def _folder(root, size: int, seed: int) -> ImageData:
+    return imagefolder.folder_data(root, size, seed)
+
+
 class StepBatches:
     """Step-indexed batches of one split (a search's stream): step t is batch t mod L of
-    epoch t div L, each epoch a fresh shuffle of the seeded ``Batches``."""
+    epoch t div L, each epoch a fresh shuffle of the seeded ``Batches``. Image files are
+    streamed (module doc): steps asked for in order come from one DataLoader's workers."""
 
     def __init__(self, split, batch_size: int, seed: int):
         self.split = split
         self.batches = Batches(split, batch_size, seed=seed, drop_last=len(split) >= batch_size)
-        self._epoch, self._order = -1, []
+        self._orders: dict[int, list[torch.Tensor]] = {}  # epoch -> its batches' rows
+        self._stream: Iterator | None = None  # image files: the stream, and the step it is at
+        self._next = -1
+        self._last: tuple[int, tuple] | None = None
 
     def __len__(self):
         return len(self.batches)
 
-    def at(self, step: int):
-        """The batch of ``step``: its rows are read only now (an image folder's files are
-        decoded batch by batch, never all at once)."""
+    def rows(self, step: int) -> torch.Tensor:
+        """The rows of the split that make the batch of ``step``."""
         epoch, idx = divmod(step, len(self.batches))
-        if epoch != self._epoch:
-            self._epoch, self._order = epoch, list(self.batches.epoch_indices(epoch))
-        rows = self._order[idx]
-        return self.split.images[rows], self.split.labels[rows]
+        if epoch not in self._orders:
+            if len(self._orders) >= 2:  # the stream reads ahead; an epoch's order is fixed by
+                self._orders.pop(min(self._orders))  # the seed, made again if asked again
+            self._orders[epoch] = list(self.batches.epoch_indices(epoch))
+        return self._orders[epoch][idx]
+
+    def _from(self, step: int):
+        while True:
+            yield self.rows(step)
+            step += 1
+
+    def at(self, step: int):
+        """The (images, labels) batch of ``step``."""
+        if self._last is not None and self._last[0] == step:
+            return self._last[1]
+        rows = self.rows(step)
+        if not streamed(self.split.images):
+            return self.split.images[rows], self.split.labels[rows]
+        stream = self._stream
+        if stream is None or step != self._next:
+            stream = self._stream = read_rows(self.split.images, self._from(step))
+        x = next(stream)
+        self._next = step + 1
+        self._last = (step, (x, self.split.labels[rows]))
+        return self._last[1]

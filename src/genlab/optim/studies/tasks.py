@@ -23,6 +23,12 @@ study's pretraining uses) and ``val_copies`` > 1 of the validation set (a valida
 less tied to one draw of shifts, as the transfer study's search uses; the first copy is the
 one-copy validation set). The shift is what few images cannot teach and many can
 (docs/nonuniformity.md, transfer).
+
+``folder:PATH`` is a task of the user's images (genlab.core.imagefolder): its seeded split's
+train + val are the pool and its test the test set, in the digits' shares; ``full``,
+``holdout``, ``per_class`` and symmetric label noise work as on the digits, the images stay
+on disk (decoded batch by batch); ``translate`` and asymmetric noise, which are the digits'
+own, are refused by :func:`check_task` before a run folder is made.
 """
 
 from __future__ import annotations
@@ -64,35 +70,23 @@ class TaskData:
     clean_fit_labels: torch.Tensor  # the fit labels before any label noise
 
 
-@functools.lru_cache(maxsize=4)
-def check_task(task: str) -> None:
-    """ConfigError for an unknown task or a bad image folder (before a run folder is made)."""
-    if (path := folder_path(task)) is not None:
-        scan_folder(path)
-    else:
+def check_task(task: str, *, translate: int = 0, label_noise: float = 0.0,
+               noise_kind: str = "symmetric") -> None:
+    """ConfigError for an unknown task, a bad image folder, or an option a folder cannot take
+    (checked before a run folder is made)."""
+    if (path := folder_path(task)) is None:
         TASKS.canonical(task)
+        return
+    if translate:
+        raise ConfigError("--translate jitters the 8x8 digits; it does not apply to "
+                          f"--dataset {task}")
+    if label_noise > 0 and noise_kind == "asymmetric":
+        raise ConfigError("asymmetric label noise maps digit classes; use symmetric noise on "
+                          f"--dataset {task}")
+    scan_folder(path)
 
 
-def _folder_task(path, split: str, size: int, data_seed: int, label_noise: float,
-                 noise_kind: str, noise_seed: int, *, per_class: int, translate: int
-                 ) -> TaskData:
-    """A folder's images as a task: the seeded stratified split of core.imagefolder (train,
-    val, test); ``full`` fits on train + val. Subsets per class and jitter are digits' own."""
-    if per_class or translate:
-        raise ConfigError("--per-class and --translate apply to the digits tasks, not to "
-                          "folder:PATH")
-    data = folder_data(path, size, data_seed)
-    fit, val = (data.train_full(), None) if split == "full" else (data.train, data.val)
-    clean = fit.labels
-    if label_noise > 0:
-        if noise_kind == "asymmetric":
-            raise ConfigError("asymmetric label noise maps digit classes; use symmetric noise "
-                              "on folder:PATH")
-        fit = Split(fit.images, corrupt_labels(clean, label_noise, noise_kind,
-                                               num_classes=data.num_classes, seed=noise_seed))
-    return TaskData(fit, val, data.test, data.num_classes, data.in_channels, data.size, clean)
-
-
+@functools.lru_cache(maxsize=4)
 def _digits(data_seed: int) -> ImageData:
     """The digits split of a data seed, loaded once per process (never mutated)."""
     return load_digits_data(size=8, seed=data_seed)
@@ -113,7 +107,7 @@ def _per_class(split: Split, per_class: int, seed: int) -> Split:
     labels = split.labels[order]
     picked = torch.cat([order[labels == c][:per_class] for c in labels.unique()])
     picked = picked.sort().values
-    return Split(split.images[picked], split.labels[picked])
+    return split.take(picked)
 
 
 def translate_images(images: torch.Tensor, max_shift: int, seed: int,
@@ -161,26 +155,32 @@ def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
               noise_seed: int = 0, translate: int = 0, translate_copies: int = 1,
               val_copies: int = 1, size: int = 8) -> TaskData:
     """The sets of one task (see module doc); label noise touches the fit labels only.
-    ``folder:PATH``: the user's images (genlab.core.imagefolder), resized to ``size`` and
-    read batch by batch."""
+    ``folder:PATH``: the user's images (genlab.core.imagefolder), resized to ``size``, split
+    as the digits are (its train + val the pool, its test the test set), decoded batch by
+    batch."""
     require_choice("split", split, SPLITS)
     if per_class < 0:
         raise ConfigError(f"per_class must be >= 0, got {per_class}")
     check_translation(translate, translate_copies)
     check_translation(translate, val_copies, "val_copies")
+    check_task(task, translate=translate, label_noise=label_noise, noise_kind=noise_kind)
     if (path := folder_path(task)) is not None:
-        return _folder_task(path, split, size, data_seed, label_noise, noise_kind, noise_seed,
-                            per_class=per_class, translate=translate)
-    data = _digits(data_seed)
-    classes = TASKS.get(task)
-    pool = _keep_classes(data.train_full(), classes)
-    test = _keep_classes(data.test, classes)
+        data = folder_data(path, size, data_seed)
+        num_classes, pool, test = data.num_classes, data.train_full(), data.test
+    else:
+        data = _digits(data_seed)
+        classes = TASKS.get(task)
+        num_classes = len(classes)
+        pool = _keep_classes(data.train_full(), classes)
+        test = _keep_classes(data.test, classes)
     val = None
     if split == "holdout":
         fit_idx, val_idx = stratified_split(pool.labels.numpy(), (1 - VAL_FRACTION, VAL_FRACTION),
                                             data_seed)
-        fit = Split(pool.images[fit_idx], pool.labels[fit_idx])
-        val = Split(pool.images[val_idx], pool.labels[val_idx])
+        fit, val = pool.take(fit_idx), pool.take(val_idx)
+        if len(val) == 0:
+            raise ConfigError(f"--split holdout: {task} has too few images for a validation "
+                              "set (a quarter of each class's training images)")
     else:
         fit = pool
     if per_class:
@@ -196,10 +196,10 @@ def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
         raise ConfigError(f"asymmetric label noise maps digit classes; task {task!r} "
                           "relabels them (use task 'digits')")
     if label_noise > 0:
-        noisy = corrupt_labels(clean, label_noise, noise_kind, num_classes=len(classes),
+        noisy = corrupt_labels(clean, label_noise, noise_kind, num_classes=num_classes,
                                seed=noise_seed)
         fit = Split(fit.images, noisy)
-    return TaskData(fit, val, test, len(classes), data.in_channels, data.size, clean)
+    return TaskData(fit, val, test, num_classes, data.in_channels, data.size, clean)
 
 
 def majority_accuracy(data: TaskData) -> float:

@@ -1,7 +1,8 @@
 """Digit classification with any optimiser of genlab.optim, then every measure of the result.
 
-The model trains on a digits task (tasks.py: the whole training pool, or the fit part of a
-fit/validation hold-out, a class subset, a few images per class, noisy labels) through
+The model trains on a digits task or a folder of the user's images (tasks.py: the whole
+training pool, or the fit part of a fit/validation hold-out, a class subset, a few images per
+class, noisy labels) through
 genlab.core.trainer.Trainer (atomic per-epoch checkpoints, resume), with a constant or
 cosine learning rate, optionally from the weights of an earlier run (``init_from``; the
 classifier ``head`` is re-initialised). At the end the summary holds train (noisy labels),
@@ -32,7 +33,7 @@ import torch
 from torch import nn
 
 from genlab.core.checkpoints import MODEL_RECORD, build_from_record, model_record
-from genlab.core.data import Batches, Split
+from genlab.core.data import Batches, Split, streamed
 from genlab.core.errors import CheckpointError, ConfigError, require_positive
 from genlab.core.options import check_options, option
 from genlab.core.registry import path_of
@@ -67,7 +68,8 @@ KIND = "optim train"  # the kind of the model record in this run's checkpoints
 
 @dataclass
 class TrainConfig:
-    """Every option of one digits training (`genlab optim train`; config.json)."""
+    """Every option of one training on digits or a folder of images (`genlab optim train`;
+    config.json)."""
 
     arch: str = option("mlp", help="Architecture.", choices=ARCHS)
     width: int = option(64, help="Hidden width / channels / embedding size.", gt=0,
@@ -122,7 +124,8 @@ class TrainConfig:
 
     def validate(self) -> None:
         check_options(self)  # types, choices and limits as the fields declare them
-        check_task(self.task)
+        check_task(self.task, translate=self.translate, label_noise=self.label_noise,
+                   noise_kind=self.noise_kind)
         if not self.label_noise < 1:
             raise ConfigError(f"label_noise must be in [0, 1), got {self.label_noise}")
         check_translation(self.translate, self.translate_copies)
@@ -291,11 +294,19 @@ def finish(model: nn.Module, data: TaskData, device, cfg: TrainConfig) -> dict:
         clean = Split(data.fit.images, data.clean_fit_labels)
         summary["train_acc_clean_labels"] = split_scores(model, clean, device)["acc"]
     if cfg.measure:
-        order = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
-        x, y = train.images[order], train.labels[order]
+        x, y = measured_rows(train, cfg.measure_config(), cfg.seed)
         summary["measures"] = all_measures(model, nn.CrossEntropyLoss(), x, y,
                                            cfg.measure_config())
     return summary
+
+
+def measured_rows(fit: Split, mcfg: MeasureConfig, seed: int) -> tuple:
+    """The fit set in the seeded order the measures read it; of image files only as many rows
+    as the measures use are decoded (n_samples, and the sharpness's draw among them)."""
+    order = torch.randperm(len(fit), generator=torch.Generator().manual_seed(seed))
+    if streamed(fit.images):
+        order = order[: max(mcfg.n_samples, mcfg.sharpness_samples)]
+    return fit.images[order], fit.labels[order]
 
 
 def _plot_curves(run: RunDir) -> None:
@@ -388,10 +399,8 @@ def measure_checkpoint(checkpoint: str | Path, out: str | Path, *,
                            "device": device}, resume=resume)
         model.to(dev)
         summary = finish(model, data, dev, replace(cfg, measure=False))
-        order = torch.randperm(len(data.fit), generator=torch.Generator().manual_seed(cfg.seed))
-        fit = data.fit.to(dev)
-        summary["measures"] = all_measures(model, nn.CrossEntropyLoss(), fit.images[order],
-                                           fit.labels[order], mcfg)
+        x, y = measured_rows(data.fit.to(dev), mcfg, cfg.seed)
+        summary["measures"] = all_measures(model, nn.CrossEntropyLoss(), x, y, mcfg)
         summary["torch_threads"] = torch.get_num_threads()
         run.write_summary(summary)
     return summary

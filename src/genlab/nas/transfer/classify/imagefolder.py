@@ -20,7 +20,8 @@ where they are read, once per rank, never on every rank.
   class folder without images: DataError naming the folder, before any run folder is made. An
   image that does not decode raises DataError naming the file when it is read; the copy a
   DataLoader worker re-raises (several lines, with the worker's traceback) is turned back
-  into that one line.
+  into that one line (genlab.core.imagefolder's read_image and stream_batches, which the
+  user's own folders, ``--dataset folder:PATH``, read through too).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 import torch
 
 from genlab.core.errors import ConfigError, DataError
+from genlab.core.imagefolder import read_image, stream_batches
 from genlab.core.parallel.distributed import shard_slice, world_size
 from genlab.core.seeding import make_generator, stream_seed
 
@@ -113,19 +115,6 @@ def eval_transform(image_size: int):
                       T.ToTensor(), T.Normalize(MEAN, STD)])
 
 
-def read_image(path: str):
-    """The RGB PIL image at ``path``; DataError naming the file when it does not decode."""
-    from PIL import Image
-
-    try:
-        with open(path, "rb") as f:
-            image = Image.open(f)
-            return image.convert("RGB")
-    except (OSError, ValueError, SyntaxError) as exc:
-        raise DataError(f"{path}: cannot decode the image ({type(exc).__name__}: {exc})"
-                        ) from None
-
-
 class SeededImages(torch.utils.data.Dataset):
     """Samples addressed by (epoch, index): the image, transformed with draws seeded by both."""
 
@@ -176,15 +165,6 @@ class ShardedBatchSampler:
                 yield [(self.epoch, int(i)) for i in mine]
 
 
-def _one_line(exc: DataError) -> str:
-    """The DataError line inside a DataLoader worker's re-raised copy (its last such line)."""
-    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
-    for line in reversed(lines):
-        if "DataError: " in line:
-            return line.split("DataError: ", 1)[1]
-    return lines[-1] if lines else "a DataLoader worker failed"
-
-
 class FolderBatches:
     """Epochs of one split as DataLoader batches (module docstring)."""
 
@@ -211,12 +191,4 @@ class FolderBatches:
         loader = torch.utils.data.DataLoader(
             self.dataset, batch_sampler=self.sampler(epoch, start), num_workers=self.workers,
             pin_memory=self.pin_memory)
-        iterator = iter(loader)
-        while True:
-            try:
-                batch = next(iterator)
-            except StopIteration:
-                return
-            except DataError as exc:
-                raise DataError(_one_line(exc)) from None
-            yield batch
+        yield from stream_batches(loader)
