@@ -37,7 +37,7 @@ __all__ = ["BenchConfig", "bench_specs", "run_bench"]
 
 @dataclass
 class BenchConfig:
-    """Sizes of the bench (defaults: the README tables).
+    """Sizes of the bench (defaults: the tables of docs/results.md).
 
     ``seeds``: the seeds of the compared runs, ``reference_seeds`` those of the
     trained-on-target references (lists; an int n, as before, means seeds 0..n-1).
