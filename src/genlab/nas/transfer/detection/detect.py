@@ -6,7 +6,8 @@ Order, as every genlab command: every option checked, the data read and checked 
 model built (backbone weights loaded), then the run folder; training through genlab's one
 Trainer, checkpointed every ``checkpoint_steps`` iterations (default: every data epoch);
 then the evaluation and summary.json (``map``, ``map50``, COCO's ``map75``, the trivial
-detector's ``trivial_map50``, ``params``) and detections.png.
+detector's ``trivial_map50``, ``params``, what detections.png shows as ``picture`` and the
+same count over every evaluation image as ``found``) and detections.png.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from genlab.nas.transfer.detection.evaluation import (
     score,
     trivial_predictions,
 )
+from genlab.nas.transfer.detection.metrics import found_boxes
 from genlab.nas.transfer.detection.models import DETECTORS, RESNETS, build_detector
 from genlab.nas.transfer.detection.sources import DetectionData, parse_data, read_data
 from genlab.nas.transfer.detection.training import DetectionTrainer, IterationSchedule
@@ -201,10 +203,12 @@ def _evaluate(cfg, data: DetectionData, model, trainer, run, device) -> dict:
     trivial = score(data.kind, trivial_predictions(data.train, data.test, len(data.classes)),
                     data.test, data.classes, coco_ids=data.coco_ids,
                     annotations=data.annotations)
-    if run.is_main:
-        plot_detections(run, data.test, preds, data.classes)
+    picture = plot_detections(run, data.test, preds, data.classes)  # drawn on the main rank
+    found = found_boxes(preds, [it.target() for it in data.test], len(data.classes),
+                        picture["score_threshold"], picture["iou_threshold"])
     return {"genotype": cfg.genotype, "space": cfg.space, "backbone": cfg.backbone,
             "detector": cfg.detector, "data": data.kind, "train_images": len(data.train),
             "eval_images": len(data.test), **figures, "trivial_map": trivial["map"],
-            "trivial_map50": trivial["map50"], "seed": cfg.seed,
+            "trivial_map50": trivial["map50"], "picture": picture, "found": found,
+            "seed": cfg.seed,
             "torch_threads": torch.get_num_threads()}

@@ -13,7 +13,10 @@ import torch
 
 from genlab.core.parallel.distributed import is_distributed, rank, world_size
 from genlab.nas.transfer.detection.batches import eval_batches
-from genlab.nas.transfer.detection.metrics import trivial_detector, voc_map
+from genlab.nas.transfer.detection.metrics import found_boxes, trivial_detector, voc_map
+
+PICTURE_IMAGES = 8  # the evaluation images detections.png draws
+PICTURE_THRESHOLD = 0.5  # the score from which detections.png draws a detection
 
 
 @torch.no_grad()
@@ -70,38 +73,69 @@ def score(kind: str, predictions, items, classes, *, coco_ids=None,
             "ap": {c: a for c, a in zip(classes, res["ap"], strict=True)}}
 
 
-def plot_detections(run, items, predictions, classes, count: int = 8,
-                    threshold: float = 0.3) -> None:
-    """detections.png: the first ``count`` evaluation images, truth in white (dashed),
-    detections scoring at least ``threshold`` in colour with class and score."""
+def picture_found(items, predictions, classes, count: int = PICTURE_IMAGES,
+                  threshold: float = PICTURE_THRESHOLD) -> tuple[dict, list[dict]]:
+    """What detections.png shows: ``metrics.found_boxes`` at ``threshold`` over the first
+    ``count`` images, and of each of them (matching is within an image, so the images'
+    counts add up to the total)."""
+    shown = list(zip(items, predictions, strict=True))[:count]
+    total = found_boxes([p for _, p in shown], [it.target() for it, _ in shown], len(classes),
+                        threshold)
+    return total, [found_boxes([p], [it.target()], len(classes), threshold)
+                   for it, p in shown]
+
+
+def plot_detections(run, items, predictions, classes, count: int = PICTURE_IMAGES,
+                    threshold: float = PICTURE_THRESHOLD) -> dict:
+    """detections.png (on the main rank): the first ``count`` evaluation images, each true
+    box dashed white on black, each detection scoring at least ``threshold`` in its class's
+    colour with class and score (inside its top-left corner, stacked below any label near
+    it), each panel titled with its counts. Returns the counts the
+    picture shows (``picture_found``'s total), on every rank."""
+    total, counts = picture_found(items, predictions, classes, count, threshold)
+    if not run.is_main:
+        return total
     from matplotlib.patches import Rectangle
 
     from genlab.core.report import figure
     from genlab.nas.transfer.detection.records import image_tensor
 
-    shown = list(zip(items, predictions, strict=True))[:count]
+    shown = list(zip(items, predictions, counts, strict=False))
     cols = min(4, len(shown))
-    fig, axes = figure(ncols=cols, nrows=-(-len(shown) // cols), width=3.0, height=3.0)
+    fig, axes = figure(ncols=cols, nrows=-(-len(shown) // cols), width=3.0, height=3.2)
     colours = ["tab:red", "tab:blue", "tab:green", "tab:orange", "tab:purple"]
     for ax in axes.flat:
         ax.axis("off")
-    for ax, (it, p) in zip(axes.flat, shown, strict=False):
+    for ax, (it, p, c) in zip(axes.flat, shown, strict=False):
         ax.imshow(image_tensor(it).permute(1, 2, 0).numpy())
         for b in it.boxes:
-            ax.add_patch(Rectangle((b[0], b[1]), b[2] - b[0], b[3] - b[1], fill=False,
-                                   edgecolor="white", linestyle="--", linewidth=1))
+            for colour, style in (("black", "-"), ("white", "--")):
+                ax.add_patch(Rectangle((b[0], b[1]), b[2] - b[0], b[3] - b[1], fill=False,
+                                       edgecolor=colour, linestyle=style, linewidth=1.2))
+        labels: list[tuple[float, float]] = []  # top-left corners of the labels placed
+        row, span = 0.06 * it.height, 0.25 * it.width  # a label's height and width, about
         for b, s, lab in zip(p["boxes"], p["scores"], p["labels"], strict=True):
             if s < threshold:
                 continue
-            c = colours[int(lab) % len(colours)]
+            colour = colours[int(lab) % len(colours)]
             ax.add_patch(Rectangle((b[0], b[1]), b[2] - b[0], b[3] - b[1], fill=False,
-                                   edgecolor=c, linewidth=1.5))
-            ax.text(b[0], b[1], f"{classes[int(lab)]} {s:.2f}", color=c, fontsize=6,
-                    va="bottom")
-    fig.suptitle(f"detections scoring >= {threshold} (colour), truth (white, dashed)",
-                 fontsize=8)
+                                   edgecolor=colour, linewidth=2))
+            y = float(b[1])
+            while any(abs(b[0] - u) < span and abs(y - v) < row for u, v in labels):
+                y += row  # one row down, below the labels it would cover
+            labels.append((float(b[0]), y))
+            ax.annotate(f"{classes[int(lab)]} {s:.2f}", (b[0], y), (1, -1),
+                        textcoords="offset points", color="white", fontsize=6, va="top",
+                        bbox={"facecolor": colour, "edgecolor": "none", "pad": 1})
+        ax.set_title(f"found {c['found']} of {c['boxes']}" +
+                     (f", {c['other']} other" if c["other"] else ""), fontsize=8)
+    fig.suptitle(f"{total['found']} of {total['boxes']} true boxes (dashed white on black) "
+                 f"found by a detection of their class scoring >= {threshold} with IoU > "
+                 f"{total['iou_threshold']} (solid, colour by class); {total['other']} other "
+                 "detection(s) drawn", fontsize=8)
     fig.tight_layout()
     run.save_figure(fig, "detections.png")
+    return total
 
 
-__all__ = ["plot_detections", "predict", "score", "trivial_predictions"]
+__all__ = ["picture_found", "plot_detections", "predict", "score", "trivial_predictions"]

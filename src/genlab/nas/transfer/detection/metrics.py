@@ -80,6 +80,24 @@ def class_ap(detections, truths, iou_threshold: float = 0.5) -> float | None:
     return eleven_point_ap(recall, precision)
 
 
+def class_lists(predictions: Sequence[dict], targets: Sequence[dict], c: int):
+    """Class ``c``'s detections ``[(image, score, box)]`` and truths ``{image: (boxes,
+    difficult)}`` over the images (``voc_map``'s arguments), as ``match_class`` takes them."""
+    dets, truths = [], {}
+    for img, (p, t) in enumerate(zip(predictions, targets, strict=True)):
+        labels = np.asarray(t["labels"])
+        keep = labels == c
+        boxes = np.asarray(t["boxes"], dtype=float).reshape(-1, 4)[keep]
+        diff = np.asarray(t.get("difficult", np.zeros(len(labels), dtype=bool)),
+                          dtype=bool)[keep]
+        truths[img] = (boxes, diff)
+        pl = np.asarray(p["labels"])
+        pb = np.asarray(p["boxes"], dtype=float).reshape(-1, 4)
+        ps = np.asarray(p["scores"], dtype=float)
+        dets += [(img, float(s), b) for s, b in zip(ps[pl == c], pb[pl == c], strict=True)]
+    return dets, truths
+
+
 def voc_map(predictions: Sequence[dict], targets: Sequence[dict], num_classes: int,
             iou_threshold: float = 0.5) -> dict:
     """Per-class 11-point AP and their mean (mAP@0.5) over images.
@@ -90,21 +108,28 @@ def voc_map(predictions: Sequence[dict], targets: Sequence[dict], num_classes: i
     """
     aps: list[float | None] = []
     for c in range(num_classes):
-        dets, truths = [], {}
-        for img, (p, t) in enumerate(zip(predictions, targets, strict=True)):
-            labels = np.asarray(t["labels"])
-            keep = labels == c
-            boxes = np.asarray(t["boxes"], dtype=float).reshape(-1, 4)[keep]
-            diff = np.asarray(t.get("difficult", np.zeros(len(labels), dtype=bool)),
-                              dtype=bool)[keep]
-            truths[img] = (boxes, diff)
-            pl = np.asarray(p["labels"])
-            pb = np.asarray(p["boxes"], dtype=float).reshape(-1, 4)
-            ps = np.asarray(p["scores"], dtype=float)
-            dets += [(img, float(s), b) for s, b in zip(ps[pl == c], pb[pl == c], strict=True)]
+        dets, truths = class_lists(predictions, targets, c)
         aps.append(class_ap(dets, truths, iou_threshold))
     scored = [a for a in aps if a is not None]
     return {"ap": aps, "map": float(np.mean(scored)) if scored else 0.0}
+
+
+def found_boxes(predictions: Sequence[dict], targets: Sequence[dict], num_classes: int,
+                score_threshold: float, iou_threshold: float = 0.5) -> dict:
+    """What a picture of the detections scoring at least ``score_threshold`` shows, by the
+    VOC matching of ``match_class`` on those detections alone: ``boxes``, the non-difficult
+    true boxes; ``found``, those a kept detection of their class finds (IoU above
+    ``iou_threshold``, each box found once, higher scores first); ``other``, the kept
+    detections that find no box (misplaced, wrong class, or a second one on a found box);
+    kept detections on a difficult box count in neither."""
+    boxes = found = other = 0
+    for c in range(num_classes):
+        dets, truths = class_lists(predictions, targets, c)
+        tp, fp, npos = match_class([d for d in dets if d[1] >= score_threshold], truths,
+                                   iou_threshold)
+        boxes, found, other = boxes + npos, found + int(tp.sum()), other + int(fp.sum())
+    return {"score_threshold": score_threshold, "iou_threshold": iou_threshold,
+            "images": len(targets), "boxes": boxes, "found": found, "other": other}
 
 
 def trivial_detector(train_targets: Sequence[dict], train_sizes: Sequence[tuple[int, int]],
