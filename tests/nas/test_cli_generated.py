@@ -15,7 +15,7 @@ from genlab.cli import _register, app
 from genlab.cli.commands import COMMAND_OPTIONS, RUN_OPTIONS, all_commands
 from genlab.core.options import option_fields
 from genlab.nas.bench import DEFAULT_REGS, BenchConfig
-from genlab.nas.search_config import SearchConfig
+from genlab.nas.search import SearchConfig
 
 RUN_FOLDER = {"search", "train", "bench", "detect"}
 NO_RUN_FOLDER = {"lookup", "table convert"}

@@ -16,11 +16,10 @@ from PIL import Image
 from genlab.cli import main
 from genlab.core import imagefolder
 from genlab.core.data import Batches, Split
+from genlab.core.data.imagefolder import folder_data, scan_folder
 from genlab.core.errors import ConfigError, DataError
-from genlab.core.imagefolder import folder_data, scan_folder
 from genlab.nas.data import DATASETS, StepBatches, load_image_data
-from genlab.nas.search import run_search
-from genlab.nas.search_config import SearchConfig
+from genlab.nas.search import SearchConfig, run_search
 
 NB201_ARCH = ("|nor_conv_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+"
               "|avg_pool_3x3~0|none~1|nor_conv_3x3~2|")

@@ -44,7 +44,7 @@ def test_a_registered_penalty_runs_with_its_parameters(toy_penalty):
 
 def test_the_search_command_lists_and_takes_it(toy_penalty, capsys):
     from genlab.cli import main
-    from genlab.nas.search_config import SearchConfig
+    from genlab.nas.search import SearchConfig
 
     with pytest.raises(SystemExit):
         main(["nas", "search", "--help"])

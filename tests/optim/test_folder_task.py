@@ -12,8 +12,8 @@ from image_folders import CLASSES, PER_CLASS, write_folder
 
 from genlab.cli import main
 from genlab.core.data import streamed
+from genlab.core.data.imagefolder import folder_data
 from genlab.core.errors import ConfigError
-from genlab.core.imagefolder import folder_data
 from genlab.optim.measures import MeasureConfig
 from genlab.optim.studies.tasks import task_data
 from genlab.optim.studies.train import TrainConfig, measured_rows, train_digits

@@ -11,7 +11,6 @@ from genlab.cli import options
 from genlab.cli.commands import config_command, lazy_app
 from genlab.cli.nas_detect import detect
 from genlab.cli.nas_table import table_app
-from genlab.nas.search_config import SearchConfig
 
 app = lazy_app(no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(table_app, name="table", help="The NB201 accuracy table: convert the official "
@@ -47,7 +46,7 @@ def _search(cfg, out: Path, resume: bool) -> None:
     options.closing(out)
 
 
-config_command(app, "search", SearchConfig, _search)
+config_command(app, "search", "genlab.nas.search:SearchConfig", _search)
 
 
 def _train(cfg, out: Path, resume: bool) -> None:

@@ -40,13 +40,13 @@ from genlab.nas.inputs import check_run_kind
 from genlab.nas.methods.reported import reported_rows
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import (
+    PENALTY_NAMES,
     SearchConfig,
     run_config,
     run_search,
     search_regularizer,
     space_table,
 )
-from genlab.nas.search_config import PENALTY_NAMES
 from genlab.nas.spaces import get_space
 
 METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",

@@ -13,7 +13,7 @@ genlab.core.data; this module adds the NAS proxies and NB201's ImageNet16 subset
 - ``digits-clutter``: the digits as coloured figures of random polarity on coloured 1/f
   clutter (natural-image spectrum), 3 channels, three composites per image of the train and
   val halves and one per test image. Use ``size`` 16 or more;
-- ``folder:PATH``: one entry for every folder of the user's images (genlab.core.imagefolder:
+- ``folder:PATH``: one entry for every folder of the user's images (genlab.core.data.imagefolder:
   the ImageFolder layout, checked by ``check_dataset`` before a run folder is made, decoded
   batch by batch by DataLoader workers); the path is in the name, not in ``root``.
 
@@ -79,7 +79,7 @@ def register_dataset(name: str, description: str, *, needs_root: bool = False):
 def load_image_data(name: str, root: str | Path | None = None, *, size: int = 8,
                     seed: int = 0) -> ImageData:
     """The registered data set ``name``; those read from disk need ``root``;
-    ``folder:PATH`` reads PATH (genlab.core.imagefolder)."""
+    ``folder:PATH`` reads PATH (genlab.core.data.imagefolder)."""
     entry = check_dataset(name, root)
     if (path := imagefolder.folder_path(name)) is not None:
         root = path
@@ -89,7 +89,7 @@ def load_image_data(name: str, root: str | Path | None = None, *, size: int = 8,
 def check_dataset(name: str, root: str | Path | None = None) -> DatasetEntry:
     """The entry of ``name``, or ConfigError for an unknown name or a missing ``--data-root``
     (options checked before a run folder is made); ``folder:PATH``: the folder's layout and
-    every image's header are checked (genlab.core.imagefolder.scan_folder)."""
+    every image's header are checked (genlab.core.data.imagefolder.scan_folder)."""
     if (path := imagefolder.folder_path(name)) is not None:
         if root is not None:
             raise ConfigError(f"--data-root is not read with --dataset {name}: the folder is "

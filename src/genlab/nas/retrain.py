@@ -35,7 +35,7 @@ from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.nas.data import check_dataset, load_image_data
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, parse_genotype
-from genlab.nas.search_config import SPACES
+from genlab.nas.search import SPACES
 from genlab.nas.spaces import build_space_network, get_space
 from genlab.nas.spaces.nb201.network import count_parameters
 

@@ -24,7 +24,7 @@ less tied to one draw of shifts, as the transfer study's search uses; the first 
 one-copy validation set). The shift is what few images cannot teach and many can
 (docs/nonuniformity.md, transfer).
 
-``folder:PATH`` is a task of the user's images (genlab.core.imagefolder): its seeded split's
+``folder:PATH`` is a task of the user's images (genlab.core.data.imagefolder): its seeded split's
 train + val are the pool and its test the test set, in the digits' shares; ``full``,
 ``holdout``, ``per_class`` and symmetric label noise work as on the digits, the images stay
 on disk (decoded batch by batch); ``translate`` and asymmetric noise, which are the digits'
@@ -40,8 +40,8 @@ import numpy as np
 import torch
 
 from genlab.core.data import ImageData, Split, load_digits_data, stratified_split
+from genlab.core.data.imagefolder import folder_data, folder_path, scan_folder
 from genlab.core.errors import ConfigError, require_choice
-from genlab.core.imagefolder import folder_data, folder_path, scan_folder
 from genlab.core.registry import Registry
 from genlab.optim.studies.noise import corrupt_labels
 
@@ -155,7 +155,7 @@ def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
               noise_seed: int = 0, translate: int = 0, translate_copies: int = 1,
               val_copies: int = 1, size: int = 8) -> TaskData:
     """The sets of one task (see module doc); label noise touches the fit labels only.
-    ``folder:PATH``: the user's images (genlab.core.imagefolder), resized to ``size``, split
+    ``folder:PATH``: the user's images (genlab.core.data.imagefolder), resized to ``size``, split
     as the digits are (its train + val the pool, its test the test set), decoded batch by
     batch."""
     require_choice("split", split, SPLITS)

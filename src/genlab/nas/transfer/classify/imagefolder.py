@@ -20,7 +20,7 @@ where they are read, once per rank, never on every rank.
   class folder without images: DataError naming the folder, before any run folder is made. An
   image that does not decode raises DataError naming the file when it is read; the copy a
   DataLoader worker re-raises (several lines, with the worker's traceback) is turned back
-  into that one line (genlab.core.imagefolder's read_image and stream_batches, which the
+  into that one line (genlab.core.data.imagefolder's read_image and stream_batches, which the
   user's own folders, ``--dataset folder:PATH``, read through too).
 """
 
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch
 
+from genlab.core.data.imagefolder import read_image, stream_batches
 from genlab.core.errors import ConfigError, DataError
-from genlab.core.imagefolder import read_image, stream_batches
 from genlab.core.parallel.distributed import shard_slice, world_size
 from genlab.core.seeding import make_generator, stream_seed
 

@@ -1,4 +1,5 @@
-"""Datasets: embedded scikit-learn digits, CIFAR-10/100 python batches from disk, splits.
+"""Datasets: embedded scikit-learn digits, CIFAR-10/100 python batches from disk, splits;
+the user's own image folders in ``imagefolder`` (this package's one sub-module).
 
 Digits (embedded, no download): 1,797 grey 8x8 images of 10 classes, values 0..16.
 genlab scales them to [0, 1], optionally resizes them bilinearly to ``size`` x ``size``
@@ -54,7 +55,7 @@ class Split:
 
 
 def streamed(images) -> bool:
-    """Whether ``images`` are image files read batch by batch (core.imagefolder's
+    """Whether ``images`` are image files read batch by batch (core.data.imagefolder's
     FolderImages: indexing decodes the rows asked for) rather than a tensor in memory."""
     return not isinstance(images, torch.Tensor) and hasattr(images, "batches")
 
