@@ -14,8 +14,7 @@ from image_folders import BAD, CLASSES, PER_CLASS, pil_pixels, shape, write_bad,
 from PIL import Image
 
 from genlab.cli import main
-from genlab.core import imagefolder
-from genlab.core.data import Batches, Split
+from genlab.core.data import Batches, Split, imagefolder
 from genlab.core.data.imagefolder import folder_data, scan_folder
 from genlab.core.errors import ConfigError, DataError
 from genlab.nas.data import DATASETS, StepBatches, load_image_data

@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from genlab.core import imagefolder
 from genlab.core.data import (
     Batches,
     ImageData,
@@ -43,6 +42,7 @@ from genlab.core.data import (
     batch_arrays,
     digit_splits,
     find_folder,
+    imagefolder,
     load_cifar,
     load_digits_data,
     read_rows,
