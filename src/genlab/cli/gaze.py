@@ -22,34 +22,10 @@ STUDY_RESUME_HELP = ("Accepted for the convention's sake, changes nothing: a rer
                      "ones continued).")
 
 
-def _choices(registry) -> str:
-    return " | ".join(registry.choices())
-
-
-def _data_help() -> str:
-    from genlab.gaze.data.realdata import REAL_DATASETS
-    from genlab.gaze.synth.domains import DOMAINS
-
-    return (f"a synthetic domain ({_choices(DOMAINS)}) or a real data set as NAME:ROOT "
-            f"({_choices(REAL_DATASETS)}; see docs/moegaze.md)")
-
-
 def _models() -> str:
     from genlab.gaze.models.registry import MODELS
 
-    return _choices(MODELS)
-
-
-def _routings() -> str:
-    from genlab.gaze.models.routing import ROUTINGS
-
-    return _choices(ROUTINGS)
-
-
-def _balances() -> str:
-    from genlab.gaze.models.routing import BALANCES
-
-    return _choices(BALANCES)
+    return " | ".join(MODELS.choices())
 
 
 def _worlds() -> str:
@@ -58,26 +34,10 @@ def _worlds() -> str:
     return ", ".join(WORLDS.choices())
 
 
-def _domains() -> str:
-    from genlab.gaze.synth.domains import DOMAINS
-
-    return _choices(DOMAINS)
-
-
 # option -> its help text from the registries, made when help is shown (they import torch,
-# which the CLI does not import at start-up)
+# which the CLI does not import at start-up): the options of the two hand-written commands
 REGISTRY_HELP = {
-    "domain": lambda: f"Synthetic domain: {_domains()}.",
-    "model": lambda: f"Model: {_models()}.",
     "models": lambda: f"Comma-separated models to train, of: {_models()}.",
-    "routing": lambda: (f"Routing: {_routings()} (oracle: the true appearance cluster; "
-                        "appearance world only)."),
-    "balance": lambda: f"Expert balance: {_balances()}.",
-    "source": lambda: f"Training data: {_data_help()}.",
-    "target": lambda: (f"Test data, never trained on (repeat for several; default narrow-m): "
-                       f"{_data_help()}."),
-    "data": lambda: (f"Data to evaluate on: {_data_help()}; unlabelled files (ETH-XGaze "
-                     "test) get predictions only."),
     "worlds": lambda: f"Comma-separated worlds, of: {_worlds()} (default all).",
 }
 
