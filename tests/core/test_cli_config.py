@@ -123,11 +123,6 @@ def test_print_config_runs_nothing(capsys):
     assert printed["count"] == 2 and printed["seeds"] == [0, 1]
 
 
-#: commands still declaring their options one by one (issue 34: to be generated from a config);
-#: the test fails when one of them gains a config without leaving this list
-HAND_WRITTEN = {"demo", "optim measure", "optim depth-width", "optim correlate", "gaze predict",
-                "gaze bench", "gaze paper"}
-
 
 def test_every_command_has_exactly_its_configs_options():
     """For every command under ``genlab``: its options are its config's fields plus the
@@ -143,7 +138,7 @@ def test_every_command_has_exactly_its_configs_options():
         cls = getattr(getattr(command, "callback", None), "config_class", None)
         if cls is None and not [p for p in command.params if p.name != "help"]:
             continue  # a command without options (genlab nas spaces)
-        if cls is None:
+        if cls is None:  # options declared by hand: none is left
             without.append(" ".join(path))
             continue
         fields = {f.name for f, s in option_fields(cls) if s.cli}
@@ -153,8 +148,7 @@ def test_every_command_has_exactly_its_configs_options():
         if "resume" in names:
             assert "out" in names
         checked += 1
-    assert checked >= 1
-    assert set(without) == HAND_WRITTEN
+    assert checked >= 23 and without == []  # 23 commands today
 
 
 def test_search_config_json_repeats_the_run(tmp_path):

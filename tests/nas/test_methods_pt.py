@@ -165,6 +165,10 @@ def test_selection_params_and_registry():
     for bad in ({"tune_epochs": -1}, {"val_batches": 0}, {"crit": "f1"}, {"epochs": 3}):
         with pytest.raises(ConfigError):
             SELECTIONS.get("pt")(**bad)
+    given = build_parts(get_method("darts"), select="pt", select_params={"val_batches": 3})
+    assert given.selection.val_batches == 3
+    with pytest.raises(ConfigError, match="argmax takes no parameters"):
+        build_parts(get_method("darts"), select="argmax", select_params={"val_batches": 3})
 
 
 def test_fine_tuning_moves_only_the_weights_at_a_tenth_of_the_lr(monkeypatch):
@@ -234,8 +238,11 @@ def _search(tmp_path, space, batch, *extra):
 def test_cli_search_with_pt_in_nb201_darts_s3(tmp_path, quick_pt, monkeypatch, space, extra,
                                               rounds):
     # fine-tuning (1 pass of 11 batches of 64) in nb201; off in the costlier DARTS spaces
-    monkeypatch.setattr(pt_mod.PTSelection, "tune_epochs", 1 if space == "nb201" else 0)
-    s, records = _search(tmp_path, space, 64 if space == "nb201" else 8, *extra)
+    tune = 1 if space == "nb201" else 0
+    s, records = _search(tmp_path, space, 64 if space == "nb201" else 8, *extra,
+                         "--select-param", f"tune_epochs={tune}")
+    config = json.loads(next(tmp_path.glob(f"{space}*/config.json")).read_text())
+    assert config["select_params"] == {"tune_epochs": tune}
     sp = get_space(space)
     assert s["select"] == "pt" and sp.format(sp.parse(s["genotype"])) == s["genotype"]
     assert max(r["round"] for r in records) == rounds - 1

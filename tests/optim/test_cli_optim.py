@@ -36,7 +36,8 @@ def test_train_then_measure_and_wrong_architecture(tmp_path, capsys):
     assert (run / "checkpoint.pt").exists() and (run / "curves.png").exists()
     meas = tmp_path / "meas"
     assert run_cli(["optim", "measure", str(run / "checkpoint.pt"), "--out", str(meas),
-                    "--samples", "32", "--iterations", "3", "--probes", "2"]) in (0, None)
+                    "--measure-samples", "32", "--measure-iterations", "3",
+                    "--measure-probes", "2"]) in (0, None)
     again = read_summary(meas)
     assert again["test_acc"] == pytest.approx(summary["test_acc"])
     # a checkpoint of another architecture, described by the MLP's config -> CheckpointError
@@ -44,7 +45,7 @@ def test_train_then_measure_and_wrong_architecture(tmp_path, capsys):
     assert run_cli(["optim", "train", "--out", str(cnn), "--arch", "cnn", *TINY,
                     "--no-measure"]) in (0, None)
     capsys.readouterr()
-    code = run_cli(["optim", "measure", str(cnn / "checkpoint.pt"), "--config",
+    code = run_cli(["optim", "measure", str(cnn / "checkpoint.pt"), "--train-config",
                     str(run / "config.json"), "--out", str(tmp_path / "bad")])
     err = capsys.readouterr().err
     assert code == 2 and "bad checkpoint" in err and "mlp" in err

@@ -7,7 +7,7 @@ from genlab.cli import main
 from genlab.core.checkpoints import model_record, save_checkpoint
 
 TINY = ["--width", "8", "--depth", "1", "--epochs", "1"]
-MEASURE_TINY = ["--samples", "32", "--iterations", "3", "--probes", "2"]
+MEASURE_TINY = ["--measure-samples", "32", "--measure-iterations", "3", "--measure-probes", "2"]
 
 
 def run_cli(args, capsys):
@@ -58,12 +58,12 @@ CASES = {
     "backward seed range": (["optim", "toy", "--seeds", "3-1"], "--seeds"),
     "seeds not numbers": (["optim", "sparse", "--seeds", "a,b"], "--seeds"),
     "bn mode": (["optim", "measure", "{root}/run", "--bn-mode", "foo"], "--bn-mode"),
-    "absurd probes": (["optim", "measure", "{root}/run", "--probes", str(10**9)], "<= "),
+    "absurd probes": (["optim", "measure", "{root}/run", "--measure-probes", str(10**9)], "<= "),
     "missing checkpoint": (["optim", "measure", "{root}/nonexist.pt"], "nonexist.pt"),
     "non-UTF-8 config": (["optim", "measure", "{root}/nonutf8"], "config.json"),
     "malformed config": (["optim", "measure", "{root}/malformed"], "config.json"),
     "config not an object": (["optim", "measure", "{root}/list"], "config.json"),
-    "config of a gaze run": (["optim", "measure", "{root}/run", "--config",
+    "config of a gaze run": (["optim", "measure", "{root}/run", "--train-config",
                               "{root}/gazeconfig/config.json"],
                              "is a gaze train run; optim measure needs an optim train run"),
     "gaze checkpoint": (["optim", "measure", "{root}/gaze"],

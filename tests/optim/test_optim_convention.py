@@ -72,8 +72,9 @@ def test_threads_0_is_torch_default_and_recorded(tmp_path, capsys):
     assert read(out / "summary.json")["torch_threads"] == before  # 0 leaves the count
     assert torch.get_num_threads() == before
     meas = tmp_path / "m"
-    code, captured = run_cli(["optim", "measure", str(out), "--out", str(meas), "--samples",
-                              "16", "--iterations", "2", "--probes", "2", "--threads", "2"],
+    code, captured = run_cli(["optim", "measure", str(out), "--out", str(meas), "--measure-samples",
+                              "16", "--measure-iterations", "2", "--measure-probes", "2",
+                                  "--threads", "2"],
                              capsys)
     assert code in (0, None)
     assert read(meas / "summary.json")["torch_threads"] == 2
@@ -138,7 +139,7 @@ def test_library_callers_passing_a_count_keep_working():
     with pytest.raises(ConfigError, match="seeds"):
         ToyConfig(seeds=0).validate()
     assert CorrelateConfig().min_train_acc == 99.0  # percent
-    with pytest.raises(ConfigError, match="percentage"):
+    with pytest.raises(ConfigError, match="min_train_acc must be <= 100"):
         CorrelateConfig(min_train_acc=150).validate()
 
 
@@ -149,7 +150,10 @@ def test_correlate_defaults_per_architecture():
     from genlab.optim.studies.correlate import CorrelateConfig
     from genlab.optim.studies.grid import expand
 
-    assert CorrelateConfig.for_arch("mlp") == CorrelateConfig()  # the MLP grid as it was
+    mlp = CorrelateConfig().resolved()  # unset options: the architecture's defaults
+    assert mlp == CorrelateConfig.for_arch("mlp") and mlp.lrs == [0.02, 0.1]
+    assert (mlp.epochs, mlp.schedule, mlp.weight_decay) == (15, "constant", 0.0)
+    assert CorrelateConfig(arch="cnn").resolved().epochs == 15  # not listed: the MLP's
     tf = CorrelateConfig.for_arch("transformer")
     assert (tf.epochs, tf.schedule, tf.weight_decay) == (40, "cosine", 5e-4)
     assert len(expand(tf.base(), tf.axes())) == math.prod(len(v) for v in tf.axes().values()

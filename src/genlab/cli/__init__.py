@@ -40,6 +40,7 @@ def _register() -> None:
     if app.registered_groups:
         return
     from genlab.cli import demo, gaze, nas, optim
+    from genlab.cli.commands import config_command
 
     app.add_typer(nas.app, name="nas",
                   help="Differentiable architecture search (BER, DARTS, beta-DARTS).")
@@ -47,7 +48,8 @@ def _register() -> None:
                   help="Nonuniformity measures and optimisers (SAM, COV, CSAM...).")
     app.add_typer(gaze.app, name="gaze",
                   help="MoEGaze: appearance-routed experts for gaze estimation.")
-    app.command("demo", short_help="Every method on embedded data, one report.")(demo.demo)
+    config_command(app, "demo", demo.DemoConfig, demo.demo, run_folder=False,
+                   short_help="Every method on embedded data, one report.")
 
 
 def _terminated(signum, frame) -> None:

@@ -82,6 +82,10 @@ def _parameter(f: dataclasses.Field, spec, annotation: Any) -> inspect.Parameter
         py_type: Any = Optional[list[str]]  # noqa: UP045 - typer needs typing's Optional
         info = typer.Option(None, _kebab(f.name), *spec.flags, help=spec.help,
                             metavar="KEY=VALUE", show_default=False)
+    elif spec.parse == "list" and spec.argument:  # any number of positional values
+        py_type = list[str]
+        info = typer.Argument(... if spec.required else None, help=spec.help,
+                              show_default=False)
     elif spec.parse == "list":  # a, b,c or the option repeated
         py_type = Optional[list[str]]  # noqa: UP045
         info = typer.Option(None, _kebab(f.name), *spec.flags, help=spec.help, metavar="A,B,...",
@@ -138,8 +142,8 @@ def given_values(cls, ctx, values: dict) -> dict:
         value = values[f.name]
         if spec.parse in ("params", "list") and not value:
             continue
-        if spec.parse == "list":  # repeated options, each may hold a comma-separated list
-            value = ",".join(value)
+        if spec.parse == "list" and not spec.argument:  # repeated options, each may hold
+            value = ",".join(value)  # a comma-separated list (arguments: one value each)
         out[f.name] = parse_value(value, spec, types[f.name], f.name)
     return out
 

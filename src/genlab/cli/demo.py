@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
 from genlab.cli.options import closing
+from genlab.core.options import check_options, option
 
 # (section key, module with demo_section, title)
 SECTIONS = [
@@ -29,17 +31,23 @@ def timing_reading(timings: list[dict]) -> str:
             f"({longest['seconds']:.0f} s).")
 
 
-def demo(
-    out: Path = typer.Option(Path("runs/demo"), help="Output folder of the demo report."),
-    nb201_table: Path = typer.Option(None, help="NB201 accuracy CSV to judge searched cells."),
-    only: str = typer.Option("", help="Comma-separated sections to run (nas, transfer, optim, "
-                                      "gaze)."),
-    full: bool = typer.Option(False, help="Full budgets instead of the quick demo ones."),
-):
+@dataclass
+class DemoConfig:
+    """The options of `genlab demo`."""
+
+    out: str = option("runs/demo", help="Output folder of the demo report.")
+    nb201_table: str | None = option(None, help="NB201 accuracy CSV to judge searched cells.")
+    only: list[str] = option(factory=list, parse="list", choices=[k for k, _, _ in SECTIONS],
+                             help="Sections to run (default: all).")
+    full: bool = option(False, help="Full budgets instead of the quick demo ones.")
+
+
+def demo(cfg: DemoConfig) -> None:
     """Run every method on embedded data (digits, rendered eyes) and write one report."""
     from genlab.core.report import Report
 
-    wanted = {s.strip() for s in only.split(",") if s.strip()} or {k for k, _, _ in SECTIONS}
+    check_options(cfg)
+    out, wanted = Path(cfg.out), set(cfg.only) or {k for k, _, _ in SECTIONS}
     out.mkdir(parents=True, exist_ok=True)
     report = Report("genlab demo")
     report.text("Every figure below was produced by `genlab demo` on embedded data; rerun it to "
@@ -51,8 +59,8 @@ def demo(
         t0 = time.perf_counter()
         typer.echo(f"== {title} ==")
         section = importlib.import_module(module).demo_section
-        kwargs = {"nb201_table": str(nb201_table) if nb201_table else None} if key == "nas" else {}
-        section(out / key, report, quick=not full, **kwargs)
+        kwargs = {"nb201_table": cfg.nb201_table} if key == "nas" else {}
+        section(out / key, report, quick=not cfg.full, **kwargs)
         timings.append({"section": title, "seconds": time.perf_counter() - t0})
         report.write(out)  # keep a readable report after each section
     report.heading("Wall-clock time of this invocation per section (seconds; runs that an "

@@ -58,13 +58,15 @@ class OptionSpec:
     argument: bool = False  # a positional argument rather than an option
     required: bool = False  # must be given (a field without a usable default)
     cli: bool = True  # False: a library-only field (not on the command line)
+    empty: bool = False  # seeds: an empty list is allowed ("" on the command line: none)
 
 
 def option(default: Any = MISSING, *, help: str, factory: Callable[[], Any] | None = None,
            choices=None, checked: bool = True, more: str | None = None,
            ge: float | None = None, gt: float | None = None, le: float | None = None,
            flags: Sequence[str] = (), parse: str | None = None,
-           argument: bool = False, required: bool = False, cli: bool = True) -> Any:
+           argument: bool = False, required: bool = False, cli: bool = True,
+           empty: bool = False) -> Any:
     """A dataclass field that declares its option (see the module doc)."""
     if parse is not None and parse not in SPELLINGS:
         raise ValueError(f"parse={parse!r}; expected one of {SPELLINGS}")
@@ -73,21 +75,25 @@ def option(default: Any = MISSING, *, help: str, factory: Callable[[], Any] | No
     spec = OptionSpec(help=help, choices=choices, checked=checked, more=more, ge=ge, gt=gt,
                       le=le,
                       flags=tuple(flags), parse=parse, argument=argument, required=required,
-                      cli=cli)
+                      cli=cli, empty=empty)
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata={KEY: spec})
     return dataclasses.field(default=default, metadata={KEY: spec})
 
 
-def option_like(cls, name: str, *, default: Any = MISSING, **changes) -> Any:
+def option_like(cls, name: str, *, default: Any = MISSING,
+                factory: Callable[[], Any] | None = None, **changes) -> Any:
     """A field declared as the field ``name`` of the config ``cls`` (its default, help,
-    choices, limits), with ``default`` and any of ``changes`` (help=..., ge=...) replaced: a
-    flat command config that builds a nested one restates none of its options."""
+    choices, limits), with ``default`` (or ``factory``) and any of ``changes`` (help=...,
+    ge=...) replaced: a flat command config that builds a nested one restates none of its
+    options."""
     f = cls.__dataclass_fields__[name]
     declared = spec_of(f)
     if declared is None:
         raise ValueError(f"{cls.__name__}.{name} is not declared with option()")
     spec = dataclasses.replace(declared, **changes)
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata={KEY: spec})
     if default is not MISSING:
         return dataclasses.field(default=default, metadata={KEY: spec})
     if f.default_factory is not MISSING:
@@ -258,7 +264,9 @@ def parse_value(text: Any, spec: OptionSpec, annotation: Any, name: str) -> Any:
     if text is None:
         return None
     if spec.parse == "seeds":
-        return list(text) if isinstance(text, (list, tuple)) else parse_seeds(text, name)
+        if isinstance(text, (list, tuple)):
+            return list(text)
+        return [] if spec.empty and not str(text).strip() else parse_seeds(text, name)
     if spec.parse == "list":
         if isinstance(text, (list, tuple)):
             return list(text)
@@ -321,7 +329,8 @@ class Options:
         for f, spec in option_fields(type(self)):
             value = getattr(self, f.name)
             if spec.parse == "seeds" and isinstance(value, int) and not isinstance(value, bool):
-                setattr(self, f.name, seed_list(value, getattr(self, "seed", 0), f.name))
+                setattr(self, f.name, seed_list(value, getattr(self, "seed", 0), f.name,
+                                                allow_empty=spec.empty))
 
 
 # -- validation ------------------------------------------------------------------------
@@ -377,7 +386,7 @@ def check_options(cfg) -> None:
             for v in values:
                 _check_type(f.name, v, scalar)
         if spec.parse == "seeds":
-            seed_list(value, name=f.name)  # integers >= 0, no repeat, at least one
+            seed_list(value, name=f.name, allow_empty=spec.empty)  # integers >= 0, no repeat
         names = choice_names(spec.choices) if spec.checked else ()
         if spec.parse == "size":
             if not (isinstance(value, list) and len(value) == 2

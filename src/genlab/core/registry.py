@@ -4,7 +4,9 @@ A :class:`Registry` maps names to entries (a class, a builder, a dataclass of fa
 penalty object). Entries are registered where they are defined, either directly
 (``WIDGETS.register("small", entry)``) or as a decorator (``@BUILDERS.register("mlp")``);
 ``get`` raises a ConfigError that lists the choices; aliases resolve to their target's
-entry and are listed apart, so help texts can say that ``ber`` is another name.
+entry and are listed apart, so help texts can say that ``ber`` is another name. A registry
+made with ``check=`` runs it on every entry as it is registered, so an entry that lacks
+what its family needs is refused where it is defined, not later where it is used.
 
 ``import_path`` resolves ``"package.module:attribute"``: the way a checkpoint or a sweep
 names a function without core importing the package that defines it.
@@ -12,9 +14,11 @@ names a function without core importing the package that defines it.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from genlab.core.errors import ConfigError
@@ -23,10 +27,12 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Names -> entries of one kind (``kind`` names it in error messages)."""
+    """Names -> entries of one kind (``kind`` names it in error messages); ``check(name,
+    entry)`` (optional) raises ConfigError for an entry the family cannot use."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, *, check: Callable[[str, T], None] | None = None):
         self.kind = kind
+        self.check = check
         self._entries: dict[str, T] = {}
         self._aliases: dict[str, str] = {}
 
@@ -34,7 +40,8 @@ class Registry(Generic[T]):
                  replace: bool = False) -> Any:
         """Add ``entry`` under ``name`` (and ``aliases``); without ``entry``, a decorator.
 
-        Registering a taken name raises ConfigError unless ``replace`` is set.
+        Registering a taken name raises ConfigError unless ``replace`` is set; so does an
+        entry that the registry's ``check`` refuses.
         """
         if entry is None:
             def decorator(obj: T) -> T:
@@ -44,9 +51,18 @@ class Registry(Generic[T]):
         for key in (name, *aliases):
             if not replace and (key in self._entries or key in self._aliases):
                 raise ConfigError(f"{self.kind} {key!r} is registered twice")
+        if self.check is not None:
+            self.check(name, entry)
         self._entries[name] = entry
         for alias in aliases:
             self._aliases[alias] = name
+        return entry
+
+    def unregister(self, name: str) -> T:
+        """Remove the entry ``name`` and its aliases (a part added for a while, as a test
+        does); returns the entry."""
+        entry = self._entries.pop(self.canonical(name))
+        self._aliases = {a: n for a, n in self._aliases.items() if n in self._entries}
         return entry
 
     def alias(self, alias: str, name: str) -> None:
@@ -115,6 +131,31 @@ def import_submodules(package: str, path: Iterable[str], skip: tuple[str, ...] =
         if mod.name not in skip and not mod.name.startswith("_"):
             importlib.import_module(f"{package}.{mod.name}")
     _IMPORTED.add(package)
+
+
+def declared_names(folder: Path, package: str, variable: str) -> dict[str, tuple[str, str]]:
+    """Name -> (module, the first line of its docstring) of every module under ``folder``
+    (the package ``package``, its sub-packages included) that assigns, at its top level,
+    ``variable = <call>(<Entry>("name", ...))``, read from the source: nothing is imported.
+    How a command line lists the members of a family whose modules import heavy libraries
+    (the member registers itself when its module is imported; the two names must agree)."""
+    found: dict[str, tuple[str, str]] = {}
+    for path in sorted(Path(folder).rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if not (isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == variable for t in node.targets)):
+                continue
+            name = next((arg.value for call in ast.walk(node.value)
+                         if isinstance(call, ast.Call) for arg in call.args[:1]
+                         if isinstance(arg, ast.Constant) and isinstance(arg.value, str)), None)
+            if name is None:
+                raise ConfigError(f"{path}: {variable} must be made from a literal name")
+            parts = path.relative_to(folder).with_suffix("").parts
+            module = ".".join((package, *(p for p in parts if p != "__init__")))
+            doc = (ast.get_docstring(tree) or "").strip().split("\n\n")[0]
+            found[name] = (module, " ".join(doc.split()))
+    return found
 
 
 def import_path(path: str | Callable, *, what: str = "attribute") -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -24,6 +25,7 @@ from torch import nn
 from genlab.core.checkpoints import MODEL_RECORD
 from genlab.core.devices import resolve_device
 from genlab.core.errors import CheckpointError, ConfigError, DataError
+from genlab.core.options import check_options, option
 from genlab.core.runs import CHECKPOINT, CONFIG
 from genlab.gaze.data.images import resize_rgb, rgb_to_tensor
 from genlab.gaze.draw import check_image_name, draw_gaze_arrows, write_image
@@ -223,6 +225,27 @@ def draw_predictions(images_rgb: list[np.ndarray], pitchyaw: np.ndarray, names: 
 def _result(image: Path, pitch: float, yaw: float) -> dict:
     return {"image": str(image), "pitch_rad": pitch, "yaw_rad": yaw,
             "pitch_deg": math.degrees(pitch), "yaw_deg": math.degrees(yaw)}
+
+
+@dataclass
+class PredictConfig:
+    """The options of `genlab gaze predict`."""
+
+    checkpoint: str = option(None, argument=True, required=True,
+                             help="Run folder of gaze train or its checkpoint.pt.")
+    images: list[str] = option(factory=list, argument=True, required=True, parse="list",
+                               help="Image files (PNG/JPEG; colour or grey), each one eye of "
+                                    "about the run's input shape (gaze render --png N writes "
+                                    "such files); several are predicted as one batch.")
+    out: str | None = option(None, help="Write a picture of the images with their predicted "
+                             "gaze arrows (scaled up, with a legend) here: a .png or .jpg "
+                             "name (then the last line is `outputs in` it; without --out "
+                             "nothing is written).")
+    device: str = option("cpu", help="cpu | cuda | cuda:N | auto (cuda when there is one).")
+
+    def run(self) -> list[dict]:
+        check_options(self)
+        return predict_images(self.checkpoint, self.images, self.out, device=self.device)
 
 
 def predict_images(run: str | Path, images, out: str | Path | None = None, *,

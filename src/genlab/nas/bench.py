@@ -29,10 +29,9 @@ from pathlib import Path
 import torch
 
 from genlab.core.errors import ConfigError, DataError, require_positive
-from genlab.core.options import check_options, option, option_like
+from genlab.core.options import Options, check_options, option, option_like
 from genlab.core.report import figure, markdown_table, mean_std_text
 from genlab.core.runs import RunDir, atomic_write_bytes, write_json
-from genlab.core.seeding import seed_list
 from genlab.core.sweep import RunSpec, run_one, run_sweep
 from genlab.core.trainer import resolve_device
 from genlab.nas.data import load_image_data
@@ -59,7 +58,7 @@ DEFAULT_REGS = ("none", "beta", "ber", "ber-kl", "ber-op", "ber-lbe", "ber-ib")
 
 
 @dataclass
-class BenchConfig:
+class BenchConfig(Options):
     """Regularisers x seeds, the shared search template and the retraining budget."""
 
     regs: list[str] = option(factory=lambda: list(DEFAULT_REGS), parse="list",
@@ -81,9 +80,6 @@ class BenchConfig:
                                        "space's recipe).", gt=0)
     random_archs: bool = option(True, help="Sanity rows: a random architecture of the space "
                                 "per seed, retrained.")
-
-    def __post_init__(self):
-        self.seeds = seed_list(self.seeds)  # a count n (as before): seeds 0..n-1
 
     @property
     def rows(self) -> list[str]:

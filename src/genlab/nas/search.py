@@ -19,6 +19,7 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import torch
 
@@ -111,6 +112,10 @@ class SearchConfig:
     select: str = option("argmax", help="Selection rule: argmax (the space's rule on alpha) | "
                          "pt (DARTS-PT's projection on the trained supernet).",
                          choices=_parts("select"))
+    select_params: dict[str, Any] = option(
+        factory=dict, parse="params", flags=("--select-param",),
+        help="The selection rule's own settings, KEY=VALUE, repeated (pt: tune_epochs, "
+             "val_batches, crit; docs/nas_methods.md).")
     relaxation: str | None = option(None, help="Mixing weights from alpha (default: the "
                                     "method's).", choices=_parts("relaxation"))
     perturb: str | None = option(None, help="Perturbation of the weight step's mixing "

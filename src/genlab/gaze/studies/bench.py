@@ -20,62 +20,63 @@ differences are paired by seed; intervals bootstrap over seeds and test subjects
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from genlab.core.errors import ConfigError, require_positive
+from genlab.core.errors import ConfigError
+from genlab.core.options import Options, check_options, field_default, option, option_like, spec_of
 from genlab.core.runs import write_json
 from genlab.core.sweep import RunSpec
 from genlab.gaze.protocol import WORLDS, SyntheticCache
-from genlab.gaze.studies.runs import as_seed_list, check_seeds, run_study, train_spec
+from genlab.gaze.studies.runs import run_study, train_spec
 from genlab.gaze.studies.tables import bench_tables, plot_main
 from genlab.gaze.synth.domains import get_domain
 from genlab.gaze.train import GazeTrainConfig
 
-__all__ = ["BenchConfig", "bench_specs", "run_bench"]
+__all__ = ["BenchCommandConfig", "BenchConfig", "bench_specs", "run_bench"]
+
+
+def _train(name: str, **changes):
+    """The option ``name`` as gaze train declares it (its help, limits), with ``changes``."""
+    return option_like(GazeTrainConfig, name, **changes)
 
 
 @dataclass
-class BenchConfig:
+class BenchConfig(Options):
     """Sizes of the bench (defaults: the tables of docs/results.md).
 
     ``seeds``: the seeds of the compared runs, ``reference_seeds`` those of the
     trained-on-target references (lists; an int n, as before, means seeds 0..n-1).
     """
 
-    worlds: list[str] = field(default_factory=lambda: list(WORLDS))
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
-    reference_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    steps: int = 300
-    batch_size: int = 64
-    train_count: int = 3000
-    test_count: int = 1000
-    size: list[int] = field(default_factory=lambda: [32, 48])
-    width: int = 8
-    small_fraction: float = 0.1
-    data_seed: int = 0
-    workers: int = 2
-    n_boot: int = 2000
-    device: str = "cpu"
-    threads: int = 1  # torch threads of each run (0: torch's default)
+    worlds: list[str] = option(factory=lambda: list(WORLDS), parse="list", choices=WORLDS,
+                               help="Worlds.")
+    seeds: list[int] = option(factory=lambda: [0, 1, 2, 3, 4], parse="seeds",
+                              help="Seeds of the compared runs.")
+    reference_seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds",
+                                        help="Seeds of the trained-on-target references.")
+    steps: int = _train("steps", default=300, help="Optimiser steps per run.")
+    batch_size: int = _train("batch_size")
+    train_count: int = _train("train_count", default=3000)
+    test_count: int = _train("test_count", default=1000)
+    size: list[int] = _train("size")
+    width: int = _train("width", default=8)
+    small_fraction: float = option(0.1, gt=0, help="The small share of the source data "
+                                   "(the paper's 10%), in (0, 1).")
+    data_seed: int = _train("data_seed")
+    workers: int = option(2, gt=0, help="Runs trained at the same time (processes).")
+    n_boot: int = option(2000, gt=0, help="Bootstrap resamples of the intervals.")
+    device: str = _train("device")
+    threads: int = _train("threads", default=1)
     # MoEGaze's appearance sub-datasets and router input (its runs only; the oracle keeps
     # the defaults): genlab.gaze.models.subgroups
-    grouping: str = "none"
-    router_input: str = "style"
-
-    def __post_init__(self) -> None:
-        self.seeds = as_seed_list(self.seeds)
-        self.reference_seeds = as_seed_list(self.reference_seeds)
+    grouping: str = _train("grouping", help="MoEGaze's runs: appearance sub-datasets (as "
+                           "gaze train --grouping).")
+    router_input: str = _train("router_input", help="MoEGaze's runs: router input (as gaze "
+                               "train --router-input).")
 
     def validate(self) -> None:
-        for w in self.worlds:
-            WORLDS.canonical(w)
-        check_seeds("seeds", self.seeds)
-        check_seeds("reference_seeds", self.reference_seeds)
-        for name in ("steps", "batch_size", "train_count",
-                     "test_count", "width", "workers", "n_boot"):
-            require_positive(name, getattr(self, name))
-        require_positive("threads", self.threads, allow_zero=True)
+        check_options(self)  # types, choices (worlds), limits; seeds
         GazeTrainConfig(grouping=self.grouping, router_input=self.router_input).validate()
         if not 0 < self.small_fraction < 1:
             raise ConfigError(f"small_fraction must be in (0, 1), got {self.small_fraction}")
@@ -83,8 +84,7 @@ class BenchConfig:
     @classmethod
     def quick(cls) -> BenchConfig:
         """The appearance world only, seeds 0 and 1, short runs: a smoke version in minutes."""
-        return cls(worlds=["appearance"], seeds=[0, 1], reference_seeds=[0], steps=60,
-                   train_count=800, test_count=300, workers=1, n_boot=500)
+        return cls(**QUICK)
 
     def base(self) -> GazeTrainConfig:
         return GazeTrainConfig(
@@ -93,6 +93,68 @@ class BenchConfig:
             data_seed=self.data_seed, device=self.device, threads=self.threads,
             eval_every=100,
         )
+
+
+#: the options `genlab gaze bench --quick` changes (BenchConfig.quick)
+QUICK = {"worlds": ["appearance"], "seeds": [0, 1], "reference_seeds": [0], "steps": 60,
+         "train_count": 800, "test_count": 300, "workers": 1, "n_boot": 500}
+
+
+def _preset(name: str):
+    """A bench option that --quick changes: unset (None) unless given."""
+    default = field_default(BenchConfig.__dataclass_fields__[name])
+    shown = ",".join(map(str, default)) if isinstance(default, list) else default
+    quick = QUICK[name]
+    quick = ",".join(map(str, quick)) if isinstance(quick, list) else quick
+    return option_like(BenchConfig, name, default=None,
+                       help=f"{spec_of(BenchConfig.__dataclass_fields__[name]).help[:-1]} "
+                            f"(default {shown}; --quick: {quick}).")
+
+
+def _bench(name: str):
+    return option_like(BenchConfig, name)
+
+
+@dataclass
+class BenchCommandConfig:
+    """Every option of `genlab gaze bench`: the bench's (those --quick changes are unset
+    unless given) and how its runs are executed (run_bench's, not the bench's config)."""
+
+    quick: bool = option(False, help="The quick preset: the appearance world, seeds 0,1 "
+                         "(reference 0), short runs.")
+    worlds: list[str] | None = _preset("worlds")
+    seeds: list[int] | None = _preset("seeds")
+    reference_seeds: list[int] | None = _preset("reference_seeds")
+    steps: int | None = _preset("steps")
+    train_count: int | None = _preset("train_count")
+    test_count: int | None = _preset("test_count")
+    workers: int | None = _preset("workers")
+    n_boot: int | None = _preset("n_boot")
+    batch_size: int = _bench("batch_size")
+    size: list[int] = _bench("size")
+    width: int = _bench("width")
+    small_fraction: float = _bench("small_fraction")
+    data_seed: int = _bench("data_seed")
+    device: str = _bench("device")
+    threads: int = _bench("threads")
+    grouping: str = _bench("grouping")
+    router_input: str = _bench("router_input")
+    executor: str = option("local", choices=("local", "inline", "ray"), help="Where the runs "
+                           "train: local (this machine: in this process with one worker, else "
+                           "a process pool), inline, ray.")
+    address: str | None = option(None, help="HOST:PORT of a Ray cluster (--executor ray; "
+                                 "default a local Ray instance).")
+
+    def bench(self) -> BenchConfig:
+        """The bench these options describe (the quick preset under the given options)."""
+        given = {f.name: getattr(self, f.name) for f in fields(BenchConfig)
+                 if getattr(self, f.name) is not None}
+        return replace(BenchConfig.quick() if self.quick else BenchConfig(), **given)
+
+    def resolved(self) -> BenchCommandConfig:
+        """These options with every one --quick changes set (what --print-config shows)."""
+        bench = self.bench()
+        return replace(self, **{k: getattr(bench, k) for k in QUICK})
 
 
 def sources_of(world: str) -> dict[str, list[str]]:

@@ -16,16 +16,15 @@ memory), resized to 224x224, standardised with ImageNet statistics inside a ResN
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from genlab.core.errors import ConfigError, DataError, require_positive
+from genlab.core.errors import ConfigError, DataError
+from genlab.core.options import Options, check_options, option, option_like
 from genlab.core.runs import write_json
 from genlab.core.sweep import RunSpec
 from genlab.gaze.models.registry import MODELS
 from genlab.gaze.studies.runs import (
-    as_seed_list,
-    check_seeds,
     run_study,
     seed_text,
     train_spec,
@@ -38,8 +37,13 @@ TARGETS = {"mpii": ("M", "MPIIFaceGaze"), "eyediap": ("D", "EyeDiap")}
 WORLD = "paper protocol"
 
 
+def _train(name: str, **changes):
+    """The option ``name`` as gaze train declares it, with ``changes``."""
+    return option_like(GazeTrainConfig, name, **changes)
+
+
 @dataclass
-class PaperConfig:
+class PaperConfig(Options):
     """Data roots and the training budget of the paper protocol.
 
     ``seeds``: the seeds of the compared runs; ``reference_seeds``: those of the
@@ -47,35 +51,37 @@ class PaperConfig:
     means seeds 0..n-1.
     """
 
-    xgaze: str | None = None
-    gaze360: str | None = None
-    mpii: str | None = None
-    eyediap: str | None = None
-    models: list[str] = field(default_factory=lambda: ["baseline", "moegaze"])
-    fractions: list[float] = field(default_factory=lambda: [1.0, 0.1])
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    reference_seeds: list[int] = field(default_factory=lambda: [0])
-    steps: int = 20000
-    warmup_steps: int = 500
-    eval_every: int = 1000
-    batch_size: int = 64
-    eval_batch_size: int = 256
-    lr: float = 1e-4
-    weight_decay: float = 1e-4
-    size: list[int] = field(default_factory=lambda: [224, 224])
-    width: int = 64
-    stem: str = "imagenet"
-    pretrained: str | None = None
-    experts: int = 4
-    device: str = "auto"
-    workers: int = 4
-    threads: int = 0
-    data_seed: int = 0
-    n_boot: int = 2000
-
-    def __post_init__(self) -> None:
-        self.seeds = as_seed_list(self.seeds)
-        self.reference_seeds = as_seed_list(self.reference_seeds)
+    xgaze: str | None = option(None, help="ETH-XGaze root (train/subject*.h5).")
+    gaze360: str | None = option(None, help="Gaze360 in GazeHub layout (Label/, Image/).")
+    mpii: str | None = option(None, help="MPIIFaceGaze in GazeHub layout (Label/p*.label).")
+    eyediap: str | None = option(None, help="EyeDiap in GazeHub layout (Label/*.label).")
+    models: list[str] = option(factory=lambda: ["baseline", "moegaze"], parse="list",
+                               choices=MODELS, help="Models to train.")
+    fractions: list[float] = option(factory=lambda: [1.0, 0.1], parse="list", gt=0, le=1,
+                                    help="Shares of the source data, in (0, 1].")
+    seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds",
+                              help="Seeds of the compared runs.")
+    reference_seeds: list[int] = option(factory=lambda: [0], parse="seeds", empty=True,
+                                        help="Seeds of the trained-on-target reference "
+                                             "(\"\": none).")
+    steps: int = _train("steps", default=20000)
+    warmup_steps: int = _train("warmup_steps", default=500)
+    eval_every: int = _train("eval_every", default=1000)
+    batch_size: int = _train("batch_size")
+    eval_batch_size: int = _train("eval_batch_size")
+    lr: float = _train("lr", default=1e-4)
+    weight_decay: float = _train("weight_decay")
+    size: list[int] = _train("size", factory=lambda: [224, 224])
+    width: int = _train("width", default=64, help="Backbone width (64: ResNet-18).")
+    stem: str = _train("stem", default="imagenet")
+    pretrained: str | None = _train("pretrained", help="torchvision-layout ResNet-18 "
+                                    "state-dict file.")
+    experts: int = _train("experts")
+    device: str = _train("device", default="auto")
+    workers: int = _train("workers", default=4)
+    threads: int = _train("threads", default=0)
+    data_seed: int = _train("data_seed")
+    n_boot: int = option(2000, gt=0, help="Bootstrap resamples of the intervals.")
 
     def roots(self, table: dict) -> dict[str, str]:
         """{data set name: "name:ROOT"} of the given roots among ``table``'s names."""
@@ -91,15 +97,9 @@ class PaperConfig:
                 raise DataError(f"--{name} {root}: no such folder")
         if self.pretrained and not Path(self.pretrained).is_file():
             raise DataError(f"--pretrained {self.pretrained}: no such file")
-        for m in self.models:
-            MODELS.canonical(m)
-        if not self.fractions or any(not 0 < f <= 1 for f in self.fractions):
-            raise ConfigError(f"fractions must lie in (0, 1], got {self.fractions}")
-        check_seeds("seeds", self.seeds)
-        check_seeds("reference_seeds", self.reference_seeds, allow_empty=True)
-        for name in ("steps", "batch_size", "width", "n_boot"):
-            require_positive(name, getattr(self, name))
-        require_positive("threads", self.threads, allow_zero=True)
+        check_options(self)  # types, choices (models), limits (fractions in (0, 1]); seeds
+        if not self.fractions:
+            raise ConfigError("fractions: give at least one share of the source data")
 
     def base(self) -> GazeTrainConfig:
         return GazeTrainConfig(

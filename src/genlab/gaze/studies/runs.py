@@ -18,30 +18,12 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from genlab.core.errors import ConfigError, DataError, require_positive
-from genlab.core.seeding import seed_list
+from genlab.core.errors import DataError, require_positive
 from genlab.core.sweep import RunSpec, run_sweep
 from genlab.gaze.protocol import SyntheticCache, load_task_data
 from genlab.gaze.train import GazeTrainConfig, train_gaze
 
 _DEFAULTS = json.loads(json.dumps(asdict(GazeTrainConfig())))
-
-
-def as_seed_list(value):
-    """A study's seeds as a list: an int n (a count, as studies took before) is seeds
-    0..n-1; anything else is left for :func:`check_seeds` (a dataclass's __post_init__)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return list(range(value))
-    return list(value) if isinstance(value, (list, tuple, range)) else value
-
-
-def check_seeds(name: str, seeds, *, allow_empty: bool = False) -> None:
-    """ConfigError unless ``seeds`` is a list of distinct integers >= 0 (non-empty unless
-    ``allow_empty``): core.seeding.seed_list's check, on the list as_seed_list left."""
-    if not isinstance(seeds, list):
-        raise ConfigError(f"{name}: expected a list of seeds >= 0 such as [0, 1, 2], got "
-                          f"{seeds!r}")
-    seed_list(seeds, name=name, allow_empty=allow_empty)
 
 
 def seed_text(seeds: Sequence[int]) -> str:

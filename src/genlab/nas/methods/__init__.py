@@ -80,7 +80,7 @@ def search_method(cfg, method: Method | None = None) -> SearchMethod:
                        supernet={"partial_channels": cfg.partial_channels,
                                  "edge_norm": cfg.edge_norm},
                        arch_start=cfg.arch_start, drop_path=cfg.drop_path,
-                       aux_skip=cfg.aux_skip)
+                       aux_skip=cfg.aux_skip, select_params=cfg.select_params)
 
 
 __all__ = ["METHODS", "PERTURBATIONS", "RELAXATIONS", "SELECTIONS", "STOPS", "SUPERNET_OPTIONS",

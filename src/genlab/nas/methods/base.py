@@ -131,6 +131,9 @@ class Selection:
     name: ClassVar[str] = "argmax"
 
     def __init__(self, **params):
+        if params and type(self).__init__ is Selection.__init__:
+            raise ConfigError(f"selection {self.name} takes no parameters, got "
+                              f"{sorted(params)}")
         self.params = params
 
     def select(self, ctx: SelectionContext):

@@ -13,8 +13,8 @@ stand-in for Jiang et al.'s common stopping criterion; with a cosine learning ra
 (``schedule``) and enough epochs every model of the grid reaches it (the summary gives the
 lowest and highest training accuracy).
 
-Defaults per architecture (``CorrelateConfig.for_arch``; any option given overrides its
-default): the MLP grid is 32 trainings of 15 epochs at a constant learning rate; the
+Defaults per architecture (ARCH_GRIDS; any option given overrides its default): the MLP
+grid is 32 trainings of 15 epochs at a constant learning rate; the
 Transformer grid is 32 trainings (learning rates 0.03 and 0.1, batch 32 and 64, width 24
 and 32, 1 and 2 blocks, SGD and SAM) of 40 epochs at a cosine learning rate with weight
 decay 5e-4, so that at least 24 of them reach 99% training accuracy.
@@ -23,15 +23,18 @@ decay 5e-4, so that at least 24 of them reach 99% training accuracy.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from genlab.core.errors import ConfigError, DivergedError, require_choice
+from genlab.core.options import Options, check_options, option, option_like
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.measures.correlation import RANDOM_MEASURE, tau_table, with_random_measure
+from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
+from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import expand, run_grid
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.train import TrainConfig
@@ -41,52 +44,88 @@ TAU_MEASURES = ("trace_sigma", "minibatch_noise", "curvature_nonuniformity",
                 "gradient_diversity", "noise_scale")
 GAPS = ("gap_acc", "gap_loss")
 
-#: architecture -> its grid's defaults where they differ from CorrelateConfig's (the MLP's)
+#: architecture -> the defaults of its grid (an option left unset takes its architecture's;
+#: an architecture not listed takes the MLP's)
 ARCH_GRIDS: dict[str, dict] = {
+    "mlp": {"lrs": [0.02, 0.1], "batch_sizes": [16, 128], "widths": [32, 128],
+            "depths": [1, 2], "optimizers": ["sgd", "sam"], "epochs": 15,
+            "schedule": "constant", "weight_decay": 0.0},
     "transformer": {"lrs": [0.03, 0.1], "batch_sizes": [32, 64], "widths": [24, 32],
                     "depths": [1, 2], "optimizers": ["sgd", "sam"], "epochs": 40,
                     "schedule": "cosine", "weight_decay": 5e-4},
 }
 
 
+def arch_defaults(arch: str) -> dict:
+    """The grid defaults of ``arch`` (ARCH_GRIDS; the MLP's for one not listed there)."""
+    return ARCH_GRIDS.get(arch, ARCH_GRIDS["mlp"])
+
+
+def _per_arch(name: str) -> str:
+    """'default per architecture: ...' of one option, read from ARCH_GRIDS."""
+    def shown(value):
+        return ",".join(map(str, value)) if isinstance(value, list) else f"{value:g}" \
+            if isinstance(value, float) else str(value)
+    return "default per architecture: " + "; ".join(
+        f"{arch} {shown(grid[name])}" for arch, grid in ARCH_GRIDS.items()) + \
+        "; any other as mlp"
+
+
+def _grid_option(name: str, what: str, **declaration):
+    return option(None, help=f"{what} ({_per_arch(name)}).", **declaration)
+
+
 @dataclass
-class CorrelateConfig:
-    arch: str = "mlp"
-    lrs: list[float] = field(default_factory=lambda: [0.02, 0.1])
-    batch_sizes: list[int] = field(default_factory=lambda: [16, 128])
-    widths: list[int] = field(default_factory=lambda: [32, 128])
-    depths: list[int] = field(default_factory=lambda: [1, 2])
-    optimizers: list[str] = field(default_factory=lambda: ["sgd", "sam"])
-    epochs: int = 15
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    schedule: str = "constant"
-    rho: float = 0.05
-    seed: int = 0
-    measure_samples: int = 256
-    curvature_samples: int = 64
-    measure_iterations: int = 15
-    measure_probes: int = 10
-    min_train_acc: float = 99.0  # percent: the "converged" subset (stand-in for a common loss)
-    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
+class CorrelateConfig(Options):
+    """The options of `genlab optim correlate`: a grid of trainings of one architecture; an
+    axis or setting left unset takes the architecture's default (ARCH_GRIDS, filled in by
+    :meth:`resolved`, which the run and config.json hold)."""
+
+    arch: str = option_like(TrainConfig, "arch", default="mlp")
+    lrs: list[float] | None = _grid_option("lrs", "Learning rates", parse="list")
+    batch_sizes: list[int] | None = _grid_option("batch_sizes", "Batch sizes", parse="list")
+    widths: list[int] | None = _grid_option("widths", "Widths", parse="list")
+    depths: list[int] | None = _grid_option("depths", "Depths", parse="list")
+    optimizers: list[str] | None = _grid_option("optimizers", "Optimisers", parse="list",
+                                                choices=OPTIMIZER_REGISTRY)
+    epochs: int | None = option_like(TrainConfig, "epochs", default=None,
+                                     help=f"Epochs ({_per_arch('epochs')}).")
+    momentum: float = option_like(TrainConfig, "momentum")
+    weight_decay: float | None = option_like(TrainConfig, "weight_decay", default=None,
+                                             help=f"Weight decay ({_per_arch('weight_decay')}).")
+    schedule: str | None = option_like(TrainConfig, "schedule", default=None,
+                                       help="Learning rate over the epochs: constant or cosine "
+                                            f"(to 0) ({_per_arch('schedule')}).")
+    rho: float = option_like(TrainConfig, "rho")
+    seed: int = option_like(TrainConfig, "seed")
+    measure_samples: int = option_like(TrainConfig, "measure_samples", default=256)
+    curvature_samples: int = option_like(TrainConfig, "curvature_samples", default=64)
+    measure_iterations: int = option_like(TrainConfig, "measure_iterations", default=15)
+    measure_probes: int = option_like(TrainConfig, "measure_probes", default=10)
+    min_train_acc: float = option(99.0, ge=0, le=100, help="Training accuracy (percent) of "
+                                  "the 'converged' subset also tabulated (a stand-in for a "
+                                  "common stopping loss).")
+    threads: int = option_like(TrainConfig, "threads", default=1)
 
     @classmethod
     def for_arch(cls, arch: str = "mlp", **options) -> CorrelateConfig:
-        """The config of ``arch`` at its defaults (ARCH_GRIDS), ``options`` (not None) on top."""
-        require_choice("arch", arch, ARCHS)
-        values = {**ARCH_GRIDS.get(arch, {}), **{k: v for k, v in options.items()
-                                                 if v is not None}}
-        return cls(arch=arch, **values)
+        """The resolved config of ``arch``, ``options`` (not None) on top."""
+        return cls(arch=arch, **{k: v for k, v in options.items() if v is not None}).resolved()
+
+    def resolved(self) -> CorrelateConfig:
+        """This config with every unset grid option at its architecture's default."""
+        require_choice("arch", self.arch, ARCHS)
+        defaults = arch_defaults(self.arch)
+        return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
 
     def validate(self) -> None:
-        require_choice("arch", self.arch, ARCHS)
-        if not 0 <= self.min_train_acc <= 100:
-            raise ConfigError(f"min_train_acc is a percentage (0-100), got {self.min_train_acc}")
+        """Checks the options as declared, then every training of the resolved grid."""
+        check_options(self)
+        full = self.resolved()
         for name in ("lrs", "batch_sizes", "widths", "depths", "optimizers"):
-            if not getattr(self, name):
+            if not getattr(full, name):
                 raise ConfigError(f"{name}: give at least one value")
-        self.base().validate()
-        for cfg in [c for _, c in expand(self.base(), self.axes())]:
+        for cfg in [full.base(), *(c for _, c in expand(full.base(), full.axes()))]:
             cfg.validate()
 
     def axes(self) -> dict[str, list]:
@@ -106,6 +145,7 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
                   progress_bar: bool | None = None) -> dict:
     """Train the grid (resumable), then the tau tables and the scatter plots."""
     cfg.validate()
+    cfg = cfg.resolved()  # config.json records the grid that ran
     run = RunDir(out, {"command": "optim correlate", **asdict(cfg)}, resume=resume)
     records = run_grid(run, expand(cfg.base(), cfg.axes()), progress_bar=progress_bar,
                        name=f"correlate {cfg.arch}")
@@ -164,3 +204,19 @@ def _scatter(run: RunDir, records: list[dict], gap: str) -> None:
         axes[j // ncols][j % ncols].axis("off")
     axes[0][0].legend(fontsize=7)
     run.save_figure(fig, f"scatter_{gap}.png")
+
+
+def report(summary: dict, cfg: CorrelateConfig) -> list:
+    """What `genlab optim correlate` prints: the range of training accuracy, then the taus
+    over every training and over the converged ones."""
+    blocks: list = [f"training accuracy {summary['train_acc_min']:.2f}%-"
+                    f"{summary['train_acc_max']:.2f}% over {summary['trainings']} trainings"]
+    blocks += [(f"Kendall tau against {gap} ({summary['trainings']} trainings)", rows,
+                TABLE_COLUMNS) for gap, rows in summary["tau"].items()]
+    blocks += [(f"Kendall tau against {gap}, {summary['converged']} converged trainings "
+                f"(train accuracy >= {cfg.min_train_acc:g}%)", rows, TABLE_COLUMNS)
+               for gap, rows in summary["tau_converged"].items()]
+    return blocks
+
+
+STUDY = register_study(Study("correlate", CorrelateConfig, run_correlate, report, digits=2))

@@ -12,12 +12,13 @@ and with width (how they relate) and with the gaps over all SGD-trained models o
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from genlab.core.errors import ConfigError
+from genlab.core.options import Options, check_options, option, option_like
 from genlab.core.registry import Registry
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
@@ -27,54 +28,73 @@ from genlab.optim.measures.correlation import (
     kendall_tau_interval,
     with_random_measure,
 )
+from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
-from genlab.optim.studies.stats import mean_std, seed_list
+from genlab.optim.studies.stats import mean_std
 from genlab.optim.studies.train import TrainConfig
 
 MEASURES = ("trace_sigma", "curvature_nonuniformity", "hessian_top_eigenvalue")
 GAPS = ("gap_loss", "gap_acc")
 CELL_COLUMNS = ["depth", "width", *MEASURES, *GAPS, "train_acc"]  # the cells' table
-#: architecture -> (depths, widths, lr) of the default grids (ours)
+#: architecture -> (depths, widths, lr) of the default grids (ours); an architecture's
+#: grid is three options of DepthWidthConfig (``<arch>_depths``, ``_widths``, ``_lr``)
 GRIDS: Registry[tuple[list[int], list[int], float]] = Registry("depth-width grid")
 GRIDS.register("mlp", ([1, 2, 3, 4], [16, 32, 64, 128], 0.05))
 GRIDS.register("cnn", ([1, 2, 3], [8, 16, 32], 0.05))
 
 
-@dataclass
-class DepthWidthConfig:
-    archs: list[str] = field(default_factory=lambda: ["mlp", "cnn"])
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # an int n: seeds 0..n-1
-    epochs: int = 30
-    batch_size: int = 64
-    depths: dict = field(default_factory=lambda: {a: g[0] for a, g in GRIDS.items()})
-    widths: dict = field(default_factory=lambda: {a: g[1] for a, g in GRIDS.items()})
-    lrs: dict = field(default_factory=lambda: {a: g[2] for a, g in GRIDS.items()})
-    measure_samples: int = 256
-    curvature_samples: int = 64
-    measure_iterations: int = 20
-    measure_probes: int = 10
-    threads: int = 1  # torch intra-op threads of every training (0: torch's default)
+def _grid_field(arch: str, part: int, what: str):
+    """The option of one part (0 depths, 1 widths, 2 lr) of ``arch``'s grid, its default
+    read from GRIDS."""
+    if part == 2:
+        return option(GRIDS.get(arch)[2], gt=0, help=f"SGD learning rate of the {arch} grid.")
+    return option(factory=lambda: list(GRIDS.get(arch)[part]), parse="list",
+                  help=f"{what} of the {arch} grid.")
 
-    def __post_init__(self) -> None:
-        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds > 0:
-            self.seeds = seed_list(self.seeds)
+
+@dataclass
+class DepthWidthConfig(Options):
+    """The options of `genlab optim depth-width`: one grid of depths x widths per
+    architecture (its lr fixed), ``seeds`` trainings per cell."""
+
+    archs: list[str] = option(factory=lambda: list(GRIDS), parse="list", choices=GRIDS,
+                              help="Architectures whose grids train.")
+    seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds",
+                              help="Seeds of every grid cell.")
+    epochs: int = option_like(TrainConfig, "epochs", default=30)
+    batch_size: int = option_like(TrainConfig, "batch_size", default=64)
+    mlp_depths: list[int] = _grid_field("mlp", 0, "Depths")
+    mlp_widths: list[int] = _grid_field("mlp", 1, "Widths")
+    mlp_lr: float = _grid_field("mlp", 2, "")
+    cnn_depths: list[int] = _grid_field("cnn", 0, "Depths")
+    cnn_widths: list[int] = _grid_field("cnn", 1, "Widths")
+    cnn_lr: float = _grid_field("cnn", 2, "")
+    measure_samples: int = option_like(TrainConfig, "measure_samples", default=256)
+    curvature_samples: int = option_like(TrainConfig, "curvature_samples", default=64)
+    measure_iterations: int = option_like(TrainConfig, "measure_iterations", default=20)
+    measure_probes: int = option_like(TrainConfig, "measure_probes", default=10)
+    threads: int = option_like(TrainConfig, "threads", default=1)
+    store: str | None = option(None, help="Folder of the trainings, shared by the studies "
+                               "(default: 'trainings' next to --out).")
+
+    def grid(self, arch: str) -> tuple[list[int], list[int], float]:
+        """(depths, widths, lr) of ``arch``."""
+        return tuple(getattr(self, f"{arch}_{part}") for part in ("depths", "widths", "lr"))
 
     def validate(self) -> None:
-        self.seeds = seed_list(self.seeds)
+        check_options(self)  # types, choices (archs), limits; seeds
         if not self.archs:
             raise ConfigError("depth-width: give at least one architecture")
         for a in self.archs:
-            if a not in self.depths or a not in self.widths or a not in self.lrs:
-                raise ConfigError(f"depth-width: no grid for architecture {a!r} "
-                                  f"(have {', '.join(self.depths)})")
-            if not self.depths[a] or not self.widths[a]:
+            depths, widths, _ = self.grid(a)
+            if not depths or not widths:
                 raise ConfigError(f"depth-width: empty depth or width list for {a!r}")
-            for d in self.depths[a]:
-                for w in self.widths[a]:
+            for d in depths:
+                for w in widths:
                     self.config(a, d, w, 0).validate()
 
     def config(self, arch: str, depth: int, width: int, seed: int) -> TrainConfig:
-        return TrainConfig(arch=arch, depth=depth, width=width, lr=self.lrs[arch],
+        return TrainConfig(arch=arch, depth=depth, width=width, lr=self.grid(arch)[2],
                            epochs=self.epochs, batch_size=self.batch_size, schedule="cosine",
                            split="full", data_seed=0, seed=seed,
                            measure_samples=self.measure_samples,
@@ -86,14 +106,14 @@ class DepthWidthConfig:
 def depthwidth_specs(cfg: DepthWidthConfig, arch: str, store: Path) -> list:
     """The run specs of one architecture's grid: every (depth, width) at every seed."""
     return [stored(store, f"{arch}-d{d}-w{w}", cfg.config(arch, d, w, s))
-            for d in cfg.depths[arch] for w in cfg.widths[arch] for s in cfg.seeds]
+            for d in cfg.grid(arch)[0] for w in cfg.grid(arch)[1] for s in cfg.seeds]
 
 
 def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path | None = None,
                    resume: bool = False, progress_bar: bool | None = None) -> dict:
     """Train and measure every grid cell and seed (resumable); tables, taus and plots."""
     cfg.validate()
-    store = Path(store) if store else default_store(out)
+    store = Path(store or cfg.store or default_store(out))
     run = RunDir(out, {"command": "optim depth-width", **asdict(cfg), "store": str(store)},
                  resume=resume)
     log = StudyLog(run)
@@ -103,8 +123,8 @@ def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path 
         records = execute(specs, log, progress_bar=progress_bar, name=f"depth-width {arch}")
         recs = [r for r in records.values() if not r.get("diverged")]
         cells = []
-        for d in cfg.depths[arch]:
-            for w in cfg.widths[arch]:
+        for d in cfg.grid(arch)[0]:
+            for w in cfg.grid(arch)[1]:
                 rs = [r for r in recs if r["depth"] == d and r["width"] == w]
                 cell = {"depth": d, "width": w, "seeds": len(rs)}
                 for key in (*MEASURES, *GAPS, "train_acc", "test_acc"):
@@ -142,12 +162,12 @@ def _plot(run: RunDir, arch: str, cells: list[dict], cfg: DepthWidthConfig) -> N
     keys = (*MEASURES, "gap_loss")
     fig, axes = figure(ncols=len(keys), nrows=2, width=3.2, height=2.7)
     for j, key in enumerate(keys):
-        for d in cfg.depths[arch]:
+        for d in cfg.grid(arch)[0]:
             cs = [c for c in cells if c["depth"] == d]
             axes[0][j].errorbar([c["width"] for c in cs], [c[key] for c in cs],
                                 yerr=[c[f"{key}_std"] for c in cs], marker="o", capsize=2,
                                 label=f"depth {d}")
-        for w in cfg.widths[arch]:
+        for w in cfg.grid(arch)[1]:
             cs = [c for c in cells if c["width"] == w]
             axes[1][j].errorbar([c["depth"] for c in cs], [c[key] for c in cs],
                                 yerr=[c[f"{key}_std"] for c in cs], marker="o", capsize=2,
@@ -162,3 +182,17 @@ def _plot(run: RunDir, arch: str, cells: list[dict], cfg: DepthWidthConfig) -> N
     axes[1][0].legend(fontsize=6)
     fig.suptitle(f"{arch}: mean ± std over seeds")
     run.save_figure(fig, f"depth_width_{arch}.png")
+
+
+def report(summary: dict, cfg: DepthWidthConfig) -> list:
+    """What `genlab optim depth-width` prints: per architecture its cells, then its taus."""
+    tables = []
+    for arch, res in summary["results"].items():
+        tables.append((f"{arch}: means over seeds (accuracies and gap_acc in percent)",
+                       res["cells"], CELL_COLUMNS))
+        tables.append((f"{arch}: Kendall tau", res["taus"], None))
+    return tables
+
+
+STUDY = register_study(Study("depth-width", DepthWidthConfig, run_depthwidth, report,
+                             digits=4))

@@ -19,6 +19,7 @@ from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
+from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.noise import NOISE_KINDS
@@ -151,3 +152,13 @@ def _plot(run: RunDir, rows: list[dict], settings: list[str]) -> None:
     ax.set(xlabel="label noise", ylabel="clean test accuracy (%)")
     ax.legend(fontsize=7)
     run.save_figure(fig, "labelnoise.png")
+
+
+def report(summary: dict, cfg: LabelNoiseConfig) -> list:
+    """What `genlab optim labelnoise` prints: clean test accuracy per noise setting."""
+    seeds = ",".join(map(str, cfg.seeds))
+    return [(f"clean test accuracy (%) over seeds {seeds}", summary["table"],
+             ["optimizer", *summary["settings"], "train_acc_noisy"])]
+
+
+STUDY = register_study(Study("labelnoise", LabelNoiseConfig, run_labelnoise, report))

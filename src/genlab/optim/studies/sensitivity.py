@@ -23,6 +23,7 @@ from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
+from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
@@ -163,3 +164,13 @@ def _plot(run: RunDir, cfg: SensitivityConfig, means: dict) -> None:
         ax.set(title=name, xlabel="lr", ylabel=field_ or "")
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="test accuracy (%)")
     run.save_figure(fig, "sensitivity.png")
+
+
+def report(summary: dict, cfg: SensitivityConfig) -> list:
+    """What `genlab optim sensitivity` prints: the grid's table."""
+    return [("test accuracy (%) over the grid's cells (share_within_1pt: a fraction of the "
+             "cells)", summary["rows"] + summary["sanity"], COLUMNS)]
+
+
+STUDY = register_study(Study("sensitivity", SensitivityConfig, run_sensitivity, report,
+                             digits=2))

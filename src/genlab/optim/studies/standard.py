@@ -21,6 +21,7 @@ from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
+from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
@@ -153,3 +154,13 @@ def _plot(run: RunDir, tables: list[dict]) -> None:
         ax.set(ylim=(max(0.0, low - 2), 100), ylabel="clean test accuracy (%)",
                title=f"{t['arch']} (mean ± std over seeds)")
     run.save_figure(fig, "standard.png")
+
+
+def report(summary: dict, cfg: StandardConfig) -> list:
+    """What `genlab optim standard` prints: one table per architecture."""
+    seeds = ",".join(map(str, cfg.seeds))
+    return [(f"{t['arch']}: test accuracy (%) over seeds {seeds}", t["rows"] + t["sanity"],
+             COLUMNS) for t in summary["tables"]]
+
+
+STUDY = register_study(Study("standard", StandardConfig, run_standard, report))

@@ -35,7 +35,7 @@ from torch import nn
 from genlab.core.checkpoints import MODEL_RECORD, build_from_record, model_record
 from genlab.core.data import Batches, Split, streamed
 from genlab.core.errors import CheckpointError, ConfigError, require_positive
-from genlab.core.options import check_options, option
+from genlab.core.options import check_options, option, option_like
 from genlab.core.registry import path_of
 from genlab.core.report import figure
 from genlab.core.runs import CONFIG, RunDir, load_checkpoint, read_json
@@ -50,6 +50,7 @@ from genlab.optim.limits import (
     MAX_WIDTH,
 )
 from genlab.optim.measures import MeasureConfig, all_measures
+from genlab.optim.measures.per_sample import BN_MODES
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS, make_optimizer
 from genlab.optim.studies.models import ARCHS, HEAD, build_model
 from genlab.optim.studies.noise import NOISE_KINDS
@@ -378,6 +379,34 @@ def load_trained(checkpoint: str | Path, config: str | Path | None = None
             f"described by {config}")
     model = build_from_record(record, state, source=str(file))
     return model.train(), cfg  # the mode of a freshly built model, as measured before
+
+
+@dataclass
+class MeasureRunConfig:
+    """The options of `genlab optim measure`: a trained model and the sizes of its measures."""
+
+    checkpoint: str = option(None, argument=True, required=True,
+                             help="checkpoint.pt of an `optim train` run (or its folder).")
+    train_config: str | None = option(None, help="config.json of the training, for its data "
+                                      "(default: next to the checkpoint); the model comes "
+                                      "from the checkpoint's model record.")
+    measure_samples: int = option_like(TrainConfig, "measure_samples")
+    curvature_samples: int = option_like(TrainConfig, "curvature_samples")
+    measure_iterations: int = option_like(TrainConfig, "measure_iterations")
+    measure_probes: int = option_like(TrainConfig, "measure_probes")
+    bn_mode: str = option("eval", choices=BN_MODES, help="BatchNorm during lambda_max, tr H "
+                          "and sharpness (eval: running statistics; batch: each chunk's).")
+    seed: int = option_like(TrainConfig, "seed", help="Seed of the measures' samples and "
+                            "probes.")
+    device: str = option_like(TrainConfig, "device")
+    threads: int = option_like(TrainConfig, "threads")
+
+    def measure_config(self) -> MeasureConfig:
+        return MeasureConfig(n_samples=self.measure_samples,
+                             curvature_samples=self.curvature_samples,
+                             power_iterations=self.measure_iterations,
+                             trace_probes=self.measure_probes, bn_mode=self.bn_mode,
+                             seed=self.seed)
 
 
 def measure_checkpoint(checkpoint: str | Path, out: str | Path, *,

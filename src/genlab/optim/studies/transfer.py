@@ -34,6 +34,7 @@ from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir, write_json
+from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
@@ -264,3 +265,13 @@ def _plot(run: RunDir, rows: list[dict], scratch: tuple[float, float]) -> None:
            ylabel="target test accuracy (%)", title="fine-tuned (mean ± std over seeds)")
     ax.legend(fontsize=7)
     run.save_figure(fig, "transfer.png")
+
+
+def report(summary: dict, cfg: TransferConfig) -> list:
+    """What `genlab optim transfer` prints: the target's table."""
+    seeds = ",".join(map(str, cfg.seeds))
+    return [(f"target test accuracy (%) over seeds {seeds}", summary["rows"] + summary["sanity"],
+             COLUMNS)]
+
+
+STUDY = register_study(Study("transfer", TransferConfig, run_transfer, report))

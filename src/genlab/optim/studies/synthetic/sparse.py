@@ -34,6 +34,7 @@ from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, make_generator
 from genlab.optim.limits import MAX_EPOCHS, MAX_PARAMETERS, require_at_most
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, make_optimizer
+from genlab.optim.studies import Study, register_study
 
 SPARSE_OPTIMIZERS = ("sgd", "sam", "samgcm", "cov")
 SUPPORT_THRESHOLD = 1e-2
@@ -249,3 +250,19 @@ def _plot(run: RunDir, cfg: SparseConfig, paths: dict) -> None:
         ax.set(xlabel="coordinate j", ylabel="final |beta_j|" if j == 0 else None)
     fig.suptitle(f"diagonal net, seed {cfg.seeds[0]}: true support in red")
     run.save_figure(fig, "sparse_paths.png")
+
+
+def report(summary: dict, cfg: SparseConfig) -> list:
+    """What `genlab optim sparse` prints: each optimiser's figures, mean +- std over seeds."""
+    rows = []
+    for r in summary["table"]:
+        row = {"optimizer": r["optimizer"]}
+        for key, digits in (("train_loss", 4), ("test_loss", 4), ("beta_l1", 2),
+                            ("support_size", 1)):
+            row[key] = f"{r[key]:.{digits}f} ± {r[key + '_std']:.{digits}f}"
+        row["support_recovered"] = f"{r['support_recovered']:.0%} of seeds"
+        rows.append(row)
+    return [(None, rows, None)]
+
+
+STUDY = register_study(Study("sparse", SparseConfig, run_sparse, report))

@@ -25,6 +25,7 @@ it ends within ``end_radius`` of x = 0 (definitions ours).
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from genlab.core.report import figure
 from genlab.core.runs import RunDir
 from genlab.optim.limits import MAX_ITERATIONS, require_at_most
 from genlab.optim.optimizers.registry import make_optimizer
+from genlab.optim.studies import Study, register_study
 
 CURVATURE_X1 = (0.2, 3.8)  # f1'', f2'' at x = 1 (= 2 * 0.1, 2 * 1.9)
 
@@ -206,3 +208,13 @@ def _plot(run: RunDir, cfg: ToyConfig, paths: list[np.ndarray], gd_xs: np.ndarra
     ax.set_xscale("symlog", linthresh=10)
     ax.legend(loc="best")
     run.save_figure(fig, "toy_paths.png")
+
+
+def report(summary: dict, cfg: ToyConfig) -> list:
+    """What `genlab optim toy` prints: the escape figures as JSON."""
+    keys = ("sgd_escape_fraction", "sgd_median_leave_iteration", "gd_escaped", "gd_final_x",
+            "cov_left_at", "cov_final_x")
+    return [json.dumps({k: summary[k] for k in keys}, indent=2, default=str)]
+
+
+STUDY = register_study(Study("toy", ToyConfig, run_toy, report))

@@ -1,0 +1,100 @@
+"""Studies register themselves: the command line lists them by reading the sources, and a
+study module with an option-declared config is a generated `genlab optim` command."""
+
+import json
+import textwrap
+
+import pytest
+
+import genlab.cli.optim as cli_optim
+from genlab.cli import main
+from genlab.core.errors import ConfigError
+from genlab.core.registry import declared_names
+from genlab.optim.studies import STUDIES, get_study, study_modules
+
+TOY_STUDY = '''
+"""A toy study: the sum of the seeds, written to the run folder."""
+
+from dataclasses import dataclass
+
+from genlab.core.options import option
+from genlab.core.runs import RunDir
+from genlab.optim.studies import Study, register_study
+
+
+@dataclass
+class SumConfig:
+    seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds", help="Seeds.")
+    scale: float = option(1.0, help="Scale of the sum.", gt=0)
+
+
+def run_sum(cfg, out, *, resume=False):
+    with RunDir(out, {"seeds": cfg.seeds, "scale": cfg.scale}, resume=resume) as run:
+        summary = {"sum": cfg.scale * sum(cfg.seeds)}
+        run.write_summary(summary)
+    return summary
+
+
+def report(summary, cfg):
+    return [f"sum {summary['sum']:g}", ("the seeds", [{"seed": s} for s in cfg.seeds], None)]
+
+
+STUDY = register_study(Study("seed-sum", SumConfig, run_sum, report))
+'''
+
+
+@pytest.fixture
+def toy_package(tmp_path, monkeypatch):
+    """A package ``toystudies`` holding the toy study, in place of genlab.optim.studies for
+    the `genlab optim` command line."""
+    package = tmp_path / "toystudies"
+    package.mkdir()
+    (package / "__init__.py").write_text('"""Toy studies."""\n')
+    (package / "sum.py").write_text(textwrap.dedent(TOY_STUDY))
+    (package / "helpers.py").write_text('"""No study here."""\nSTUDIES = 1\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli_optim, "STUDIES", ("toystudies", package))
+    monkeypatch.setattr(cli_optim._add_studies, "done", False, raising=False)
+    yield package
+    cli_optim.app.lazy_commands.pop("seed-sum", None)
+    if "seed-sum" in STUDIES:
+        STUDIES.unregister("seed-sum")
+
+
+def test_declared_names_reads_the_registrations_without_importing(toy_package):
+    import sys
+
+    found = declared_names(toy_package, "toystudies", "STUDY")
+    assert found == {"seed-sum": ("toystudies.sum", "A toy study: the sum of the seeds, "
+                                                    "written to the run folder.")}
+    assert "toystudies.sum" not in sys.modules
+    (toy_package / "bad.py").write_text('"""Bad."""\nNAME = "x"\nSTUDY = make(Study(NAME))\n')
+    with pytest.raises(ConfigError, match="literal name"):
+        declared_names(toy_package, "toystudies", "STUDY")
+
+
+def test_a_study_module_is_a_generated_command(toy_package, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["optim", "--help"])
+    assert exc.value.code == 0 and "seed-sum" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["optim", "seed-sum", "--seeds", "2-4", "--scale", "0.5", "--out",
+              str(tmp_path / "r")])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("sum 4.5\nthe seeds\nseed\n") and "outputs in" in out
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["sum"] == 4.5
+    with pytest.raises(SystemExit) as exc:  # its declared limits, as for every command
+        main(["optim", "seed-sum", "--scale", "0", "--out", str(tmp_path / "s")])
+    assert exc.value.code == 2
+
+
+def test_every_study_module_registers_the_name_it_declares():
+    modules = study_modules()
+    assert set(modules) >= {"standard", "transfer", "sensitivity", "labelnoise", "depth-width",
+                            "correlate", "toy", "sparse"}
+    for name, (module, summary) in modules.items():
+        study = get_study(name)
+        assert study.name == name and study.run.__module__ == module and summary
+    with pytest.raises(ConfigError, match="unknown study 'nope'; expected one of: correlate"):
+        get_study("nope")
