@@ -12,6 +12,7 @@ from genlab.optim.measures.correlation import (
     RANDOM_MEASURE,
     conditional_mi,
     granulated_tau,
+    jackknife_tau_difference,
     kendall_tau,
     paired_granulated_difference,
     paired_table,
@@ -243,3 +244,23 @@ def test_conditional_mi_extremes():
     assert kendall_tau(column(records, "lr_only"), column(records, "gap")) > 0.15
     res = conditional_mi(records, "lr_only", "gap", AXES)
     assert res["K"] == 0.0 and "lr" in res["axes"]
+
+
+def test_jackknife_matches_a_leave_one_out_loop():
+    records = grid_records(2, seed=9, tie_levels=3)
+    res = jackknife_tau_difference(records, "good", "weak", "gap")
+    leaves = []
+    for i in range(len(records)):
+        rest = records[:i] + records[i + 1:]
+        leaves.append(kendall_tau(column(rest, "good"), column(rest, "gap"))
+                      - kendall_tau(column(rest, "weak"), column(rest, "gap")))
+    n = len(leaves)
+    expected = math.sqrt((n - 1) / n * sum((d - sum(leaves) / n) ** 2 for d in leaves))
+    assert res["se"] == pytest.approx(expected, abs=1e-12)
+    assert res["n"] == len(records)
+    assert res["difference"] == pytest.approx(
+        kendall_tau(column(records, "good"), column(records, "gap"))
+        - kendall_tau(column(records, "weak"), column(records, "gap")))
+    # the standard error shrinks about as 1/sqrt(n): 8 times the trainings, about a third
+    many = jackknife_tau_difference(grid_records(16, seed=9), "good", "weak", "gap")
+    assert 0.2 < many["se"] / res["se"] < 0.6

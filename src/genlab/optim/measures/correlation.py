@@ -259,6 +259,33 @@ def paired_tau_difference(records: Sequence[dict], measure_a: str, measure_b: st
             "resamples": int(np.isfinite(diffs).sum())}
 
 
+def jackknife_tau_difference(records: Sequence[dict], measure_a: str, measure_b: str,
+                             gap: str) -> dict:
+    """tau(a, gap) - tau(b, gap) with its jackknife standard error (Quenouille-Tukey).
+
+    D_(i) is the difference over the trainings but i (the trainings of
+    :func:`paired_tau_difference`), and se^2 = (n - 1)/n * sum_i (D_(i) - mean D_(.))^2, the
+    jackknife variance of a U-statistic such as tau; leaves whose taus are undefined are
+    skipped. A normal interval is difference +- z * se; since the variance of tau falls as
+    1/n, the half-width at n' trainings is about z * se * sqrt(n / n'). Returns
+    {"difference", "se", "n"} (se None when fewer than two leaves are defined).
+    """
+    recs = _usable(records, (measure_a, measure_b, gap), (), "jackknife_tau_difference")
+    n = len(recs)
+    if n < 3:
+        raise DataError(f"jackknife_tau_difference: needs at least three trainings, got {n}")
+    s_g = _sign_matrix(_column(recs, gap))
+    s_a, s_b = (_sign_matrix(_column(recs, m)) for m in (measure_a, measure_b))
+    full = np.ones((1, n))
+    difference = (_weighted_tau_b(full, s_a, s_g) - _weighted_tau_b(full, s_b, s_g))[0]
+    leave_one_out = 1.0 - np.eye(n)
+    leaves = _weighted_tau_b(leave_one_out, s_a, s_g) - _weighted_tau_b(leave_one_out, s_b, s_g)
+    leaves = leaves[np.isfinite(leaves)]
+    m = len(leaves)
+    se = math.sqrt((m - 1) / m * float(((leaves - leaves.mean()) ** 2).sum())) if m > 1 else None
+    return {"difference": _number(difference), "se": se, "n": n}
+
+
 def _axis_codes(records: Sequence[dict], axes: Sequence[str]) -> tuple[np.ndarray, list[int]]:
     """(n, len(axes)) integer codes of the records' axis values and each axis's level count."""
     columns, levels = [], []
