@@ -10,10 +10,16 @@
   share every other hyper-parameter value of the tau within the group (only i varies), and
   Psi = mean_i psi_i. Groups with fewer than two trainings or a constant measure/gap give
   no tau and are skipped; psi_i is None when no group of i qualifies.
+- Paired comparison (ours): tau(a) - tau(b) over the same trainings, for the plain and the
+  granulated tau, with a paired percentile bootstrap interval: each resample draws the
+  trainings with replacement and computes both taus from it (granulated: the resampled
+  trainings are regrouped).
+- Conditional mutual information (Jiang et al. 2020, section 5): see :func:`conditional_mi`.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -130,3 +136,402 @@ def with_random_measure(records: Sequence[dict], seed: int = 0) -> list[dict]:
     """Copies of ``records`` with RANDOM_MEASURE: one uniform draw per record, in order."""
     draws = np.random.default_rng(seed).random(len(records))
     return [{**r, RANDOM_MEASURE: float(d)} for r, d in zip(records, draws, strict=True)]
+
+
+# --- paired comparisons of two measures on the same trainings ---------------------------
+
+#: the nonuniformity measures of the claim under test (tr Sigma and the curvature
+#: nonuniformity s) and the sharpness measures they are compared with, as records name them
+NONUNIFORMITY_MEASURES = ("trace_sigma", "curvature_nonuniformity")
+SHARPNESS_MEASURES = ("hessian_top_eigenvalue", "hessian_trace", "m_sharpness",
+                      "average_sharpness")
+#: a paired interval inside [-VERDICT_MARGIN, VERDICT_MARGIN] reads "no difference larger"
+VERDICT_MARGIN = 0.1
+
+
+def _finite(value) -> bool:
+    """Whether ``value`` is a finite number (None, nan and non-numbers are not)."""
+    try:
+        return value is not None and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _usable(records: Sequence[dict], values: Sequence[str], keys: Sequence[str],
+            caller: str) -> list[dict]:
+    """The records whose ``values`` are all finite numbers (at least two of them).
+
+    ConfigError when some record lacks one of ``values`` or ``keys`` (a misspelt name);
+    DataError when fewer than two records remain.
+    """
+    for key in (*values, *keys):
+        if any(key not in r for r in records):
+            raise ConfigError(f"{caller}: some records lack {key!r}")
+    usable = [r for r in records if all(_finite(r[v]) for v in values)]
+    if len(usable) < 2:
+        raise DataError(f"{caller}: {len(usable)} record(s) hold finite "
+                        f"{', '.join(values)}; at least two are needed")
+    return usable
+
+
+def _check_bootstrap(resamples: int, level: float) -> None:
+    if not isinstance(resamples, int) or resamples < 1:
+        raise ConfigError(f"resamples must be a positive integer, got {resamples!r}")
+    if not 0 < level < 1:
+        raise ConfigError(f"level must lie in (0, 1), got {level}")
+
+
+def _column(records: Sequence[dict], key: str) -> np.ndarray:
+    return np.array([float(r[key]) for r in records])
+
+
+def _sign_matrix(v: np.ndarray) -> np.ndarray:
+    """S[i, j] = sgn(v_i - v_j)."""
+    return np.sign(v[:, None] - v[None, :])
+
+
+def _weighted_tau_b(w: np.ndarray, s_m: np.ndarray, s_g: np.ndarray) -> np.ndarray:
+    """Kendall tau-b of the sample holding training i w[r, i] times, for every row r of w.
+
+    Two copies of one training form a pair tied in both variables, which tau-b leaves out,
+    so the sums over the ordered pairs of that sample are quadratic forms in w:
+    tau_b = w'(S_m * S_g)w / sqrt(w'|S_m|w * w'|S_g|w) (nan where a variable is constant).
+    """
+    num = ((w @ (s_m * s_g)) * w).sum(axis=1)
+    den = ((w @ np.abs(s_m)) * w).sum(axis=1) * ((w @ np.abs(s_g)) * w).sum(axis=1)
+    out = np.full(len(w), np.nan)
+    ok = den > 0
+    out[ok] = num[ok] / np.sqrt(den[ok])
+    return out
+
+
+def bootstrap_counts(n: int, resamples: int, seed: int) -> np.ndarray:
+    """(resamples, n) array: how often each of n trainings is drawn in each resample.
+
+    Resample r is row r of ``np.random.default_rng(seed).integers(0, n, (resamples, n))``,
+    so every paired statistic computed with the same (n, resamples, seed) sees the same
+    resamples.
+    """
+    idx = np.random.default_rng(seed).integers(0, n, (resamples, n))
+    flat = (np.arange(resamples)[:, None] * n + idx).ravel()
+    return np.bincount(flat, minlength=resamples * n).reshape(resamples, n).astype(float)
+
+
+def _interval(values: np.ndarray, level: float) -> tuple[float | None, float | None]:
+    """Percentile interval of the finite ``values`` (None, None when there are none)."""
+    v = values[np.isfinite(values)]
+    if not len(v):
+        return None, None
+    tail = 100 * (1 - level) / 2
+    return float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail))
+
+
+def _number(value: float) -> float | None:
+    """A float, or None where it is undefined (nan)."""
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def paired_tau_difference(records: Sequence[dict], measure_a: str, measure_b: str, gap: str,
+                          *, resamples: int = 1000, seed: int = 0,
+                          level: float = 0.95) -> dict:
+    """tau(a, gap) - tau(b, gap) (Kendall tau-b) over the same trainings, paired bootstrap.
+
+    Trainings where ``measure_a``, ``measure_b`` or ``gap`` is None or not finite are left
+    out of both taus. Each resample draws trainings with replacement
+    (:func:`bootstrap_counts`) and computes both taus from that one sample; resamples where
+    either tau is undefined are skipped. ``low``/``high`` are the (1 - level)/2 and
+    (1 + level)/2 percentiles of the resampled differences. Returns {"difference", "low",
+    "high", "tau_a", "tau_b", "n", "resamples"} (resamples: those that gave a difference;
+    an undefined value is None).
+    """
+    _check_bootstrap(resamples, level)
+    recs = _usable(records, (measure_a, measure_b, gap), (), "paired_tau_difference")
+    s_g = _sign_matrix(_column(recs, gap))
+    s_a, s_b = (_sign_matrix(_column(recs, m)) for m in (measure_a, measure_b))
+    n = len(recs)
+    ones = np.ones((1, n))
+    tau_a, tau_b = _weighted_tau_b(ones, s_a, s_g)[0], _weighted_tau_b(ones, s_b, s_g)[0]
+    counts = bootstrap_counts(n, resamples, seed)
+    diffs = _weighted_tau_b(counts, s_a, s_g) - _weighted_tau_b(counts, s_b, s_g)
+    low, high = _interval(diffs, level)
+    return {"difference": _number(tau_a - tau_b), "low": low, "high": high,
+            "tau_a": _number(tau_a), "tau_b": _number(tau_b), "n": n,
+            "resamples": int(np.isfinite(diffs).sum())}
+
+
+def jackknife_tau_difference(records: Sequence[dict], measure_a: str, measure_b: str,
+                             gap: str) -> dict:
+    """tau(a, gap) - tau(b, gap) with its jackknife standard error (Quenouille-Tukey).
+
+    D_(i) is the difference over the trainings but i (the trainings of
+    :func:`paired_tau_difference`), and se^2 = (n - 1)/n * sum_i (D_(i) - mean D_(.))^2, the
+    jackknife variance of a U-statistic such as tau; leaves whose taus are undefined are
+    skipped. A normal interval is difference +- z * se; since the variance of tau falls as
+    1/n, the half-width at n' trainings is about z * se * sqrt(n / n'). Returns
+    {"difference", "se", "n"} (se None when fewer than two leaves are defined).
+    """
+    recs = _usable(records, (measure_a, measure_b, gap), (), "jackknife_tau_difference")
+    n = len(recs)
+    if n < 3:
+        raise DataError(f"jackknife_tau_difference: needs at least three trainings, got {n}")
+    s_g = _sign_matrix(_column(recs, gap))
+    s_a, s_b = (_sign_matrix(_column(recs, m)) for m in (measure_a, measure_b))
+    full = np.ones((1, n))
+    difference = (_weighted_tau_b(full, s_a, s_g) - _weighted_tau_b(full, s_b, s_g))[0]
+    leave_one_out = 1.0 - np.eye(n)
+    leaves = _weighted_tau_b(leave_one_out, s_a, s_g) - _weighted_tau_b(leave_one_out, s_b, s_g)
+    leaves = leaves[np.isfinite(leaves)]
+    m = len(leaves)
+    se = math.sqrt((m - 1) / m * float(((leaves - leaves.mean()) ** 2).sum())) if m > 1 else None
+    return {"difference": _number(difference), "se": se, "n": n}
+
+
+def _axis_codes(records: Sequence[dict], axes: Sequence[str]) -> tuple[np.ndarray, list[int]]:
+    """(n, len(axes)) integer codes of the records' axis values and each axis's level count."""
+    columns, levels = [], []
+    for h in axes:
+        index: dict = {}
+        columns.append([index.setdefault(r[h], len(index)) for r in records])
+        levels.append(len(index))
+    return np.array(columns, dtype=int).T.reshape(len(records), len(axes)), levels
+
+
+def _axis_groups(codes: np.ndarray, axes: Sequence[str]) -> dict[str, tuple | None]:
+    """Per axis h, the groups of trainings that share all other axes' values and hold at
+    least two values of h, as padded arrays (members, mask, onehot): members[g, k] the k-th
+    training of group g (mask False: padding), onehot[g, k, l] whether it has h's level l.
+    None for an axis without such a group."""
+    groups: dict[str, tuple | None] = {}
+    for col, h in enumerate(axes):
+        others = np.delete(codes, col, axis=1)
+        if others.shape[1]:
+            group_of = np.unique(others, axis=0, return_inverse=True)[1].ravel()
+        else:
+            group_of = np.zeros(len(codes), dtype=int)
+        member_lists = [m for g in np.unique(group_of)
+                        for m in [np.nonzero(group_of == g)[0]]
+                        if len(np.unique(codes[m, col])) >= 2]
+        if not member_lists:
+            groups[h] = None
+            continue
+        size = max(len(m) for m in member_lists)
+        members = np.zeros((len(member_lists), size), dtype=int)
+        mask = np.zeros((len(member_lists), size), dtype=bool)
+        for g, m in enumerate(member_lists):
+            members[g, :len(m)], mask[g, :len(m)] = m, True
+        levels = codes[:, col].max() + 1
+        onehot = (codes[members, col][..., None] == np.arange(levels)) & mask[..., None]
+        groups[h] = (members, mask, onehot.astype(float))
+    return groups
+
+
+def _nanmean_rows(a: np.ndarray) -> np.ndarray:
+    """Row means over the finite entries (nan for a row with none)."""
+    ok = np.isfinite(a)
+    count = ok.sum(axis=1)
+    total = np.where(ok, a, 0.0).sum(axis=1)
+    out = np.full(len(a), np.nan)
+    out[count > 0] = total[count > 0] / count[count > 0]
+    return out
+
+
+def _weighted_granulated(w: np.ndarray, s_m: np.ndarray, s_g: np.ndarray,
+                         groups: dict[str, tuple | None]
+                         ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """psi_h (per axis) and Psi for every row of w, as granulated_tau computes them on the
+    sample holding training i w[r, i] times: a group counts in a row when at least two of
+    its values of h are drawn and its tau is defined (the :func:`_weighted_tau_b` forms,
+    all groups at once)."""
+    per: dict[str, np.ndarray] = {}
+    for h, grouped in groups.items():
+        if grouped is None:
+            per[h] = np.full(len(w), np.nan)
+            continue
+        members, mask, onehot = grouped
+        wg = (w[:, members] * mask).transpose(1, 0, 2)  # (groups, resamples, size)
+        sub_m = s_m[members[:, :, None], members[:, None, :]]  # (groups, size, size)
+        sub_g = s_g[members[:, :, None], members[:, None, :]]
+
+        def quad(mat, wg=wg):
+            return ((wg @ mat) * wg).sum(axis=2)  # (groups, resamples)
+
+        num, den = quad(sub_m * sub_g), quad(np.abs(sub_m)) * quad(np.abs(sub_g))
+        drawn_levels = (((wg > 0).astype(float) @ onehot) > 0).sum(axis=2)
+        ok = (den > 0) & (drawn_levels >= 2)
+        tau = np.full(den.shape, np.nan)
+        tau[ok] = num[ok] / np.sqrt(den[ok])
+        per[h] = _nanmean_rows(tau.T)
+    psi = np.stack(list(per.values()), axis=1) if per else np.full((len(w), 0), np.nan)
+    return per, _nanmean_rows(psi)
+
+
+def paired_granulated_difference(records: Sequence[dict], measure_a: str, measure_b: str,
+                                 gap: str, axes: Sequence[str], *, resamples: int = 1000,
+                                 seed: int = 0, level: float = 0.95) -> dict:
+    """Psi(a) - Psi(b) (granulated tau, Jiang et al. 2020) and each psi_h(a) - psi_h(b) over
+    the same trainings, with paired bootstrap intervals.
+
+    The trainings used and the resamples are those of :func:`paired_tau_difference` with the
+    same arguments; each resample is regrouped (groups: trainings sharing every axis value
+    but h) and both measures' psi_h and Psi are computed from it as :func:`granulated_tau`
+    does; a resample where a difference is undefined is skipped for that difference.
+    Returns {"difference", "low", "high", "granulated_a", "granulated_b", "n", "resamples",
+    "per_axis": {h: {"difference", "low", "high", "psi_a", "psi_b"}}} (None: undefined).
+    """
+    _check_bootstrap(resamples, level)
+    recs = _usable(records, (measure_a, measure_b, gap), axes, "paired_granulated_difference")
+    n = len(recs)
+    groups = _axis_groups(_axis_codes(recs, axes)[0], axes)
+    s_g = _sign_matrix(_column(recs, gap))
+    s_a, s_b = (_sign_matrix(_column(recs, m)) for m in (measure_a, measure_b))
+    ones, counts = np.ones((1, n)), bootstrap_counts(n, resamples, seed)
+    per_a, gran_a = _weighted_granulated(ones, s_a, s_g, groups)
+    per_b, gran_b = _weighted_granulated(ones, s_b, s_g, groups)
+    boot_per_a, boot_a = _weighted_granulated(counts, s_a, s_g, groups)
+    boot_per_b, boot_b = _weighted_granulated(counts, s_b, s_g, groups)
+    per_axis = {}
+    for h in axes:
+        low, high = _interval(boot_per_a[h] - boot_per_b[h], level)
+        per_axis[h] = {"difference": _number(per_a[h][0] - per_b[h][0]), "low": low,
+                       "high": high, "psi_a": _number(per_a[h][0]),
+                       "psi_b": _number(per_b[h][0])}
+    diffs = boot_a - boot_b
+    low, high = _interval(diffs, level)
+    return {"difference": _number(gran_a[0] - gran_b[0]), "low": low, "high": high,
+            "granulated_a": _number(gran_a[0]), "granulated_b": _number(gran_b[0]), "n": n,
+            "resamples": int(np.isfinite(diffs).sum()), "per_axis": per_axis}
+
+
+def paired_verdict(low: float | None, high: float | None, measure_a: str, measure_b: str,
+                   margin: float = VERDICT_MARGIN) -> str:
+    """What a paired interval of tau(a) - tau(b) decides.
+
+    "<a> beats <b>" when the interval lies above 0, "<b> beats <a>" when below, "no
+    difference larger than <margin>" when it lies inside [-margin, margin], else
+    "undecided" (also for an undefined interval).
+    """
+    if low is None or high is None:
+        return "undecided"
+    if low > 0:
+        return f"{measure_a} beats {measure_b}"
+    if high < 0:
+        return f"{measure_b} beats {measure_a}"
+    if -margin <= low and high <= margin:
+        return f"no difference larger than {margin:g}"
+    return "undecided"
+
+
+def paired_table(records: Sequence[dict], gap: str, axes: Sequence[str], *,
+                 nonuniform: Sequence[str] = NONUNIFORMITY_MEASURES,
+                 sharp: Sequence[str] = SHARPNESS_MEASURES, resamples: int = 1000,
+                 seed: int = 0, level: float = 0.95, margin: float = VERDICT_MARGIN,
+                 cmi_k: int = 2) -> list[dict]:
+    """One row per (nonuniformity measure a, sharpness measure b), then RANDOM_MEASURE
+    against each sharpness measure (the sanity rows; added with :func:`with_random_measure`
+    when the records lack it).
+
+    Columns: a, b, n, tau_a, tau_b, tau_diff/tau_lo/tau_hi (:func:`paired_tau_difference`)
+    and its verdict (:func:`paired_verdict`); granulated_diff/granulated_lo/granulated_hi
+    (:func:`paired_granulated_difference`) and granulated_verdict; psi_<h>_diff/_lo/_hi per
+    axis; cmi_a, cmi_b: K of each measure (:func:`conditional_mi` with k = ``cmi_k``; None
+    when there are fewer axes than ``cmi_k`` or no conditioning set leaves the gap's order
+    uncertain).
+    """
+    if any(RANDOM_MEASURE not in r for r in records):
+        records = with_random_measure(records)
+    options = {"resamples": resamples, "seed": seed, "level": level}
+    cmi: dict[str, float | None] = {}
+
+    def k_of(measure: str) -> float | None:
+        if measure not in cmi:
+            cmi[measure] = (conditional_mi(records, measure, gap, axes, k=cmi_k)["K"]
+                            if len(axes) >= cmi_k else None)
+        return cmi[measure]
+
+    rows = []
+    for a, b in [*itertools.product(nonuniform, sharp),
+                 *((RANDOM_MEASURE, s) for s in sharp)]:
+        plain = paired_tau_difference(records, a, b, gap, **options)
+        gran = paired_granulated_difference(records, a, b, gap, axes, **options)
+        row = {"a": a, "b": b, "n": plain["n"], "tau_a": plain["tau_a"],
+               "tau_b": plain["tau_b"], "tau_diff": plain["difference"],
+               "tau_lo": plain["low"], "tau_hi": plain["high"],
+               "verdict": paired_verdict(plain["low"], plain["high"], a, b, margin),
+               "granulated_diff": gran["difference"], "granulated_lo": gran["low"],
+               "granulated_hi": gran["high"],
+               "granulated_verdict": paired_verdict(gran["low"], gran["high"], a, b, margin)}
+        for h, res in gran["per_axis"].items():
+            row.update({f"psi_{h}_diff": res["difference"], f"psi_{h}_lo": res["low"],
+                        f"psi_{h}_hi": res["high"]})
+        row.update({"cmi_a": k_of(a), "cmi_b": k_of(b)})
+        rows.append(row)
+    return rows
+
+
+# --- Jiang et al.'s conditional-independence view ----------------------------------------
+
+def _cmi_bits(counts: np.ndarray) -> tuple[float, float]:
+    """I(V; W | U) and H(W | U) in bits from counts[u, v, w] (plug-in probabilities)."""
+    p = counts / counts.sum()
+    p_u = p.sum(axis=(1, 2))[:, None, None]
+    p_uv = p.sum(axis=2)[:, :, None]
+    p_uw = p.sum(axis=1)[:, None, :]
+    nz = p > 0
+    mi = float(np.sum(p[nz] * np.log2((p * p_u)[nz] / (p_uv * p_uw)[nz])))
+    p_w = p.sum(axis=1)  # p(u, w)
+    p_u_w = np.broadcast_to(p.sum(axis=(1, 2))[:, None], p_w.shape)
+    nzw = p_w > 0
+    entropy = float(-np.sum(p_w[nzw] * np.log2(p_w[nzw] / p_u_w[nzw])))
+    return max(mi, 0.0), max(entropy, 0.0)
+
+
+def conditional_mi(records: Sequence[dict], measure: str, gap: str, axes: Sequence[str],
+                   k: int = 2) -> dict:
+    """Jiang et al.'s conditional-independence score K of a measure against the gap.
+
+    Definition (Jiang, Neyshabur, Mobahi, Krishnan and Bengio 2020, "Fantastic
+    generalization measures and where to find them", ICLR, section 5): for a pair of
+    trainings (i, j), V_mu = sgn(mu_i - mu_j), V_g = sgn(g_i - g_j), and U_S is the pair's
+    values of the hyper-parameters in S (both trainings' values). Over pairs drawn
+    uniformly,
+
+        I(V_mu; V_g | U_S) = sum_u p(u) sum_{v,w} p(v,w|u) log[p(v,w|u) / (p(v|u) p(w|u))]
+        H(V_g | U_S)       = -sum_u p(u) sum_w p(w|u) log p(w|u)
+        I^(S)              = I(V_mu; V_g | U_S) / H(V_g | U_S)      (in [0, 1])
+        K(mu)              = min over S with |S| = k of I^(S)       (the paper's k: 2)
+
+    K near 0: some k hyper-parameters make the measure's order uninformative about the
+    gap's (conditional independence, so no direct link); K = 1: under every such
+    conditioning the measure's order fixes the gap's. It is symmetric in the measure's sign.
+
+    Estimation here: plug-in frequencies over all n(n - 1) ordered pairs of distinct
+    trainings (trainings where the measure or the gap is not finite are left out);
+    sgn(0) = 0 is a third value (ties do not occur for continuous values). A set S whose
+    H(V_g | U_S) is 0 (its values fix the gap's order) has no ratio and is left out of the
+    minimum; K is None when every S is. Returns {"K", "axes" (the minimising S), "mi",
+    "entropy" (bits, at that S), "subsets": [{"axes", "mi", "entropy", "ratio"}, ...]}.
+    """
+    if not isinstance(k, int) or not 0 <= k <= len(axes):
+        raise ConfigError(f"conditional_mi: k must be an integer in [0, {len(axes)}] "
+                          f"(the number of axes), got {k!r}")
+    recs = _usable(records, (measure, gap), axes, "conditional_mi")
+    n = len(recs)
+    codes, levels = _axis_codes(recs, axes)
+    i, j = np.nonzero(~np.eye(n, dtype=bool))
+    v_m = np.sign(_column(recs, measure)[i] - _column(recs, measure)[j]).astype(int) + 1
+    v_g = np.sign(_column(recs, gap)[i] - _column(recs, gap)[j]).astype(int) + 1
+    subsets = []
+    for s in itertools.combinations(range(len(axes)), k):
+        cell, size = np.zeros(n, dtype=int), 1
+        for col in s:
+            cell, size = cell * levels[col] + codes[:, col], size * levels[col]
+        u = cell[i] * size + cell[j]
+        counts = np.bincount((u * 3 + v_m) * 3 + v_g, minlength=size * size * 9)
+        mi, entropy = _cmi_bits(counts.reshape(size * size, 3, 3).astype(float))
+        subsets.append({"axes": [axes[c] for c in s], "mi": mi, "entropy": entropy,
+                        "ratio": mi / entropy if entropy > 0 else None})
+    defined = [s for s in subsets if s["ratio"] is not None]
+    best = min(defined, key=lambda s: s["ratio"]) if defined else None
+    return {"K": best["ratio"] if best else None, "axes": best["axes"] if best else None,
+            "mi": best["mi"] if best else None, "entropy": best["entropy"] if best else None,
+            "subsets": subsets}
