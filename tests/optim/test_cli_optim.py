@@ -82,7 +82,8 @@ def test_sparse_cli_and_resume(tmp_path):
 def test_correlate_cli_resumes_a_killed_grid(tmp_path, monkeypatch, capsys):
     out = tmp_path / "corr"
     args = ["optim", "correlate", "--out", str(out), "--lrs", "0.05", "--batch-sizes", "64",
-            "--widths", "4", "--depths", "1", "--optimizers", "sgd,sam", "--epochs", "1",
+            "--widths", "4", "--depths", "1", "--optimizers", "sgd,sam", "--weight-decays", "0",
+            "--epochs", "1",
             "--measure-samples", "16", "--measure-iterations", "2", "--measure-probes", "2"]
     import genlab.optim.studies.grid as grid
 

@@ -151,13 +151,16 @@ def test_correlate_defaults_per_architecture():
     from genlab.optim.studies.grid import expand
 
     mlp = CorrelateConfig().resolved()  # unset options: the architecture's defaults
-    assert mlp == CorrelateConfig.for_arch("mlp") and mlp.lrs == [0.02, 0.1]
-    assert (mlp.epochs, mlp.schedule, mlp.weight_decay) == (15, "constant", 0.0)
-    assert CorrelateConfig(arch="cnn").resolved().epochs == 15  # not listed: the MLP's
+    assert mlp == CorrelateConfig.for_arch("mlp") and mlp.lrs == [0.02, 0.05, 0.1]
+    assert (mlp.epochs, mlp.schedule, mlp.weight_decays) == (20, "cosine", [0.0, 5e-4])
+    assert len(expand(mlp.base(), mlp.axes())) == 3 * 3 * 3 * 3 * 2 * 2 == 324
+    assert CorrelateConfig(arch="resnet").resolved().lrs == mlp.lrs  # not listed: the MLP's
     tf = CorrelateConfig.for_arch("transformer")
-    assert (tf.epochs, tf.schedule, tf.weight_decay) == (40, "cosine", 5e-4)
+    assert (tf.epochs, tf.schedule, tf.weight_decays) == (40, "cosine", [5e-4, 1e-3])
     assert len(expand(tf.base(), tf.axes())) == math.prod(len(v) for v in tf.axes().values()
-                                                          ) == 32
+                                                          ) == 144
+    cnn = CorrelateConfig.for_arch("cnn")
+    assert len(expand(cnn.base(), cnn.axes())) == 216 and cnn.base().arch == "cnn"
     given = CorrelateConfig.for_arch("transformer", depths=[2], epochs=None)
     assert given.depths == [2] and given.epochs == 40  # None: the architecture's default
     with pytest.raises(ConfigError):

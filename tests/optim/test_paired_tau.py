@@ -264,3 +264,28 @@ def test_jackknife_matches_a_leave_one_out_loop():
     # the standard error shrinks about as 1/sqrt(n): 8 times the trainings, about a third
     many = jackknife_tau_difference(grid_records(16, seed=9), "good", "weak", "gap")
     assert 0.2 < many["se"] / res["se"] < 0.6
+
+
+def test_correlate_prints_the_paired_table_of_its_converged_trainings(tmp_path):
+    """`optim correlate` computes the paired table on its converged trainings: each row's
+    difference is the two taus' difference over exactly those trainings."""
+    from genlab.optim.measures.correlation import RANDOM_MEASURE, kendall_tau
+    from genlab.optim.studies.correlate import CorrelateConfig, report, run_correlate
+
+    cfg = CorrelateConfig(lrs=[0.05, 0.1], batch_sizes=[64], widths=[4], depths=[1],
+                          optimizers=["sgd", "sam"], weight_decays=[0.0], epochs=1,
+                          measure_samples=16, curvature_samples=8, measure_iterations=2,
+                          measure_probes=2, min_train_acc=0.0, resamples=50)
+    summary = run_correlate(cfg, tmp_path / "c", progress_bar=False)
+    assert summary["converged"] == 4 and set(summary["paired"]) == {"gap_acc", "gap_loss"}
+    rows = summary["paired"]["gap_acc"]
+    assert {(r["a"], r["b"]) for r in rows} >= {("trace_sigma", "hessian_top_eigenvalue"),
+                                                (RANDOM_MEASURE, "m_sharpness")}
+    recs = [r for r in summary["records"] if not r.get("diverged")]
+    row = next(r for r in rows if (r["a"], r["b"]) == ("trace_sigma", "m_sharpness"))
+    expected = (kendall_tau([r["trace_sigma"] for r in recs], [r["gap_acc"] for r in recs])
+                - kendall_tau([r["m_sharpness"] for r in recs], [r["gap_acc"] for r in recs]))
+    assert row["tau_diff"] == pytest.approx(expected)
+    assert "tau(a) - tau(b)" in (tmp_path / "c" / "table.md").read_text()
+    assert any(isinstance(b, tuple) and b[0].startswith("tau(a) - tau(b)")
+               for b in report(summary, cfg.resolved()))

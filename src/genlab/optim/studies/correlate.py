@@ -13,11 +13,12 @@ stand-in for Jiang et al.'s common stopping criterion; with a cosine learning ra
 (``schedule``) and enough epochs every model of the grid reaches it (the summary gives the
 lowest and highest training accuracy).
 
-Defaults per architecture (ARCH_GRIDS; any option given overrides its default): the MLP
-grid is 32 trainings of 15 epochs at a constant learning rate; the
-Transformer grid is 32 trainings (learning rates 0.03 and 0.1, batch 32 and 64, width 24
-and 32, 1 and 2 blocks, SGD and SAM) of 40 epochs at a cosine learning rate with weight
-decay 5e-4, so that at least 24 of them reach 99% training accuracy.
+Defaults per architecture (ARCH_GRIDS; any option given overrides its default) are sized
+for the paired comparison the claim makes (docs/nonuniformity_sizing.md): MLP 324 and CNN
+216 trainings of 20 epochs, Transformer 144 of 40, all at a cosine learning rate, over
+learning rate, batch size, width, depth, optimiser (SGD, SAM) and weight decay. The paired
+table (``paired``: tau(nonuniformity) - tau(sharpness) on the same converged trainings, with
+paired bootstrap intervals, verdicts and Jiang et al.'s K) is computed on the converged ones.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ from genlab.core.errors import ConfigError, DivergedError, require_choice
 from genlab.core.options import Options, check_options, option, option_like
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
-from genlab.optim.measures.correlation import RANDOM_MEASURE, tau_table, with_random_measure
+from genlab.optim.measures.correlation import (
+    RANDOM_MEASURE,
+    paired_table,
+    tau_table,
+    with_random_measure,
+)
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import expand, run_grid
@@ -45,14 +51,18 @@ TAU_MEASURES = ("trace_sigma", "minibatch_noise", "curvature_nonuniformity",
 GAPS = ("gap_acc", "gap_loss")
 
 #: architecture -> the defaults of its grid (an option left unset takes its architecture's;
-#: an architecture not listed takes the MLP's)
+#: an architecture not listed takes the MLP's). Sized for the paired comparison of tr Sigma
+#: with each sharpness measure (docs/nonuniformity_sizing.md, "The sized grids")
 ARCH_GRIDS: dict[str, dict] = {
-    "mlp": {"lrs": [0.02, 0.1], "batch_sizes": [16, 128], "widths": [32, 128],
-            "depths": [1, 2], "optimizers": ["sgd", "sam"], "epochs": 15,
-            "schedule": "constant", "weight_decay": 0.0},
-    "transformer": {"lrs": [0.03, 0.1], "batch_sizes": [32, 64], "widths": [24, 32],
-                    "depths": [1, 2], "optimizers": ["sgd", "sam"], "epochs": 40,
-                    "schedule": "cosine", "weight_decay": 5e-4},
+    "mlp": {"lrs": [0.02, 0.05, 0.1], "batch_sizes": [16, 64, 128], "widths": [32, 64, 128],
+            "depths": [1, 2, 3], "optimizers": ["sgd", "sam"], "weight_decays": [0.0, 5e-4],
+            "epochs": 20, "schedule": "cosine"},
+    "cnn": {"lrs": [0.02, 0.05, 0.1], "batch_sizes": [32, 64, 128], "widths": [8, 16, 32],
+            "depths": [1, 2], "optimizers": ["sgd", "sam"], "weight_decays": [0.0, 5e-4],
+            "epochs": 20, "schedule": "cosine"},
+    "transformer": {"lrs": [0.03, 0.05, 0.1], "batch_sizes": [32, 64], "widths": [16, 24, 32],
+                    "depths": [1, 2], "optimizers": ["sgd", "sam"],
+                    "weight_decays": [5e-4, 1e-3], "epochs": 40, "schedule": "cosine"},
 }
 
 
@@ -91,8 +101,8 @@ class CorrelateConfig(Options):
     epochs: int | None = option_like(TrainConfig, "epochs", default=None,
                                      help=f"Epochs ({_per_arch('epochs')}).")
     momentum: float = option_like(TrainConfig, "momentum")
-    weight_decay: float | None = option_like(TrainConfig, "weight_decay", default=None,
-                                             help=f"Weight decay ({_per_arch('weight_decay')}).")
+    weight_decays: list[float] | None = _grid_option("weight_decays", "Weight decays",
+                                                     parse="list", ge=0)
     schedule: str | None = option_like(TrainConfig, "schedule", default=None,
                                        help="Learning rate over the epochs: constant or cosine "
                                             f"(to 0) ({_per_arch('schedule')}).")
@@ -106,6 +116,8 @@ class CorrelateConfig(Options):
                                   "the 'converged' subset also tabulated (a stand-in for a "
                                   "common stopping loss).")
     threads: int = option_like(TrainConfig, "threads", default=1)
+    resamples: int = option(1000, gt=0, help="Bootstrap resamples of the paired intervals "
+                            "(the same resamples for every pair of measures).")
 
     @classmethod
     def for_arch(cls, arch: str = "mlp", **options) -> CorrelateConfig:
@@ -122,7 +134,7 @@ class CorrelateConfig(Options):
         """Checks the options as declared, then every training of the resolved grid."""
         check_options(self)
         full = self.resolved()
-        for name in ("lrs", "batch_sizes", "widths", "depths", "optimizers"):
+        for name in ("lrs", "batch_sizes", "widths", "depths", "optimizers", "weight_decays"):
             if not getattr(full, name):
                 raise ConfigError(f"{name}: give at least one value")
         for cfg in [full.base(), *(c for _, c in expand(full.base(), full.axes()))]:
@@ -130,11 +142,12 @@ class CorrelateConfig(Options):
 
     def axes(self) -> dict[str, list]:
         return {"lr": self.lrs, "batch_size": self.batch_sizes, "width": self.widths,
-                "depth": self.depths, "optimizer": self.optimizers}
+                "depth": self.depths, "optimizer": self.optimizers,
+                "weight_decay": self.weight_decays}
 
     def base(self) -> TrainConfig:
         return TrainConfig(arch=self.arch, epochs=self.epochs, momentum=self.momentum,
-                           weight_decay=self.weight_decay, schedule=self.schedule,
+                           weight_decay=self.weight_decays[0], schedule=self.schedule,
                            rho=self.rho, seed=self.seed, measure_samples=self.measure_samples,
                            curvature_samples=self.curvature_samples,
                            measure_iterations=self.measure_iterations,
@@ -158,23 +171,40 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
     converged = [r for r in finished if r["train_acc"] >= cfg.min_train_acc]
     tables_converged = ({gap: tau_table(converged, measures, gap, varying) for gap in GAPS}
                         if len(converged) >= 2 else {})
+    # the claim's comparison: tau(nonuniformity) - tau(sharpness) on the same converged
+    # trainings, paired bootstrap intervals, Jiang et al.'s K beside (genlab.optim.measures)
+    paired = ({gap: paired_table(converged, gap, varying, resamples=cfg.resamples,
+                                 seed=cfg.seed) for gap in GAPS}
+              if len(converged) >= 3 else {})
     for gap in GAPS:
         _scatter(run, finished, gap)
     (run.path / "table.md").write_text(
         tables_markdown(tables, f"all {len(finished)} trainings")
         + tables_markdown(tables_converged, f"{len(converged)} converged trainings "
-                                            f"(training accuracy >= {cfg.min_train_acc:g}%)"))
+                                            f"(training accuracy >= {cfg.min_train_acc:g}%)")
+        + paired_markdown(paired, len(converged)))
     summary = {"arch": cfg.arch, "trainings": len(records),
                "diverged": len(records) - len(finished), "hyperparameters": varying,
                "train_acc_min": min(r["train_acc"] for r in finished),
                "train_acc_max": max(r["train_acc"] for r in finished),
                "tau": tables, "converged": len(converged), "tau_converged": tables_converged,
-               "records": records}
+               "paired": paired, "records": records}
     run.write_summary(summary)
     return summary
 
 
 TABLE_COLUMNS = ["measure", "tau", "tau_lo", "tau_hi", "granulated"]
+PAIRED_COLUMNS = ["a", "b", "tau_diff", "tau_lo", "tau_hi", "verdict", "granulated_diff",
+                  "granulated_lo", "granulated_hi", "granulated_verdict", "cmi_a", "cmi_b"]
+
+
+def paired_markdown(paired: dict, converged: int) -> str:
+    """One Markdown table per gap: tau(a) - tau(b) on the converged trainings, intervals,
+    verdicts, and each measure's K."""
+    return "".join(f"### tau(a) - tau(b) against {gap}, {converged} converged trainings "
+                   f"(paired bootstrap 95% intervals; cmi: Jiang et al.'s K)\n\n"
+                   + markdown_table(rows, PAIRED_COLUMNS, digits=2) + "\n"
+                   for gap, rows in paired.items())
 
 
 def tables_markdown(tables: dict, title: str) -> str:
@@ -207,8 +237,8 @@ def _scatter(run: RunDir, records: list[dict], gap: str) -> None:
 
 
 def report(summary: dict, cfg: CorrelateConfig) -> list:
-    """What `genlab optim correlate` prints: the range of training accuracy, then the taus
-    over every training and over the converged ones."""
+    """What `genlab optim correlate` prints: the range of training accuracy, the taus over
+    every training and over the converged ones, then the paired differences (the claim)."""
     blocks: list = [f"training accuracy {summary['train_acc_min']:.2f}%-"
                     f"{summary['train_acc_max']:.2f}% over {summary['trainings']} trainings"]
     blocks += [(f"Kendall tau against {gap} ({summary['trainings']} trainings)", rows,
@@ -216,6 +246,11 @@ def report(summary: dict, cfg: CorrelateConfig) -> list:
     blocks += [(f"Kendall tau against {gap}, {summary['converged']} converged trainings "
                 f"(train accuracy >= {cfg.min_train_acc:g}%)", rows, TABLE_COLUMNS)
                for gap, rows in summary["tau_converged"].items()]
+    blocks += [(f"tau(a) - tau(b) against {gap}, {summary['converged']} converged trainings "
+                "(paired bootstrap 95% intervals; cmi: Jiang et al.'s K)", rows,
+                ["a", "b", "tau_diff", "tau_lo", "tau_hi", "verdict", "granulated_diff",
+                 "granulated_verdict"])
+               for gap, rows in summary.get("paired", {}).items()]
     return blocks
 
 
