@@ -134,8 +134,10 @@ def spaces():
 
 @app.command()
 def methods():
-    """List the search methods: their parts and the authors' code they follow."""
+    """List the search methods: their parts, the authors' code they follow and the settings
+    `nas bench --tune` tries."""
     from genlab.nas.methods import get_method, method_names
+    from genlab.nas.tuning import setting_text
 
     for name in method_names():
         m = get_method(name)
@@ -148,6 +150,7 @@ def methods():
         typer.echo(f"{name:<12} {m.summary}")
         typer.echo(f"{'':<12} parts: {', '.join(parts)}")
         typer.echo(f"{'':<12} source: {m.source}" + (f"; ours: {m.ours}" if m.ours else ""))
+        typer.echo(f"{'':<12} tuning: {' | '.join(setting_text(s) for s in m.tuning)}")
 
 
 config_command(app, "detect", "genlab.nas.transfer.detection.detect:DetectConfig", detect)

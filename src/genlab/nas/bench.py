@@ -36,7 +36,7 @@ from genlab.core.sweep import RunSpec, run_one, run_sweep
 from genlab.core.trainer import resolve_device
 from genlab.nas.data import load_image_data
 from genlab.nas.inputs import check_run_kind
-from genlab.nas.methods.reported import reported_rows
+from genlab.nas.methods.reported import reported_rows, standing
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import (
     PENALTY_NAMES,
@@ -47,6 +47,7 @@ from genlab.nas.search import (
     space_table,
 )
 from genlab.nas.spaces import get_space
+from genlab.nas.tuning import SCORE, score_settings, setting_text, tuning_grid
 
 METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",
            "test_acc", "hessian_eig", "force_ratio", "search_seconds")
@@ -80,6 +81,14 @@ class BenchConfig(Options):
                                        "space's recipe).", gt=0)
     random_archs: bool = option(True, help="Sanity rows: a random architecture of the space "
                                 "per seed, retrained.")
+    tune: bool = option(False, help="First tune every row alike (genlab.nas.tuning): each of "
+                        "its settings searched and retrained on --tune-seeds, scored by "
+                        "validation accuracy; the chosen one runs on --seeds.")
+    tune_seeds: list[int] = option(factory=lambda: [3, 4, 5], parse="seeds",
+                                   help="Selection seeds of --tune (kept apart from --seeds).")
+    collapse_edges: int = option(2, ge=0, help="--tune: a setting whose cell has more "
+                                 "parameter-free edges than this at any selection seed is "
+                                 "not chosen (collapse).")
 
     @property
     def rows(self) -> list[str]:
@@ -119,6 +128,9 @@ class BenchCommandConfig:
     augment: bool = _template("augment")
     retrain_epochs: int = _bench("retrain_epochs")
     random_archs: bool = _bench("random_archs")
+    tune: bool = _bench("tune")
+    tune_seeds: list[int] = _bench("tune_seeds")
+    collapse_edges: int = _bench("collapse_edges")
     device: str = _template("device")
     threads: int = _template("threads")
     nb201_table: str | None = _template("nb201_table")
@@ -202,17 +214,25 @@ def retrain_once(cfg: RetrainConfig, folder: Path) -> dict:
 
 @dataclass
 class BenchJob:
-    """One (regulariser, seed) of a bench: its search and its retraining."""
+    """One (row, seed) of a bench: its search and its retraining; a tuning job (``setting``
+    over the row's preset, scored on the validation half: ``eval_on`` "val") likewise."""
 
     reg: str
     seed: int
     bench: BenchConfig
     folder: str  # the bench folder (search/ and retrain/ sub-runs inside)
+    setting: dict = field(default_factory=dict)  # search options over the row's preset
+    eval_on: str = "test"
+    name: str = ""  # the job's name (default ROW-sSEED)
+
+    def __post_init__(self):
+        self.name = self.name or f"{self.reg}-s{self.seed}"
 
 
-# Bench options that may change on --resume: rows and seeds may be added (or dropped); the
-# finished jobs of the others are reused, since a job's identity leaves them out.
-BENCH_RESUME_FREE = ("regs", "methods", "seeds")
+# Bench options that may change on --resume: rows and seeds may be added (or dropped), the
+# tuning stage turned on; the finished jobs of the others are reused, since a job's identity
+# leaves them out (a tuned row's jobs carry their chosen setting).
+BENCH_RESUME_FREE = ("regs", "methods", "seeds", "tune", "tune_seeds", "collapse_edges")
 
 
 def job_config(job: BenchJob) -> dict:
@@ -226,7 +246,7 @@ def job_config(job: BenchJob) -> dict:
 def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> dict:
     """Search (or draw the random architecture) and retrain one job; its record is the
     summary of the run folder ``out`` (the sweep's unit: finished jobs are read back)."""
-    cfg, name = job.bench, f"{job.reg}-s{job.seed}"
+    cfg, name = job.bench, job.name
     space = get_space(cfg.search.space)
     root = Path(job.folder)
     run = RunDir(out, job_config(job), resume=resume)
@@ -236,7 +256,7 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
         if table is not None:  # the sanity row judged like the searched cells
             record.update(table.lookup(space.parse(record["genotype"])))
     else:
-        scfg = cfg.row_search(job.reg, job.seed)
+        scfg = replace(cfg.row_search(job.reg, job.seed), **job.setting)
         folder = root / "search" / name
         summary = search_once(scfg, folder, space)
         record = search_record(summary, space)
@@ -248,9 +268,10 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
                              dataset=cfg.search.dataset, data_root=cfg.search.data_root,
                              size=cfg.search.size, channels=cfg.retrain_channels,
                              cells=cfg.retrain_cells, epochs=cfg.retrain_epochs, seed=job.seed,
-                             device=cfg.search.device, threads=cfg.search.threads)
+                             device=cfg.search.device, threads=cfg.search.threads,
+                             eval_on=job.eval_on)
         rsum = retrain_once(rcfg, root / "retrain" / name)
-        record["test_acc"] = rsum["test_acc"]
+        record[f"{job.eval_on}_acc"] = rsum[f"{job.eval_on}_acc"]
         record["params"] = rsum["params"]
     record = json.loads(json.dumps(record))  # as read back from summary.json
     run.write_summary(dict(record))
@@ -272,31 +293,36 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
     require_positive("workers", workers)
     space = get_space(cfg.search.space)
     cfg.search.validate(space)
-    for row in cfg.rows:  # every row's options before the folder
+    grids = {}
+    for row in cfg.rows:  # every row's options (and tuning settings) before the folder
         cfg.row_search(row, cfg.seeds[0]).validate(space)
+        if cfg.tune:
+            grids[row] = tuning_grid(row, row_options(row) if cfg.methods is not None
+                                     else {"method": None, "reg": row})
+            for setting in grids[row]:
+                replace(cfg.row_search(row, cfg.tune_seeds[0]), **setting).validate(space)
+    if cfg.tune and cfg.retrain_epochs == 0:
+        raise ConfigError("--tune scores each setting by its retrained cell: give "
+                          "--retrain-epochs > 0")
     resolve_device(cfg.search.device)  # an unknown or absent device before the folder
     check_run_kind(out, "nas bench")
     run = RunDir(out, asdict(cfg), resume=resume, resume_free=BENCH_RESUME_FREE)
+    sweep = {"executor": "inline" if (executor, workers) == ("local", 1) else executor,
+             "workers": workers, "address": address, "progress_bar": progress_bar}
+    settings, tuning = {}, []
+    if cfg.tune:
+        settings, tuning = tune_rows(cfg, grids, run, space, sweep)
     jobs = list(itertools.product(cfg.rows, cfg.seeds))
     if cfg.random_archs:
         jobs += [(RANDOM, seed) for seed in cfg.seeds]
-    aliases = alias_jobs(cfg, jobs)
+    aliases = alias_jobs(cfg, jobs) if not cfg.tune else {}
     specs = []
     for reg, seed in jobs:
         if f"{reg}-s{seed}" not in aliases:
-            job = BenchJob(reg, seed, cfg, str(run.path))
-            specs.append(RunSpec(f"{reg}-s{seed}", run_job, job,
-                                 run.path / "jobs" / f"{reg}-s{seed}", expect=job_config(job)))
-    outcomes = run_sweep(specs, executor="inline" if (executor, workers) == ("local", 1)
-                         else executor, workers=workers, address=address,
-                         progress_bar=progress_bar, description=f"nas bench {space.name}")
-    failed = [o for o in outcomes if o.error is not None]
-    if failed:
-        raise DataError(f"{len(failed)} of {len(specs)} bench jobs failed (finished ones are "
-                        "kept; rerun with --resume): "
-                        + "; ".join(f"{o.name}: {o.error}" for o in failed[:3]))
-    done = {o.name: {k: v for k, v in o.summary.items() if k != "processes"}
-            for o in outcomes}
+            job = BenchJob(reg, seed, cfg, str(run.path), setting=settings.get(reg, {}))
+            specs.append(RunSpec(job.name, run_job, job, run.path / "jobs" / job.name,
+                                 expect=job_config(job)))
+    done = run_jobs(specs, f"nas bench {space.name}", sweep)
     records = []
     for reg, seed in jobs:
         name = f"{reg}-s{seed}"
@@ -309,6 +335,11 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
               "per_reg": aggregate(records, regs, space),
               "constant_test_acc": constant_accuracy(cfg.search),
               "steps": cfg.search.resolved(space).steps}
+    if (rank := standing(result["per_reg"])) is not None:
+        result["standing"] = rank
+    if cfg.tune:
+        result["tuning"] = tuning
+        result["settings"] = {row: setting_text(s) for row, s in settings.items()}
     write_json(run.file("bench.json"), result)
     atomic_write_bytes(run.file("bench.md"), bench_markdown(result).encode())
     run.save_figure(plot_bench(records, cfg.rows, space), "bench.png")
@@ -316,6 +347,55 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
     threads = torch.get_num_threads() if cfg.search.threads == 0 else cfg.search.threads
     run.write_summary({**result["per_reg"], "torch_threads": threads})
     return result
+
+
+def run_jobs(specs: list[RunSpec], description: str, sweep: dict) -> dict[str, dict]:
+    """Run ``specs`` through genlab.core.sweep (``sweep``: executor, workers, address,
+    progress_bar); name -> summary, or one DataError naming the failed jobs."""
+    outcomes = run_sweep(specs, description=description, **sweep)
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        raise DataError(f"{len(failed)} of {len(specs)} bench jobs failed (finished ones are "
+                        "kept; rerun with --resume): "
+                        + "; ".join(f"{o.name}: {o.error}" for o in failed[:3]))
+    return {o.name: {k: v for k, v in o.summary.items() if k != "processes"}
+            for o in outcomes}
+
+
+def tune_rows(cfg: BenchConfig, grids: dict[str, tuple[dict, ...]], run: RunDir, space,
+              sweep: dict) -> tuple[dict[str, dict], list[dict]]:
+    """The tuning stage (genlab.nas.tuning): every setting of every row searched and
+    retrained on the selection seeds, scored on validation data; the chosen setting of each
+    row and the tuning table (also tuning.json and tuning.md in the bench folder)."""
+    jobs = [BenchJob(row, seed, cfg, str(run.path), setting=setting, eval_on="val",
+                     name=f"tune-{row}-t{k}-s{seed}")
+            for row, grid in grids.items() for k, setting in enumerate(grid)
+            for seed in cfg.tune_seeds]
+    specs = [RunSpec(job.name, run_job, job, run.path / "jobs" / job.name,
+                     expect=job_config(job)) for job in jobs]
+    done = run_jobs(specs, f"nas bench {space.name} (tuning)", sweep)
+    chosen, table = {}, []
+    for row, grid in grids.items():
+        records = [dict(done[job.name], setting_index=grid.index(job.setting))
+                   for job in jobs if job.reg == row]
+        rows, best = score_settings(row, grid, records, cfg.collapse_edges)
+        chosen[row] = grid[best]
+        table += rows
+    write_json(run.file("tuning.json"), {"rows": table, "tune_seeds": cfg.tune_seeds,
+                                         "collapse_edges": cfg.collapse_edges})
+    atomic_write_bytes(run.file("tuning.md"), tuning_markdown(table).encode())
+    return chosen, table
+
+
+def tuning_markdown(table: list[dict]) -> str:
+    """The tuning table: every row's settings, mean ± std validation accuracy over the
+    selection seeds, the worst count of parameter-free edges, eligibility and the choice."""
+    rows = [{"row": r["row"], "setting": r["setting"],
+             "val acc": mean_std_text(r[f"{SCORE}_mean"], r[f"{SCORE}_std"], r["seeds"], 2),
+             "max p-free": r["max_param_free"], "eligible": "yes" if r["eligible"] else "no",
+             "chosen": "**chosen**" if r["chosen"] else "", "note": r["note"]} for r in table]
+    return ("### Tuning (selection seeds; validation accuracy of the retrained cell)\n\n"
+            + markdown_table(rows, digits=2))
 
 
 def same_search_key(scfg: SearchConfig) -> str:
@@ -431,6 +511,8 @@ def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
             return mean_std_text(a[m + "_mean"], a.get(m + "_std"), a["runs"], d)
 
         row = {"reg": reg, "runs": a["runs"]}  # "reg": the row (a method or a regulariser)
+        if "settings" in result:  # a tuned bench: each row's chosen setting
+            row["setting"] = result["settings"].get(reg, "-")
         row.update({col: pm(key) for key, col in table_cols.items()})
         row.update({"p-free ops": pm("param_free_ops", 1), "skip ops": pm("skip_ops", 1),
                     "entropy": pm("mean_entropy", 3), "agreement": a["agreement"],
@@ -444,8 +526,8 @@ def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
 
 
 def bench_markdown(result: dict) -> str:
-    """Per-row summary table (with the cited reference rows of the space, apart) and
-    per-run table, in Markdown."""
+    """Per-row summary table (with the cited reference rows of the space, apart), the tuning
+    table where the bench tuned, and the per-run table, in Markdown."""
     summ, runs = bench_rows(result)
     cited = reported_rows(result.get("space", "nb201"))
     steps = f", {result['steps']} search steps each" if result.get("steps") else ""
@@ -455,6 +537,12 @@ def bench_markdown(result: dict) -> str:
         text += ("\n### Reported by the authors (CIFAR-10 searches on GPUs; not comparable to "
                  "the digits-proxy rows above; source in the last column)\n\n"
                  + markdown_table(cited, digits=2))
+    if result.get("standing"):
+        rank = result["standing"]
+        text += (f"\nKendall's tau between the rows' proxy C10 means and their reported C10 "
+                 f"(the rows with both, n = {len(rank['rows'])}): {rank['tau']:.2f}\n")
+    if result.get("tuning"):
+        text += "\n" + tuning_markdown(result["tuning"])
     return text + "\n### Per run\n\n" + markdown_table(runs, digits=2)
 
 

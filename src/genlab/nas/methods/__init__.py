@@ -80,7 +80,9 @@ def search_method(cfg, method: Method | None = None) -> SearchMethod:
                        supernet={"partial_channels": cfg.partial_channels,
                                  "edge_norm": cfg.edge_norm},
                        arch_start=cfg.arch_start, drop_path=cfg.drop_path,
-                       aux_skip=cfg.aux_skip, select_params=cfg.select_params)
+                       aux_skip=cfg.aux_skip, select_params=cfg.select_params,
+                       part_params={"relaxation": cfg.relaxation_params,
+                                    "perturb": cfg.perturb_params, "stop": cfg.stop_params})
 
 
 __all__ = ["METHODS", "PERTURBATIONS", "RELAXATIONS", "SELECTIONS", "STOPS", "SUPERNET_OPTIONS",

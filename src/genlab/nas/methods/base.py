@@ -31,6 +31,7 @@ its 1e-3, which its authors present as the method's regulariser.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -39,6 +40,19 @@ import torch
 
 from genlab.core.errors import ConfigError
 from genlab.core.registry import Registry
+
+#: the most settings a method's tuning grid may hold (the same budget for every method)
+TUNING_MAX = 4
+
+
+def check_tuning(what: str, tuning) -> None:
+    """ConfigError unless ``tuning`` is 1..TUNING_MAX distinct mappings of options."""
+    if not 1 <= len(tuning) <= TUNING_MAX or not all(isinstance(s, dict) for s in tuning):
+        raise ConfigError(f"{what}: its tuning grid is 1 to {TUNING_MAX} settings (mappings "
+                          f"of search options), got {tuning!r}")
+    if len({repr(sorted(s.items())) for s in tuning}) != len(tuning):
+        raise ConfigError(f"{what}: a tuning setting is repeated")
+
 
 # Supernet options a method may set; each space's build_supernet accepts those it supports.
 SUPERNET_OPTIONS = ("partial_channels", "edge_norm", "aux_skip", "sampled", "drop_path")
@@ -182,11 +196,15 @@ class Method:
     arch_lr_scale: float = 1.0  # the authors' alpha learning rate over DARTS' (3e-4)
     orders: tuple[int, ...] = (1, 2)  # 2 where the authors had the second-order step
     ours: str = ""  # where genlab extends the method beyond what its authors defined
+    # the settings `nas bench --tune` tries (SearchConfig options over the preset; the preset
+    # itself is the empty one): at most TUNING_MAX, around the authors' values (ours)
+    tuning: tuple[dict[str, Any], ...] = ({},)
 
     def __post_init__(self):
         unknown = set(self.supernet) - set(SUPERNET_OPTIONS)
         if unknown:
             raise ConfigError(f"method {self.name}: unknown supernet options {sorted(unknown)}")
+        check_tuning(f"method {self.name}", self.tuning)
 
 
 METHODS: Registry[Method] = Registry("search method")
@@ -252,12 +270,29 @@ class SearchMethod:
         self.stop.load_state_dict(state.get("stop", {}))
 
 
+def check_part_params(what: str, cls: type, params: Mapping[str, Any]) -> None:
+    """ConfigError unless every key of ``params`` is a named parameter of ``cls``'s
+    constructor (a part's settings; ``what`` names the part in the message)."""
+    if not params:
+        return
+    names = [p.name for p in inspect.signature(cls.__init__).parameters.values()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"]
+    unknown = sorted(set(params) - set(names))
+    if unknown:
+        takes = ", ".join(names) if names else "no parameters"
+        raise ConfigError(f"{what} has no parameter(s) {unknown}; it takes {takes}")
+
+
 def build_parts(method: Method, *, relaxation: str | None = None, perturb: str | None = None,
                 stop: str | None = None, select: str = "argmax",
                 supernet: Mapping[str, Any] | None = None, arch_start: float | None = None,
                 drop_path: float | None = None, aux_skip: bool | None = None,
-                select_params: Mapping[str, Any] | None = None) -> SearchMethod:
-    """The parts of ``method`` with the config's overrides (None keeps the preset's)."""
+                select_params: Mapping[str, Any] | None = None,
+                part_params: Mapping[str, Mapping[str, Any]] | None = None) -> SearchMethod:
+    """The parts of ``method`` with the config's overrides (None keeps the preset's);
+    ``part_params``: "relaxation" / "perturb" / "stop" -> settings over the part's preset
+    (the method's, where the part is the method's own), each refused unless the part's
+    class takes it."""
     options = dict(method.supernet)
     options.update({k: v for k, v in (supernet or {}).items() if v is not None})
     if aux_skip is not None:
@@ -270,13 +305,19 @@ def build_parts(method: Method, *, relaxation: str | None = None, perturb: str |
     options["drop_path"] = drop_max > 0
     options = {k: v for k, v in options.items()
                if v and not (k == "partial_channels" and v == 1)}
-    same = relaxation is None or relaxation == method.relaxation
-    rel = RELAXATIONS.get(relaxation or method.relaxation)(
-        **(method.relaxation_params if same else {}))
-    same = perturb is None or perturb == method.perturb
-    per = PERTURBATIONS.get(perturb or method.perturb)(**(method.perturb_params if same else {}))
-    same = stop is None or stop == method.stop
-    stp = STOPS.get(stop or method.stop)(**(method.stop_params if same else {}))
+    given = part_params or {}
+
+    def part(kind: str, registry: Registry, chosen: str | None, preset: str, params: dict):
+        cls = registry.get(chosen or preset)
+        own = dict(given.get(kind) or {})
+        check_part_params(f"{kind} {cls.name}", cls, own)
+        same = chosen is None or chosen == preset
+        return cls(**{**(params if same else {}), **own})
+
+    rel = part("relaxation", RELAXATIONS, relaxation, method.relaxation,
+               method.relaxation_params)
+    per = part("perturb", PERTURBATIONS, perturb, method.perturb, method.perturb_params)
+    stp = part("stop", STOPS, stop, method.stop, method.stop_params)
     sel = SELECTIONS.get(select)(**dict(select_params or {}))
     start = method.arch_start if arch_start is None else arch_start
     if not 0.0 <= start < 1.0:

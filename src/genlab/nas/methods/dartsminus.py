@@ -17,4 +17,6 @@ DARTS_MINUS = register_method(Method(
     "darts-minus", "Meituan-AutoML/DARTS-: src/search/model_search.py, src/utils.py",
     "auxiliary skip beta x aux(x) on every edge, beta 1 -> 0 linearly (Chu et al., ICLR-21)",
     supernet={"aux_skip": True}, w_weight_decay=3e-4, arch_weight_decay=0.0, orders=(1,),
-    ours="MobileNet: beta x input added on the skippable blocks"))
+    ours="MobileNet: beta x input added on the skippable blocks; the tuning grid (its beta "
+         "schedule is fixed here)",
+    tuning=({}, {"arch_weight_decay": 1e-3}, {"arch_weight_decay": 1e-2})))

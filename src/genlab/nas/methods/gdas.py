@@ -78,4 +78,7 @@ GDAS = register_method(Method(
     "(Dong & Yang, CVPR-19)",
     relaxation="gumbel", relaxation_params={"tau_max": 10.0, "tau_min": 0.1},
     supernet={"sampled": True}, w_weight_decay=5e-4, arch_weight_decay=0.0, orders=(1,),
+    tuning=({}, {"relaxation_params": {"tau_max": 10.0, "tau_min": 1.0}},
+            {"relaxation_params": {"tau_max": 5.0, "tau_min": 0.1}},
+            {"relaxation_params": {"tau_max": 20.0, "tau_min": 0.1}}),
     ours="MobileNet: only the drawn block runs"))

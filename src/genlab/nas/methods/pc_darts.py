@@ -20,4 +20,5 @@ PC_DARTS = register_method(Method(
     "(Xu et al., ICLR-20)",
     supernet={"partial_channels": 4, "edge_norm": True}, arch_start=15 / 50,
     w_weight_decay=3e-4, arch_weight_decay=0.0, arch_lr_scale=6e-4 / 3e-4, orders=(1, 2),
-    ours="NB201 edge normalisation; MobileNet: partial channels on the skippable blocks"))
+    ours="NB201 edge normalisation; MobileNet: partial channels on the skippable blocks",
+    tuning=({}, {"partial_channels": 2}, {"partial_channels": 8})))

@@ -30,4 +30,20 @@ def reported_rows(space: str) -> list[dict]:
             for name, (c10, c100, in16, source) in REPORTED_NB201.items()]
 
 
-__all__ = ["REPORTED_NB201", "reported_rows"]
+def standing(per_row: dict[str, dict]) -> dict | None:
+    """How the bench's rows rank against their published standing: Kendall's tau between
+    each row's mean CIFAR-10 accuracy through the table (``per_row``: bench.aggregate's) and
+    its reported figure, over the rows that have both (None under three such rows)."""
+    from scipy.stats import kendalltau
+
+    pairs = [(row, agg["cifar10_mean"], REPORTED_NB201[row][0])
+             for row, agg in per_row.items()
+             if row in REPORTED_NB201 and agg.get("cifar10_mean") is not None]
+    if len(pairs) < 3:
+        return None
+    tau = kendalltau([p[1] for p in pairs], [p[2] for p in pairs]).statistic
+    return {"tau": float(tau), "rows": [{"row": r, "proxy C10": c, "reported C10": rep}
+                                        for r, c, rep in pairs]}
+
+
+__all__ = ["REPORTED_NB201", "reported_rows", "standing"]

@@ -135,8 +135,10 @@ SOURCE = ("xiangning-chen/SmoothDARTS: attacker/perturb.py, sota/cnn/model_searc
 SDARTS_RS = register_method(Method(
     "sdarts-rs", SOURCE,
     "DARTS with the weight step on randomly perturbed softmax(alpha) (Chen & Hsieh, ICML-20)",
-    perturb=RandomSmoothing.name))
+    perturb=RandomSmoothing.name,
+    tuning=({}, {"perturb_params": {"eps_max": 0.1}}, {"perturb_params": {"eps_max": 0.6}})))
 SDARTS_ADV = register_method(Method(
     "sdarts-adv", SOURCE,
     "DARTS with the weight step on the 7-step L-inf PGD attack of softmax(alpha) "
-    "(Chen & Hsieh, ICML-20)", perturb=Adversarial.name))
+    "(Chen & Hsieh, ICML-20)", perturb=Adversarial.name,
+    tuning=({}, {"perturb_params": {"eps_max": 0.1}}, {"perturb_params": {"eps_max": 0.6}})))

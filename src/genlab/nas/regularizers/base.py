@@ -68,6 +68,9 @@ class Penalty:
     preset: ClassVar[dict[str, Any]] = {}
     default_strength: ClassVar[float] = 1.0
     params: ClassVar[dict[str, float]] = {}  # its own settings and their defaults
+    # the settings `nas bench --tune` tries for a row of this penalty on DARTS (search
+    # options over its preset, which is {}; genlab.nas.tuning)
+    tuning: ClassVar[tuple[dict[str, Any], ...]] = ({},)
 
     def __init__(self, **params: float):
         unknown = sorted(set(params) - set(self.params))

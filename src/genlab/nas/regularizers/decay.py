@@ -222,6 +222,7 @@ class HoldThenAnchor(TurnPenalty):
     name = "ber-anchor"
     # the selected setting (docs/ber_round3.md, "Selection of ber-anchor"), which `ber` names
     preset = {"strength": 1.75, "schedule": "constant"}
+    tuning = ({}, {"reg_strength": 0.875}, {"reg_strength": 3.5})
     turn_rule = PlateauTurn
     kept_key = "leaders"
 
