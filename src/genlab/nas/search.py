@@ -321,6 +321,9 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     reg.steps_per_epoch = spe  # beta's lambda counts epochs
     if reg.needs_probe:  # candidates with state read the network on the step-0 val batch
         reg.setup(net, _val_batch(cfg, val, 0, device)[0], space)
+    if reg.penalty_object.val_batches_needed:  # ber-pt measures on these (its own steps)
+        reg.penalty_object.val_batches = [
+            _val_batch(cfg, val, i, device) for i in range(reg.penalty_object.val_batches_needed)]
     a_opt, w_opt = search_optimizers(net, cfg, reg)  # after setup: ber-lbe's targets exist
     # data-parallel under torchrun (genlab.nas.ddp); the regulariser's learnt targets are
     # stepped with alpha, so their gradients are all-reduced with alpha's

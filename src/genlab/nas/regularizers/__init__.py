@@ -18,7 +18,8 @@ per family:
 - ``ber-op``, ``ber-ib``, ``ber-xu``
                            genlab.nas.regularizers.per_op (per-op compression / information);
 - ``ber-decay``, ``ber-commit``, ``ber-anchor``
-                           genlab.nas.regularizers.decay (what changes at the entropy turn).
+                           genlab.nas.regularizers.decay (what changes at the entropy turn);
+- ``ber-pt``               genlab.nas.regularizers.perturb_commit (round four's candidate).
 
 Each entry carries its preset: the settings its name stands for when the command line leaves
 them unset (``PRESETS``: ber-kl at the earlier ablation's choice, docs/ber.md "Choosing BER";

@@ -68,6 +68,7 @@ class Penalty:
     preset: ClassVar[dict[str, Any]] = {}
     default_strength: ClassVar[float] = 1.0
     params: ClassVar[dict[str, float]] = {}  # its own settings and their defaults
+    val_batches_needed: ClassVar[int] = 0  # validation batches the search hands it
     # the settings `nas bench --tune` tries for a row of this penalty on DARTS (search
     # options over its preset, which is {}; genlab.nas.tuning)
     tuning: ClassVar[tuple[dict[str, Any], ...]] = ({},)

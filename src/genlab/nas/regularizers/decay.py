@@ -57,7 +57,8 @@ class EntropyTurn:
     """The smoothed mean node batch entropy, its running peak and the step of the turn,
     updated once per search step (see the module docstring)."""
 
-    def __init__(self):
+    def __init__(self, *, smoothing: float = SMOOTHING, warmup: int = WARMUP):
+        self.smoothing, self.warmup = smoothing, warmup
         self.smoothed: float | None = None
         self.peak = 0.0
         self.turn_step: int | None = None
@@ -70,10 +71,10 @@ class EntropyTurn:
         with torch.no_grad():  # a reading, never a force: no graph on the hot path
             h = float(node_entropy_reading(probe))
         self.smoothed = h if self.smoothed is None else (
-            (1 - SMOOTHING) * self.smoothed + SMOOTHING * h)
+            (1 - self.smoothing) * self.smoothed + self.smoothing * h)
         self.peak = max(self.peak, self.smoothed)
         self.updated_at = step
-        if self.turn_step is None and step >= WARMUP and self.fires():
+        if self.turn_step is None and step >= self.warmup and self.fires():
             self.turn_step = step
             return True
         return False
@@ -103,13 +104,22 @@ class PlateauTurn(EntropyTurn):
     where EntropyTurn would (a fall is a rise below 1%) or earlier, and also on a curve that
     rises and levels off without falling (ber-anchor: the cells of a held alpha)."""
 
-    def __init__(self):
-        super().__init__()
-        # smoothed values of the PLATEAU_WINDOW steps before this one
-        self.history: deque[float] = deque(maxlen=PLATEAU_WINDOW)
+    def __init__(self, *, smoothing: float = SMOOTHING, warmup: int = WARMUP,
+                 window: int = PLATEAU_WINDOW):
+        super().__init__(smoothing=smoothing, warmup=warmup)
+        self.window = window
+        # smoothed values of the ``window`` steps before this one
+        self.history: deque[float] = deque(maxlen=window)
+
+    @classmethod
+    def for_budget(cls, total_steps: int) -> PlateauTurn:
+        """The rule with its warm-up, window and smoothing time constant as fractions of the
+        budget: NB201's 100, 100 and 50 of 1,800 steps (1/18, 1/18, 1/36; round four)."""
+        span = max(2, round(total_steps / 18))
+        return cls(smoothing=min(1.0, 36 / max(total_steps, 1)), warmup=span, window=span)
 
     def fires(self) -> bool:
-        return (len(self.history) == PLATEAU_WINDOW
+        return (len(self.history) == self.window
                 and self.smoothed - self.history[0] < TURN_DROP * self.smoothed)
 
     def update(self, step: int, probe: CellTraces) -> bool:
@@ -124,7 +134,7 @@ class PlateauTurn(EntropyTurn):
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.history = deque(state["history"], maxlen=PLATEAU_WINDOW)
+        self.history = deque(state["history"], maxlen=self.window)
 
 
 class TurnPenalty(Penalty):
