@@ -73,14 +73,37 @@ def counted_search(cfg: SearchConfig, out: Path) -> dict:
                  for a in summary["alpha"].values()]).mean(0).tolist()}
 
 
+def markdown(results: list[dict]) -> str:
+    """One row per search: the drawn share of each op in the first and the last quarter
+    (percent of the training forwards), the weight updates a convolution got, the cell."""
+    ops = results[0]["ops"]
+    head = ["budget", "seed", *(f"{op} q1/q4 %" for op in ops), "conv draws (1x1, 3x3)",
+            "p-free edges"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        first, last = r["share_per_quarter"][0], r["share_per_quarter"][-1]
+        draws = dict(zip(ops, r["draws_per_row_per_op"], strict=True))
+        cells = [f"{r['budget']}x ({r['steps']} steps)", str(r["seed"]),
+                 *(f"{100 * a:.0f} / {100 * b:.0f}" for a, b in zip(first, last, strict=True)),
+                 f"{draws['nor_conv_1x1']:.0f}, {draws['nor_conv_3x3']:.0f} of "
+                 f"{r['training_forwards']}", str(r["param_free_ops"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seeds", default="3", help="Selection seeds (comma-separated).")
     p.add_argument("--budgets", default="1,3", help="Multiples of the proxy's steps.")
+    p.add_argument("--table", action="store_true", help="Print the Markdown table of the "
+                   "finished runs in --out (gdas_draws.json) and stop.")
     p.add_argument("--steps", type=int, default=None, help="The 1x budget (default: the "
                    "proxy's; a smoke test gives a few).")
     args = p.parse_args()
+    if args.table:
+        print(markdown(json.loads((args.out / "gdas_draws.json").read_text())))
+        return
     space = get_space("nb201")
     results = []
     for budget in (int(b) for b in args.budgets.split(",")):
@@ -93,6 +116,7 @@ def main() -> None:
             results.append(res)
             print(json.dumps(res))
     (args.out / "gdas_draws.json").write_text(json.dumps(results, indent=2))
+    print(markdown(results))
 
 
 if __name__ == "__main__":
