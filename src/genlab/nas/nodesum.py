@@ -1,7 +1,8 @@
 """In-place weighted node sums with a cheap backward, shared by the fused supernets.
 
 A supernet node is node = sum(plain terms) + sum_k w_k * scale_k * t_k (w_k the softmax
-weight of an edge's op, scale_k an optional constant map such as 1 / window counts).
+weight of an edge's op, scale_k an optional constant map such as 1 / window counts or a
+drop-path mask; either of w_k and scale_k may be absent, not both).
 ``NodeSum`` accumulates it into one tensor in place, and its backward computes
 dL/dw_k = <g * scale_k, t_k> by a dot product instead of autograd's mul + sum. The backward
 is itself differentiable (double backward for the alpha Hessian and hypergradients).
@@ -31,7 +32,8 @@ def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 class NodeSum(torch.autograd.Function):
     """node = sum(plain) + sum_k w_k * scale_k * t_k, accumulated in place into one tensor.
 
-    ``w_k`` are 0-dim tensors (edge weights), ``scale_k`` constant maps or None. The backward
+    ``w_k`` are 0-dim tensors (edge weights) or None (the term's factor is its scale alone),
+    ``scale_k`` constant maps (broadcast against t_k) or None. The backward
     gives dL/dw_k = <g * scale_k, t_k> by a dot product instead of autograd's mul + sum, and
     dL/dt_k = w_k * scale_k * g.
     """
@@ -40,7 +42,8 @@ class NodeSum(torch.autograd.Function):
     def forward(ctx, n_plain: int, scales: tuple, *tensors: torch.Tensor) -> torch.Tensor:
         plain, rest = tensors[:n_plain], tensors[n_plain:]
         ts, ws = rest[0::2], rest[1::2]
-        coefs = [w if sc is None else w * sc for w, sc in zip(ws, scales, strict=True)]
+        coefs = [w if sc is None else sc if w is None else w * sc
+                 for w, sc in zip(ws, scales, strict=True)]
         if n_plain >= 2:
             out = torch.add(plain[0], plain[1])
         elif n_plain == 1:
@@ -69,7 +72,9 @@ class NodeSum(torch.autograd.Function):
             g = grad if sc is None else grad * sc
             g_w = _dot(g, t) if need_w else None
             g_t = None
-            if need_t:
+            if need_t and w is None:
+                g_t = g
+            elif need_t:
                 # out of place when the backward itself is differentiated (create_graph)
                 in_place = sc is not None and not torch.is_grad_enabled()
                 g_t = g.mul_(w) if in_place else g * w

@@ -18,6 +18,23 @@ computed with fewer, larger kernels:
 
 RobustDARTS spaces offer different ops on different edges: each (source, op) group holds only
 the out-edges that offer the op.
+
+The methods' supernet options (genlab.nas.cells.EdgeOptions; the per-edge ``MixedOp`` is their
+definition) are computed in the same layout, except GDAS' sampled edges (per-edge cells):
+
+- DARTS-' auxiliary skip ``beta * aux(x)``: on stride-1 edges an identity whose weight beta
+  joins the edge's skip_connect weight (one term, w + beta) or enters as a term of its own;
+  on stride-2 edges FactorizedReduce modules of their own, stacked per source like the skip's,
+  beta as their BN scale;
+- R-DARTS' drop-path: one per-sample mask per edge, drawn in edge order as the per-edge cell
+  draws them, and applied as the per-sample factor of every term of that edge in the node sum
+  (``NodeSum``'s scale); nothing is drawn at probability 0 or in evaluation;
+- PC-DARTS' partial channels (K): every op runs on the first C/K channels of its source,
+  computed once per source for all out-edges; the edges' bypassed channels (max-pooled 2x2
+  at stride 2, once per source) are summed per node beside the op outputs, and the channel
+  shuffle of ``partial_merge`` is applied once per node to the two sums instead of once per
+  edge (it is a fixed permutation, so it commutes with the node's sum); edge normalisation
+  multiplies the edge weights by the node-softmaxed betas (conv ops: in the BN scale).
 """
 
 from __future__ import annotations
@@ -29,8 +46,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genlab.core.errors import ConfigError
 from genlab.core.parallel.data_parallel import batch_norm
-from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell, edge_name
+from genlab.nas.cells import (
+    CellTopology,
+    EdgeKnobs,
+    EdgeOptions,
+    OpReporter,
+    PerEdgeCell,
+    edge_name,
+)
 from genlab.nas.nodesum import NodeSum
 from genlab.nas.ops import DIL_CONVS, SEP_CONVS, draw_noise, shifted
 
@@ -41,6 +66,7 @@ CONV_PARTS = {
     "dil": ("dw", "pw"),
     "reduce": ("conv_1", "conv_2"),
 }
+AUX = "aux"  # the name of DARTS-' auxiliary-skip groups
 
 
 @dataclass(frozen=True)
@@ -57,7 +83,14 @@ class OpGroup:
         return f"s{self.source}_{self.name}"
 
     @property
+    def aux(self) -> bool:
+        """DARTS-' auxiliary skip (column -1: no alpha), not a candidate op."""
+        return self.name == AUX
+
+    @property
     def kind(self) -> str:
+        if self.name == AUX:
+            return "reduce" if self.stride == 2 else "identity"
         if self.name in SEP_CONVS:
             return "sep"
         if self.name in DIL_CONVS:
@@ -73,31 +106,60 @@ class OpGroup:
 
 
 class FusedCell(nn.Module):
-    """The DAG of a DARTS-space cell over preprocessed input states (module docstring)."""
+    """The DAG of a DARTS-space cell over preprocessed input states (module docstring).
+
+    ``channels``: the states' width; ``options``/``knobs``: the methods' supernet options and
+    their moving values (genlab.nas.cells), shared with the supernet."""
 
     def __init__(self, topology: CellTopology, edge_ops: Sequence[Sequence[str]], channels: int,
-                 reduction: bool):
+                 reduction: bool, options: EdgeOptions | None = None,
+                 knobs: EdgeKnobs | None = None):
         super().__init__()
-        self.topology, self.channels = topology, channels
+        options = options or EdgeOptions()
+        if options.sampled:
+            raise ConfigError("the fused DARTS cell runs every op; sampled edges (GDAS) use the "
+                              "per-edge cell")
+        self.topology, self.options = topology, options
+        self.knobs = knobs or EdgeKnobs()
+        self.channels = channels
+        self.parts = options.partial_channels
+        self.width = channels // self.parts  # the ops' width
         self.edge_ops = tuple(tuple(ops) for ops in edge_ops)
         self.num_ops = len(self.edge_ops[0])
         last = topology.num_inputs + topology.num_nodes - 1
         self.groups: list[list[OpGroup]] = []
+        self.out_rows: list[tuple[int, ...]] = []
+        # rows whose auxiliary identity joins the weight of the edge's skip_connect
+        self.aux_folded: set[int] = set()
         for s in range(last):
             stride = 2 if reduction and s < topology.num_inputs else 1
+            rows = tuple(r for r, (_, source) in enumerate(topology.edges) if source == s)
             by_op: dict[str, list[tuple[int, int]]] = {}
-            for row, (_, source) in enumerate(topology.edges):
-                if source == s:
-                    for col, name in enumerate(self.edge_ops[row]):
-                        by_op.setdefault(name, []).append((row, col))
-            self.groups.append([OpGroup(s, n, tuple(slots), stride) for n, slots in by_op.items()])
+            for row in rows:
+                for col, name in enumerate(self.edge_ops[row]):
+                    by_op.setdefault(name, []).append((row, col))
+            groups = [OpGroup(s, n, tuple(slots), stride) for n, slots in by_op.items()]
+            if options.aux_skip:
+                aux_rows = rows
+                if stride == 1 and self.parts == 1:
+                    folded = {r for r, _ in by_op.get("skip_connect", ())}
+                    self.aux_folded |= folded
+                    aux_rows = tuple(r for r in rows if r not in folded)
+                if aux_rows:
+                    groups.append(OpGroup(s, AUX, tuple((r, -1) for r in aux_rows), stride))
+            self.groups.append(groups)
+            self.out_rows.append(rows)
         self.params = nn.ParameterDict()
         for group in (g for gs in self.groups for g in gs):
             self._build(group)
 
     # -- parameters ------------------------------------------------------------------------
+    def _width(self, g: OpGroup) -> int:
+        """The channels of a group's op: the auxiliary skip reads the whole state."""
+        return self.channels if g.aux else self.width
+
     def _build(self, g: OpGroup) -> None:
-        n, c = len(g.slots), self.channels
+        n, c = len(g.slots), self._width(g)
         self.register_buffer(f"{g.key}_rows", torch.tensor([r for r, _ in g.slots]),
                              persistent=False)
         self.register_buffer(f"{g.key}_cols", torch.tensor([k for _, k in g.slots]),
@@ -131,54 +193,106 @@ class FusedCell(nn.Module):
 
     # -- forward ---------------------------------------------------------------------------------
     def forward(self, states: Sequence[torch.Tensor], weights: torch.Tensor,
-                report: OpReporter | None = None) -> list[torch.Tensor]:
-        """The intermediate nodes, given the preprocessed inputs and the (E, K) weights."""
+                report: OpReporter | None = None,
+                edge_weights: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """The intermediate nodes, given the preprocessed inputs and the (E, K) weights;
+        ``edge_weights`` (E,): factors of the edge outputs (PC-DARTS' normalised betas)."""
         topo = self.topology
-        scalars = weights.reshape(-1).unbind()
         first = topo.num_inputs
-        terms = {t: ([], [], []) for t in range(first, first + topo.num_nodes)}
+        if edge_weights is not None:
+            weights = weights * edge_weights[:, None]
+        step = _Step(weights, weights.reshape(-1).unbind(),
+                     None if edge_weights is None else edge_weights.unbind(),
+                     self._aux_weights(weights, edge_weights),
+                     self._drop_masks(states[0].shape[0], weights), report)
+        sums = {t: (_Sum(), _Sum(), _Sum()) for t in range(first, first + topo.num_nodes)}
         states = list(states)
         for s in range(first):
-            self._emit(s, states[s], weights, scalars, terms, report)
+            self._emit(s, states[s], step, sums)
         for t in range(first, first + topo.num_nodes):
-            plain, weighted, scales = terms[t]
-            node = NodeSum.apply(len(plain), tuple(scales), *plain, *weighted)
+            main, rest, aux = sums[t]
+            node = main.total()
+            if self.parts > 1:  # partial_merge's shuffle, once for the node's two sums
+                aux.plain.insert(0, shuffle_join(node, rest.total(), self.parts))
+                node = aux.total()
             states.append(node)
             if t < len(self.groups):
-                self._emit(t, node, weights, scalars, terms, report)
+                self._emit(t, node, step, sums)
         return states[first:]
 
-    def _emit(self, s: int, h: torch.Tensor, weights: torch.Tensor, scalars, terms: dict,
-              report: OpReporter | None) -> None:
+    def _aux_weights(self, weights: torch.Tensor, edge_weights: torch.Tensor | None):
+        """DARTS-' beta per edge (times the edge's normalised beta), None without the skip."""
+        if not self.options.aux_skip:
+            return None
+        beta = self.knobs.aux_scale
+        if edge_weights is None:
+            return weights.new_full((weights.shape[0],), beta).unbind()
+        return (beta * edge_weights).unbind()
+
+    def _drop_masks(self, batch: int, like: torch.Tensor) -> list[torch.Tensor | None] | None:
+        """R-DARTS' drop-path: one (N, 1, 1, 1) mask / keep per edge, drawn in edge order as
+        genlab.nas.cells.drop_path draws them on the per-edge cell; None when off."""
+        prob = self.knobs.drop_prob
+        if not (self.options.drop_path and self.training and prob > 0.0):
+            return None
+        keep = 1.0 - prob
+        return [torch.empty(batch, 1, 1, 1, dtype=like.dtype, device=like.device)
+                .bernoulli_(keep).div_(keep) for _ in self.topology.edges]
+
+    def _emit(self, s: int, h: torch.Tensor, step: _Step, sums: dict) -> None:
         """Add every op of source ``s`` to the terms of its target nodes."""
-        relu = None
+        report, masks = step.report, step.masks
+        k, edges = self.parts, self.topology.edges
+        xs = h if k == 1 else _dense_like(h[:, :self.width], h)
+        relus = {}
+
+        def relu_of(x):
+            if id(x) not in relus:
+                relus[id(x)] = F.relu(x)
+            return relus[id(x)]
+
         for g in self.groups[s]:
-            if g.kind in ("sep", "dil", "reduce") and relu is None:
-                relu = F.relu(h)
+            x = h if g.aux else xs
+            conv = g.kind in ("sep", "dil", "reduce")
             scales = None  # the edge weights as BN scales (not when unscaled outputs are wanted)
-            if report is None and g.kind in ("sep", "dil", "reduce"):
-                scales = weights[getattr(self, f"{g.key}_rows"), getattr(self, f"{g.key}_cols")]
-            out = self._op_output(g, h, relu, scales)
+            if report is None and conv:
+                if g.aux:
+                    scales = torch.stack([step.aux[r] for r, _ in g.slots])
+                else:
+                    scales = step.weights[getattr(self, f"{g.key}_rows"),
+                                          getattr(self, f"{g.key}_cols")]
+            out = self._op_output(g, x, relu_of(x) if conv else None, scales)
             for e, (row, col) in enumerate(g.slots):
-                target = self.topology.edges[row][0]
+                target = edges[row][0]
                 if out is None:  # none
                     if report is not None:
                         report(row, col, None)
                     continue
                 piece = out[e] if g.per_edge_output else out
-                if report is not None:
+                if report is not None and not g.aux:
                     report(row, col, piece.detach())
-                plain, weighted, node_scales = terms[target]
+                bucket = sums[target][2 if g.aux and k > 1 else 0]
                 if scales is not None:
-                    plain.append(piece)
+                    coef = None
+                elif g.aux:
+                    coef = step.aux[row]
                 else:
-                    weighted += [piece, scalars[row * self.num_ops + col]]
-                    node_scales.append(None)
+                    coef = step.scalars[row * self.num_ops + col]
+                    if row in self.aux_folded and g.name == "skip_connect":
+                        coef = coef + step.aux[row]
+                bucket.add(piece, coef, None if masks is None else masks[row])
+        if k > 1:  # the bypassed channels, max-pooled on the stride-2 edges
+            rest = h[:, self.width:]
+            if self.groups[s][0].stride == 2:
+                rest = F.max_pool2d(rest, 2, 2)
+            for row in self.out_rows[s]:
+                sums[edges[row][0]][1].add(rest, None if step.edge is None else step.edge[row],
+                                           None if masks is None else masks[row])
 
     def _op_output(self, g: OpGroup, h: torch.Tensor, relu: torch.Tensor | None,
                    scales: torch.Tensor | None):
         """None (zero), one tensor shared by the out-edges, or a list with one per out-edge."""
-        n, c, p = len(g.slots), self.channels, self.params
+        n, c, p = len(g.slots), self._width(g), self.params
         kind, key = g.kind, g.key
         if kind == "none":
             return None
@@ -219,7 +333,8 @@ class FusedCell(nn.Module):
         """
         out = {}
         for g in (g for gs in self.groups for g in gs):
-            mods = [ref.edges[edge_name(*self.topology.edges[r])].ops[k] for r, k in g.slots]
+            edges = [ref.edges[edge_name(*self.topology.edges[r])] for r, _ in g.slots]
+            mods = [e.aux if g.aux else e.ops[k] for e, (_, k) in zip(edges, g.slots, strict=True)]
             for part, tensors in _per_edge_parts(g.kind, mods, attr).items():
                 if g.kind in ("sep", "dil"):
                     out.update({f"{g.key}_e{e}_{part}": t for e, t in enumerate(tensors)})
@@ -237,6 +352,60 @@ class FusedCell(nn.Module):
     def grads(self) -> dict[str, torch.Tensor]:
         """Gradients of the stacked weights, by the names of ``per_edge_tensors``."""
         return {name: p.grad for name, p in self.params.items()}
+
+
+class _Sum:
+    """The terms of one node sum (``NodeSum``): plain tensors, and (tensor, weight) pairs with
+    an optional per-sample scale (a drop-path mask); a weight None: the scale alone."""
+
+    __slots__ = ("plain", "weighted", "scales")
+
+    def __init__(self):
+        self.plain, self.weighted, self.scales = [], [], []
+
+    def add(self, t: torch.Tensor, weight: torch.Tensor | None,
+            scale: torch.Tensor | None) -> None:
+        if weight is None and scale is None:
+            self.plain.append(t)
+        else:
+            self.weighted += [t, weight]
+            self.scales.append(scale)
+
+    def total(self) -> torch.Tensor:
+        return NodeSum.apply(len(self.plain), tuple(self.scales), *self.plain, *self.weighted)
+
+
+@dataclass
+class _Step:
+    """What every source of one cell forward reads."""
+
+    weights: torch.Tensor  # (E, K) mixing weights (times the edge betas)
+    scalars: tuple  # the same, flattened into 0-dim tensors
+    edge: tuple | None  # the edge betas (PC-DARTS), None without
+    aux: tuple | None  # DARTS-' beta per edge, None without the auxiliary skip
+    masks: list | None  # drop-path mask / keep per edge, None when off
+    report: OpReporter | None
+
+
+def shuffle_join(ops: torch.Tensor, rest: torch.Tensor, groups: int) -> torch.Tensor:
+    """``channel_shuffle(cat([ops, rest]), groups)`` (genlab.nas.cells) in one copy, in the
+    memory format of ``ops``: channel i * groups + g of the result is channel i of part g."""
+    parts = [ops, *rest.split(ops.shape[1], dim=1)]
+    if _format(ops) is torch.channels_last:
+        out = torch.stack([p.permute(0, 2, 3, 1) for p in parts], dim=-1)  # (N, H, W, C', G)
+        return out.flatten(3).permute(0, 3, 1, 2)
+    return torch.stack(parts, dim=2).flatten(1, 2)
+
+
+def _format(x: torch.Tensor) -> torch.memory_format:
+    channels_last = x.dim() == 4 and not x.is_contiguous() and \
+        x.is_contiguous(memory_format=torch.channels_last)
+    return torch.channels_last if channels_last else torch.contiguous_format
+
+
+def _dense_like(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """``x`` (a channel slice of ``ref``) dense, in ``ref``'s memory format."""
+    return x.contiguous(memory_format=_format(ref))
 
 
 def depthwise(x: torch.Tensor, w: torch.Tensor, stride: int, dilation: int) -> torch.Tensor:
