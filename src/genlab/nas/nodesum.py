@@ -13,6 +13,15 @@ from __future__ import annotations
 import torch
 
 
+def channels_last(x: torch.Tensor) -> bool:
+    """True for a 4-d tensor dense in channels_last but not in the default layout."""
+    try:  # layout queries other than the default are not implemented under vmap
+        return x.dim() == 4 and not x.is_contiguous() and \
+            x.is_contiguous(memory_format=torch.channels_last)
+    except RuntimeError:
+        return False
+
+
 def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """sum(a * b) without materialising the product when both share a dense layout."""
     if torch.is_grad_enabled():  # the backward is itself differentiated (create_graph)
@@ -20,11 +29,7 @@ def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.shape == b.shape and a.stride() == b.stride():
         if a.is_contiguous():
             return torch.dot(a.reshape(-1), b.reshape(-1))
-        try:  # layout queries other than the default are not implemented under vmap
-            channels_last = a.dim() == 4 and a.is_contiguous(memory_format=torch.channels_last)
-        except RuntimeError:
-            channels_last = False
-        if channels_last:
+        if channels_last(a):
             return torch.dot(a.permute(0, 2, 3, 1).reshape(-1), b.permute(0, 2, 3, 1).reshape(-1))
     return (a * b).sum()
 
@@ -56,6 +61,7 @@ class NodeSum(torch.autograd.Function):
                         strict=True):
             out.addcmul_(t, c)
         ctx.n_plain, ctx.scales = n_plain, scales
+        ctx.channels_last = channels_last(out)
         ctx.save_for_backward(*ts, *ws)
         return out
 
@@ -66,6 +72,11 @@ class NodeSum(torch.autograd.Function):
         k = len(saved) // 2
         ts, ws = saved[:k], saved[k:]
         needs = ctx.needs_input_grad[2:]
+        if ctx.channels_last and not grad.is_contiguous(memory_format=torch.channels_last):
+            # the terms' backwards (BN, conv) are 2-3x slower on CPU when the gradient's
+            # layout differs from their input's; the incoming one is often NCHW (a slice of
+            # the cell output's gradient)
+            grad = grad.contiguous(memory_format=torch.channels_last)
         grads = [grad if needs[i] else None for i in range(n)]
         for idx, (t, w, sc) in enumerate(zip(ts, ws, ctx.scales, strict=True)):
             need_t, need_w = needs[n + 2 * idx], needs[n + 2 * idx + 1]

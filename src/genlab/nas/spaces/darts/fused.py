@@ -56,7 +56,7 @@ from genlab.nas.cells import (
     PerEdgeCell,
     edge_name,
 )
-from genlab.nas.nodesum import NodeSum
+from genlab.nas.nodesum import NodeSum, channels_last
 from genlab.nas.ops import DIL_CONVS, SEP_CONVS, draw_noise, shifted
 
 BN_MOMENTUM, BN_EPS = 0.1, 1e-5
@@ -398,9 +398,7 @@ def shuffle_join(ops: torch.Tensor, rest: torch.Tensor, groups: int) -> torch.Te
 
 
 def _format(x: torch.Tensor) -> torch.memory_format:
-    channels_last = x.dim() == 4 and not x.is_contiguous() and \
-        x.is_contiguous(memory_format=torch.channels_last)
-    return torch.channels_last if channels_last else torch.contiguous_format
+    return torch.channels_last if channels_last(x) else torch.contiguous_format
 
 
 def _dense_like(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
