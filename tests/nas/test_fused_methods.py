@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 import genlab.nas.ops as ops_mod
 from genlab.nas.cells import channel_shuffle
+from genlab.nas.nodesum import channels_last
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
 from genlab.nas.spaces.darts.fused import FusedCell, shuffle_join
@@ -126,6 +127,39 @@ def test_second_order_gradients_through_the_fused_options(fixed_noise):
                                        net.arch_parameters()))
     for a, b in zip(*out, strict=True):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
+
+
+def test_every_option_under_bf16_autocast():
+    """The search's bf16 autocast: float32 masks and weights meet bfloat16 ops in the node
+    sums; the logits stay within bfloat16 rounding of the float32 ones."""
+    options, knobs = CASES["all together"]
+    net = get_space("darts").build_supernet(num_classes=5, in_channels=1, channels=16, cells=3,
+                                            **{**options, "partial_channels": 2})
+    net.set_knobs(**knobs)
+    x = torch.randn(8, 1, 8, 8, generator=torch.Generator().manual_seed(4))
+    torch.manual_seed(5)
+    want = net(x)
+    torch.manual_seed(5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = net(x)
+    assert ((got.float() - want).norm() / want.norm()) < 0.05
+    got.float().square().sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in net.arch_parameters())
+
+
+@pytest.mark.parametrize("options", [{}, {"drop_path": True}, {"partial_channels": 2}])
+def test_every_node_stays_channels_last(options):
+    """Reduction cells included (their FactorizedReduce stack, the node sums, the shuffle):
+    a node in NCHW sends every later conv and BN down oneDNN's slow mixed-layout paths."""
+    net = get_space("darts").build_supernet(num_classes=5, in_channels=1, channels=16, cells=3,
+                                            **options)
+    net.set_knobs(drop_prob=0.2)
+    assert net.channels_last
+    layouts = []
+    for cell in net.cells:
+        cell.register_forward_hook(lambda m, i, nodes: layouts.extend(map(channels_last, nodes)))
+    net(torch.randn(4, 1, 8, 8)).sum().backward()
+    assert layouts == [True] * 12
 
 
 def test_shuffle_join_is_cat_then_channel_shuffle():

@@ -26,7 +26,7 @@ def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """sum(a * b) without materialising the product when both share a dense layout."""
     if torch.is_grad_enabled():  # the backward is itself differentiated (create_graph)
         return (a * b).sum()
-    if a.shape == b.shape and a.stride() == b.stride():
+    if a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype:
         if a.is_contiguous():
             return torch.dot(a.reshape(-1), b.reshape(-1))
         if channels_last(a):
@@ -49,12 +49,21 @@ class NodeSum(torch.autograd.Function):
         ts, ws = rest[0::2], rest[1::2]
         coefs = [w if sc is None else sc if w is None else w * sc
                  for w, sc in zip(ws, scales, strict=True)]
+        # the node in channels_last if any term is (the first term's layout may be another)
+        first = plain[0] if n_plain else ts[0]
+        layout = torch.channels_last if any(map(channels_last, (*plain, *ts))) \
+            else torch.contiguous_format
         if n_plain >= 2:
-            out = torch.add(plain[0], plain[1])
-        elif n_plain == 1:
-            out = plain[0].clone()
+            dtype = torch.promote_types(plain[0].dtype, plain[1].dtype)
         else:
-            out = ts[0] * coefs[0]
+            dtype = first.dtype if n_plain else torch.result_type(ts[0], coefs[0])
+        out = torch.empty_like(first, dtype=dtype, memory_format=layout)
+        if n_plain >= 2:
+            torch.add(plain[0], plain[1], out=out)
+        elif n_plain == 1:
+            out.copy_(plain[0])
+        else:
+            torch.mul(ts[0], coefs[0], out=out)
         for p in plain[2:]:
             out.add_(p)
         for t, c in zip(ts[1:] if n_plain == 0 else ts, coefs[1:] if n_plain == 0 else coefs,

@@ -307,9 +307,14 @@ class FusedCell(nn.Module):
         if kind == "reduce":
             a = F.conv2d(relu, p[f"{key}_conv_1"], stride=2)
             b = F.conv2d(shifted(relu), p[f"{key}_conv_2"], stride=2)
-            y = torch.stack([a.unflatten(1, (n, c // 2)), b.unflatten(1, (n, c // 2))], dim=2)
+            halves = [t.unflatten(1, (n, c // 2)) for t in (a, b)]  # (N, n, C/2, H, W)
+            if _format(relu) is torch.channels_last:  # stacked in the input's layout
+                y = torch.stack([t.permute(0, 3, 4, 1, 2) for t in halves], dim=4)
+                y = y.flatten(3).permute(0, 3, 1, 2)  # (N, H, W, n, 2, C/2) as (N, C', H, W)
+            else:
+                y = torch.stack(halves, dim=2).flatten(1, 3)
             scale = None if scales is None else scales.repeat_interleave(c)
-            return self._bn(y.flatten(1, 3), f"{key}_bn2", scale).split(c, dim=1)
+            return self._bn(y, f"{key}_bn2", scale).split(c, dim=1)
         outs = []
         for e in range(n):
             scale = None if scales is None else scales[e].expand(c).contiguous()
