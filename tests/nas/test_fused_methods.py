@@ -83,9 +83,11 @@ def test_fused_options_equal_per_edge(space, case, fixed_noise):
     _equal_to_per_edge(space, *CASES[case])
 
 
-def test_partial_channels_in_channels_last(fixed_noise):
-    """Ops 8 channels wide: the fused supernet runs channels_last (the shuffle keeps it)."""
-    _equal_to_per_edge("darts", {"partial_channels": 2, "edge_norm": True, "drop_path": True},
+@pytest.mark.parametrize("k", [2, 4])
+def test_partial_channels_in_channels_last(k, fixed_noise):
+    """Ops 2-8 channels wide in the fused supernet's channels_last layout (the shuffle keeps
+    it), the per-edge one in NCHW."""
+    _equal_to_per_edge("darts", {"partial_channels": k, "edge_norm": True, "drop_path": True},
                        {"drop_prob": 0.2}, C=16, channels_last=True)
 
 
