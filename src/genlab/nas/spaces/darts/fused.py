@@ -124,6 +124,9 @@ class FusedCell(nn.Module):
         self.channels = channels
         self.parts = options.partial_channels
         self.width = channels // self.parts  # the ops' width
+        # PC-DARTS' narrow convs: the out-edges' convs of one source stacked into one conv
+        # each (fewer, wider kernels; full-width per-edge convs are faster unstacked)
+        self.stacked = self.parts > 1
         self.edge_ops = tuple(tuple(ops) for ops in edge_ops)
         self.num_ops = len(self.edge_ops[0])
         last = topology.num_inputs + topology.num_nodes - 1
@@ -172,7 +175,11 @@ class FusedCell(nn.Module):
                 for part in CONV_PARTS[kind]:
                     shapes[f"e{e}_{part}"] = (c, 1, k, k) if part.startswith("dw") else (c, c, 1, 1)
                 for b in ("bn1", "bn2") if kind == "sep" else ("bn2",):
-                    self._bn_buffers(f"{g.key}_e{e}_{b}", c)
+                    if self.stacked:  # one BN over the out-edges' stacked channels
+                        if e == 0:
+                            self._bn_buffers(f"{g.key}_{b}", n * c)
+                    else:
+                        self._bn_buffers(f"{g.key}_e{e}_{b}", c)
         elif kind == "reduce":  # 1x1 convs of all out-edges stacked into one
             shapes = {p: (n * c // 2, c, 1, 1) for p in CONV_PARTS["reduce"]}
             self._bn_buffers(f"{g.key}_bn2", n * c)
@@ -315,6 +322,8 @@ class FusedCell(nn.Module):
                 y = torch.stack(halves, dim=2).flatten(1, 3)
             scale = None if scales is None else scales.repeat_interleave(c)
             return self._bn(y, f"{key}_bn2", scale).split(c, dim=1)
+        if self.stacked:
+            return self._stacked_convs(g, relu, scales)
         outs = []
         for e in range(n):
             scale = None if scales is None else scales[e].expand(c).contiguous()
@@ -329,6 +338,28 @@ class FusedCell(nn.Module):
                 outs.append(self._bn(F.conv2d(x, p[f"{pre}_pw"]), f"{pre}_bn2", scale))
         return outs
 
+    def _stacked_convs(self, g: OpGroup, relu: torch.Tensor, scales: torch.Tensor | None):
+        """The sep/dil convs of all out-edges of a group in one conv each: the first
+        depthwise conv with a channel multiplier (channel c * n + e: edge e's filter on channel
+        c), the pointwise convs block-diagonal (the first one also reorders to edge-major
+        channels e * C + c), the second depthwise over the stacked channels, one BN each."""
+        n, c, p, key = len(g.slots), self.width, self.params, g.key
+        kind = g.kind
+        first, pw = ("dw1", "pw1") if kind == "sep" else ("dw", "pw")
+        dw = torch.stack([p[f"{key}_e{e}_{first}"] for e in range(n)], dim=1).flatten(0, 1)
+        x = depthwise(relu, dw, g.stride, 1 if kind == "sep" else 2)
+        eye = torch.eye(n, dtype=dw.dtype, device=dw.device)
+        pws = torch.stack([p[f"{key}_e{e}_{pw}"].flatten(1) for e in range(n)])  # (n, C, C)
+        x = F.conv2d(x, torch.einsum("eoc,ef->eocf", pws, eye).reshape(n * c, c * n, 1, 1))
+        if kind == "sep":
+            x = F.relu(self._bn(x, f"{key}_bn1", None))
+            dw2 = torch.cat([p[f"{key}_e{e}_dw2"] for e in range(n)])
+            x = depthwise(x, dw2, 1, 1)
+            pw2 = torch.block_diag(*[p[f"{key}_e{e}_pw2"].flatten(1) for e in range(n)])
+            x = F.conv2d(x, pw2[:, :, None, None])
+        scale = None if scales is None else scales.repeat_interleave(c)
+        return self._bn(x, f"{key}_bn2", scale).split(c, dim=1)
+
     # -- weights from the per-edge layout -------------------------------------------------------
     def per_edge_tensors(self, ref: PerEdgeCell, attr: str = "data") -> dict[str, torch.Tensor]:
         """This cell's stacked tensors assembled from the per-edge cell ``ref``.
@@ -341,7 +372,7 @@ class FusedCell(nn.Module):
             edges = [ref.edges[edge_name(*self.topology.edges[r])] for r, _ in g.slots]
             mods = [e.aux if g.aux else e.ops[k] for e, (_, k) in zip(edges, g.slots, strict=True)]
             for part, tensors in _per_edge_parts(g.kind, mods, attr).items():
-                if g.kind in ("sep", "dil"):
+                if g.kind in ("sep", "dil") and not (self.stacked and part.startswith("bn")):
                     out.update({f"{g.key}_e{e}_{part}": t for e, t in enumerate(tensors)})
                 else:
                     out[f"{g.key}_{part}"] = torch.cat(tensors)
@@ -412,18 +443,19 @@ def _dense_like(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
 
 
 def depthwise(x: torch.Tensor, w: torch.Tensor, stride: int, dilation: int) -> torch.Tensor:
-    """Depthwise k x k conv, 'same' padding, by the fastest exact route on CPU.
+    """Depthwise k x k conv, 'same' padding, by the fastest exact route on CPU (``w``: one
+    filter per channel of ``x``, or a multiple: each channel's filters in turn).
 
     Dilation 2 at stride 2 reads only the even pixels: a plain conv of x[:, :, ::2, ::2].
     Dilation 2 at stride 1: the kernel spread onto a (2k-1) x (2k-1) grid of zeros (faster
     than PyTorch's dilated depthwise backward on CPU; the zeros add exact zeros).
     """
-    c, k = w.shape[0], w.shape[-1]
+    c, k = x.shape[1], w.shape[-1]
     if dilation == 1:
         return F.conv2d(x, w, stride=stride, padding=k // 2, groups=c)
     if stride == 2:
         return F.conv2d(x[:, :, ::2, ::2], w, padding=k // 2, groups=c)
-    spread = w.new_zeros(c, 1, 2 * k - 1, 2 * k - 1)
+    spread = w.new_zeros(w.shape[0], 1, 2 * k - 1, 2 * k - 1)
     spread[:, :, ::2, ::2] = w
     return F.conv2d(x, spread, padding=k - 1, groups=c)
 
