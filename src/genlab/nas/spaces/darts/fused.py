@@ -250,7 +250,7 @@ class FusedCell(nn.Module):
         """Add every op of source ``s`` to the terms of its target nodes."""
         report, masks = step.report, step.masks
         k, edges = self.parts, self.topology.edges
-        xs = h if k == 1 else _dense_like(h[:, :self.width], h)
+        xs, rest = (h, None) if k == 1 else _ChannelSplit.apply(h, self.width)
         relus = {}
 
         def relu_of(x):
@@ -289,7 +289,6 @@ class FusedCell(nn.Module):
                         coef = coef + step.aux[row]
                 bucket.add(piece, coef, None if masks is None else masks[row])
         if k > 1:  # the bypassed channels, max-pooled on the stride-2 edges
-            rest = h[:, self.width:]
             if self.groups[s][0].stride == 2:
                 rest = F.max_pool2d(rest, 2, 2)
             for row in self.out_rows[s]:
@@ -437,9 +436,20 @@ def _format(x: torch.Tensor) -> torch.memory_format:
     return torch.channels_last if channels_last(x) else torch.contiguous_format
 
 
-def _dense_like(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """``x`` (a channel slice of ``ref``) dense, in ``ref``'s memory format."""
-    return x.contiguous(memory_format=_format(ref))
+class _ChannelSplit(torch.autograd.Function):
+    """PC-DARTS' (x[:, :C'], x[:, C':]): the ops' channels dense in x's layout, the bypassed
+    ones a view; the backward joins their gradients in x's layout (slicing's own backward
+    gives an NCHW gradient, and the BN and conv backwards before it are 2-3x slower on CPU
+    when the layouts differ)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, width: int):
+        ctx.layout = _format(x)
+        return x[:, :width].contiguous(memory_format=ctx.layout), x[:, width:]
+
+    @staticmethod
+    def backward(ctx, g_ops: torch.Tensor, g_rest: torch.Tensor):  # unused: zeros
+        return torch.cat([g_ops, g_rest], dim=1).contiguous(memory_format=ctx.layout), None
 
 
 def depthwise(x: torch.Tensor, w: torch.Tensor, stride: int, dilation: int) -> torch.Tensor:
@@ -447,14 +457,18 @@ def depthwise(x: torch.Tensor, w: torch.Tensor, stride: int, dilation: int) -> t
     filter per channel of ``x``, or a multiple: each channel's filters in turn).
 
     Dilation 2 at stride 2 reads only the even pixels: a plain conv of x[:, :, ::2, ::2].
-    Dilation 2 at stride 1: the kernel spread onto a (2k-1) x (2k-1) grid of zeros (faster
-    than PyTorch's dilated depthwise backward on CPU; the zeros add exact zeros).
+    Dilation 2 at stride 1: one filter per channel, the kernel spread onto a (2k-1) x (2k-1)
+    grid of zeros (faster than PyTorch's dilated depthwise backward on CPU in NCHW, as fast
+    in channels_last; the zeros add exact zeros); several filters per channel (PC-DARTS'
+    stacked convs), the dilated conv itself (2-3x faster than the spread kernel there).
     """
     c, k = x.shape[1], w.shape[-1]
     if dilation == 1:
         return F.conv2d(x, w, stride=stride, padding=k // 2, groups=c)
     if stride == 2:
         return F.conv2d(x[:, :, ::2, ::2], w, padding=k // 2, groups=c)
+    if w.shape[0] > c:  # several filters per channel: oneDNN's dilated conv is 2-3x faster
+        return F.conv2d(x, w, padding=k - 1, dilation=2, groups=c)
     spread = w.new_zeros(w.shape[0], 1, 2 * k - 1, 2 * k - 1)
     spread[:, :, ::2, ::2] = w
     return F.conv2d(x, spread, padding=k - 1, groups=c)
