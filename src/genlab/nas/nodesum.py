@@ -71,7 +71,10 @@ class NodeSum(torch.autograd.Function):
             out.addcmul_(t, c)
         ctx.n_plain, ctx.scales = n_plain, scales
         ctx.channels_last = channels_last(out)
-        ctx.save_for_backward(*ts, *ws)
+        # a term is needed in the backward only for its weight's gradient (a drop-path term
+        # with a scale alone, or a weight without gradient, saves nothing)
+        needs = ctx.needs_input_grad[2 + n_plain:]
+        ctx.save_for_backward(*(t if needs[2 * i + 1] else None for i, t in enumerate(ts)), *ws)
         return out
 
     @staticmethod
