@@ -5,9 +5,9 @@ genlab.nas.spaces.darts.supernet.search_op; checked in tests and in benchmarks/n
 computed with fewer, larger kernels:
 
 - every op that reads state s is computed once for all out-edges of s that offer it: one ReLU
-  per source; the depthwise and pointwise convs of the out-edges stacked into grouped convs
-  over the input repeated once per edge (edge-major channels); FactorizedReduce's two 1x1
-  convs stacked the same way;
+  per source; FactorizedReduce's two 1x1 convs of the out-edges stacked into one each
+  (edge-major channels); the sep/dil convs stay per edge at full width (stacked, they were
+  slower on CPU; docs/nas_performance.md);
 - a pool followed by BN(affine=False) gives the same tensor on every out-edge (the BN's batch
   statistics, and so its running statistics, are those of one input): it is computed once per
   source, with one set of running statistics;
@@ -33,8 +33,13 @@ definition) are computed in the same layout, except GDAS' sampled edges (per-edg
   computed once per source for all out-edges; the edges' bypassed channels (max-pooled 2x2
   at stride 2, once per source) are summed per node beside the op outputs, and the channel
   shuffle of ``partial_merge`` is applied once per node to the two sums instead of once per
-  edge (it is a fixed permutation, so it commutes with the node's sum); edge normalisation
+  edge (it is a fixed permutation, so it commutes with the node's sum); the narrow sep/dil
+  convs of a source's out-edges are stacked (``_stacked_convs``); edge normalisation
   multiplies the edge weights by the node-softmaxed betas (conv ops: in the BN scale).
+
+Every node is kept in the layout of the states (channels_last above 8 channels), its
+gradient too: oneDNN's CPU backwards are 2-3x slower when an input's and its gradient's
+layouts differ.
 """
 
 from __future__ import annotations
