@@ -1,7 +1,8 @@
 """In-place weighted node sums with a cheap backward, shared by the fused supernets.
 
 A supernet node is node = sum(plain terms) + sum_k w_k * scale_k * t_k (w_k the softmax
-weight of an edge's op, scale_k an optional constant map such as 1 / window counts).
+weight of an edge's op, scale_k an optional constant map such as 1 / window counts or a
+drop-path mask; either of w_k and scale_k may be absent, not both).
 ``NodeSum`` accumulates it into one tensor in place, and its backward computes
 dL/dw_k = <g * scale_k, t_k> by a dot product instead of autograd's mul + sum. The backward
 is itself differentiable (double backward for the alpha Hessian and hypergradients).
@@ -12,18 +13,23 @@ from __future__ import annotations
 import torch
 
 
+def channels_last(x: torch.Tensor) -> bool:
+    """True for a 4-d tensor dense in channels_last but not in the default layout."""
+    try:  # layout queries other than the default are not implemented under vmap
+        return x.dim() == 4 and not x.is_contiguous() and \
+            x.is_contiguous(memory_format=torch.channels_last)
+    except RuntimeError:
+        return False
+
+
 def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """sum(a * b) without materialising the product when both share a dense layout."""
     if torch.is_grad_enabled():  # the backward is itself differentiated (create_graph)
         return (a * b).sum()
-    if a.shape == b.shape and a.stride() == b.stride():
+    if a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype:
         if a.is_contiguous():
             return torch.dot(a.reshape(-1), b.reshape(-1))
-        try:  # layout queries other than the default are not implemented under vmap
-            channels_last = a.dim() == 4 and a.is_contiguous(memory_format=torch.channels_last)
-        except RuntimeError:
-            channels_last = False
-        if channels_last:
+        if channels_last(a):
             return torch.dot(a.permute(0, 2, 3, 1).reshape(-1), b.permute(0, 2, 3, 1).reshape(-1))
     return (a * b).sum()
 
@@ -31,7 +37,8 @@ def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 class NodeSum(torch.autograd.Function):
     """node = sum(plain) + sum_k w_k * scale_k * t_k, accumulated in place into one tensor.
 
-    ``w_k`` are 0-dim tensors (edge weights), ``scale_k`` constant maps or None. The backward
+    ``w_k`` are 0-dim tensors (edge weights) or None (the term's factor is its scale alone),
+    ``scale_k`` constant maps (broadcast against t_k) or None. The backward
     gives dL/dw_k = <g * scale_k, t_k> by a dot product instead of autograd's mul + sum, and
     dL/dt_k = w_k * scale_k * g.
     """
@@ -40,20 +47,34 @@ class NodeSum(torch.autograd.Function):
     def forward(ctx, n_plain: int, scales: tuple, *tensors: torch.Tensor) -> torch.Tensor:
         plain, rest = tensors[:n_plain], tensors[n_plain:]
         ts, ws = rest[0::2], rest[1::2]
-        coefs = [w if sc is None else w * sc for w, sc in zip(ws, scales, strict=True)]
+        coefs = [w if sc is None else sc if w is None else w * sc
+                 for w, sc in zip(ws, scales, strict=True)]
+        # the node in channels_last if any term is (the first term's layout may be another)
+        first = plain[0] if n_plain else ts[0]
+        layout = torch.channels_last if any(map(channels_last, (*plain, *ts))) \
+            else torch.contiguous_format
         if n_plain >= 2:
-            out = torch.add(plain[0], plain[1])
-        elif n_plain == 1:
-            out = plain[0].clone()
+            dtype = torch.promote_types(plain[0].dtype, plain[1].dtype)
         else:
-            out = ts[0] * coefs[0]
+            dtype = first.dtype if n_plain else torch.result_type(ts[0], coefs[0])
+        out = torch.empty_like(first, dtype=dtype, memory_format=layout)
+        if n_plain >= 2:
+            torch.add(plain[0], plain[1], out=out)
+        elif n_plain == 1:
+            out.copy_(plain[0])
+        else:
+            torch.mul(ts[0], coefs[0], out=out)
         for p in plain[2:]:
             out.add_(p)
         for t, c in zip(ts[1:] if n_plain == 0 else ts, coefs[1:] if n_plain == 0 else coefs,
                         strict=True):
             out.addcmul_(t, c)
         ctx.n_plain, ctx.scales = n_plain, scales
-        ctx.save_for_backward(*ts, *ws)
+        ctx.channels_last = channels_last(out)
+        # a term is needed in the backward only for its weight's gradient (a drop-path term
+        # with a scale alone, or a weight without gradient, saves nothing)
+        needs = ctx.needs_input_grad[2 + n_plain:]
+        ctx.save_for_backward(*(t if needs[2 * i + 1] else None for i, t in enumerate(ts)), *ws)
         return out
 
     @staticmethod
@@ -63,13 +84,20 @@ class NodeSum(torch.autograd.Function):
         k = len(saved) // 2
         ts, ws = saved[:k], saved[k:]
         needs = ctx.needs_input_grad[2:]
+        if ctx.channels_last and not grad.is_contiguous(memory_format=torch.channels_last):
+            # the terms' backwards (BN, conv) are 2-3x slower on CPU when the gradient's
+            # layout differs from their input's; the incoming one is often NCHW (a slice of
+            # the cell output's gradient)
+            grad = grad.contiguous(memory_format=torch.channels_last)
         grads = [grad if needs[i] else None for i in range(n)]
         for idx, (t, w, sc) in enumerate(zip(ts, ws, ctx.scales, strict=True)):
             need_t, need_w = needs[n + 2 * idx], needs[n + 2 * idx + 1]
             g = grad if sc is None else grad * sc
             g_w = _dot(g, t) if need_w else None
             g_t = None
-            if need_t:
+            if need_t and w is None:
+                g_t = g
+            elif need_t:
                 # out of place when the backward itself is differentiated (create_graph)
                 in_place = sc is not None and not torch.is_grad_enabled()
                 g_t = g.mul_(w) if in_place else g * w

@@ -5,9 +5,9 @@ genlab.nas.spaces.darts.supernet.search_op; checked in tests and in benchmarks/n
 computed with fewer, larger kernels:
 
 - every op that reads state s is computed once for all out-edges of s that offer it: one ReLU
-  per source; the depthwise and pointwise convs of the out-edges stacked into grouped convs
-  over the input repeated once per edge (edge-major channels); FactorizedReduce's two 1x1
-  convs stacked the same way;
+  per source; FactorizedReduce's two 1x1 convs of the out-edges stacked into one each
+  (edge-major channels); the sep/dil convs stay per edge at full width (stacked, they were
+  slower on CPU; docs/nas_performance.md);
 - a pool followed by BN(affine=False) gives the same tensor on every out-edge (the BN's batch
   statistics, and so its running statistics, are those of one input): it is computed once per
   source, with one set of running statistics;
@@ -18,6 +18,28 @@ computed with fewer, larger kernels:
 
 RobustDARTS spaces offer different ops on different edges: each (source, op) group holds only
 the out-edges that offer the op.
+
+The methods' supernet options (genlab.nas.cells.EdgeOptions; the per-edge ``MixedOp`` is their
+definition) are computed in the same layout, except GDAS' sampled edges (per-edge cells):
+
+- DARTS-' auxiliary skip ``beta * aux(x)``: on stride-1 edges an identity whose weight beta
+  joins the edge's skip_connect weight (one term, w + beta) or enters as a term of its own;
+  on stride-2 edges FactorizedReduce modules of their own, stacked per source like the skip's,
+  beta as their BN scale;
+- R-DARTS' drop-path: one per-sample mask per edge, drawn in edge order as the per-edge cell
+  draws them, and applied as the per-sample factor of every term of that edge in the node sum
+  (``NodeSum``'s scale); nothing is drawn at probability 0 or in evaluation;
+- PC-DARTS' partial channels (K): every op runs on the first C/K channels of its source,
+  computed once per source for all out-edges; the edges' bypassed channels (max-pooled 2x2
+  at stride 2, once per source) are summed per node beside the op outputs, and the channel
+  shuffle of ``partial_merge`` is applied once per node to the two sums instead of once per
+  edge (it is a fixed permutation, so it commutes with the node's sum); the narrow sep/dil
+  convs of a source's out-edges are stacked (``_stacked_convs``); edge normalisation
+  multiplies the edge weights by the node-softmaxed betas (conv ops: in the BN scale).
+
+Every node is kept in the layout of the states (channels_last above 8 channels), its
+gradient too: oneDNN's CPU backwards are 2-3x slower when an input's and its gradient's
+layouts differ.
 """
 
 from __future__ import annotations
@@ -29,9 +51,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genlab.core.errors import ConfigError
 from genlab.core.parallel.data_parallel import batch_norm
-from genlab.nas.cells import CellTopology, OpReporter, PerEdgeCell, edge_name
-from genlab.nas.nodesum import NodeSum
+from genlab.nas.cells import (
+    CellTopology,
+    EdgeKnobs,
+    EdgeOptions,
+    OpReporter,
+    PerEdgeCell,
+    edge_name,
+)
+from genlab.nas.nodesum import NodeSum, channels_last
 from genlab.nas.ops import DIL_CONVS, SEP_CONVS, draw_noise, shifted
 
 BN_MOMENTUM, BN_EPS = 0.1, 1e-5
@@ -41,6 +71,7 @@ CONV_PARTS = {
     "dil": ("dw", "pw"),
     "reduce": ("conv_1", "conv_2"),
 }
+AUX = "aux"  # the name of DARTS-' auxiliary-skip groups
 
 
 @dataclass(frozen=True)
@@ -57,7 +88,14 @@ class OpGroup:
         return f"s{self.source}_{self.name}"
 
     @property
+    def aux(self) -> bool:
+        """DARTS-' auxiliary skip (column -1: no alpha), not a candidate op."""
+        return self.name == AUX
+
+    @property
     def kind(self) -> str:
+        if self.name == AUX:
+            return "reduce" if self.stride == 2 else "identity"
         if self.name in SEP_CONVS:
             return "sep"
         if self.name in DIL_CONVS:
@@ -73,31 +111,63 @@ class OpGroup:
 
 
 class FusedCell(nn.Module):
-    """The DAG of a DARTS-space cell over preprocessed input states (module docstring)."""
+    """The DAG of a DARTS-space cell over preprocessed input states (module docstring).
+
+    ``channels``: the states' width; ``options``/``knobs``: the methods' supernet options and
+    their moving values (genlab.nas.cells), shared with the supernet."""
 
     def __init__(self, topology: CellTopology, edge_ops: Sequence[Sequence[str]], channels: int,
-                 reduction: bool):
+                 reduction: bool, options: EdgeOptions | None = None,
+                 knobs: EdgeKnobs | None = None):
         super().__init__()
-        self.topology, self.channels = topology, channels
+        options = options or EdgeOptions()
+        if options.sampled:
+            raise ConfigError("the fused DARTS cell runs every op; sampled edges (GDAS) use the "
+                              "per-edge cell")
+        self.topology, self.options = topology, options
+        self.knobs = knobs or EdgeKnobs()
+        self.channels = channels
+        self.parts = options.partial_channels
+        self.width = channels // self.parts  # the ops' width
+        # PC-DARTS' narrow convs: the out-edges' convs of one source stacked into one conv
+        # each (fewer, wider kernels; full-width per-edge convs are faster unstacked)
+        self.stacked = self.parts > 1
         self.edge_ops = tuple(tuple(ops) for ops in edge_ops)
         self.num_ops = len(self.edge_ops[0])
         last = topology.num_inputs + topology.num_nodes - 1
         self.groups: list[list[OpGroup]] = []
+        self.out_rows: list[tuple[int, ...]] = []
+        # rows whose auxiliary identity joins the weight of the edge's skip_connect
+        self.aux_folded: set[int] = set()
         for s in range(last):
             stride = 2 if reduction and s < topology.num_inputs else 1
+            rows = tuple(r for r, (_, source) in enumerate(topology.edges) if source == s)
             by_op: dict[str, list[tuple[int, int]]] = {}
-            for row, (_, source) in enumerate(topology.edges):
-                if source == s:
-                    for col, name in enumerate(self.edge_ops[row]):
-                        by_op.setdefault(name, []).append((row, col))
-            self.groups.append([OpGroup(s, n, tuple(slots), stride) for n, slots in by_op.items()])
+            for row in rows:
+                for col, name in enumerate(self.edge_ops[row]):
+                    by_op.setdefault(name, []).append((row, col))
+            groups = [OpGroup(s, n, tuple(slots), stride) for n, slots in by_op.items()]
+            if options.aux_skip:
+                aux_rows = rows
+                if stride == 1 and self.parts == 1:
+                    folded = {r for r, _ in by_op.get("skip_connect", ())}
+                    self.aux_folded |= folded
+                    aux_rows = tuple(r for r in rows if r not in folded)
+                if aux_rows:
+                    groups.append(OpGroup(s, AUX, tuple((r, -1) for r in aux_rows), stride))
+            self.groups.append(groups)
+            self.out_rows.append(rows)
         self.params = nn.ParameterDict()
         for group in (g for gs in self.groups for g in gs):
             self._build(group)
 
     # -- parameters ------------------------------------------------------------------------
+    def _width(self, g: OpGroup) -> int:
+        """The channels of a group's op: the auxiliary skip reads the whole state."""
+        return self.channels if g.aux else self.width
+
     def _build(self, g: OpGroup) -> None:
-        n, c = len(g.slots), self.channels
+        n, c = len(g.slots), self._width(g)
         self.register_buffer(f"{g.key}_rows", torch.tensor([r for r, _ in g.slots]),
                              persistent=False)
         self.register_buffer(f"{g.key}_cols", torch.tensor([k for _, k in g.slots]),
@@ -110,7 +180,11 @@ class FusedCell(nn.Module):
                 for part in CONV_PARTS[kind]:
                     shapes[f"e{e}_{part}"] = (c, 1, k, k) if part.startswith("dw") else (c, c, 1, 1)
                 for b in ("bn1", "bn2") if kind == "sep" else ("bn2",):
-                    self._bn_buffers(f"{g.key}_e{e}_{b}", c)
+                    if self.stacked:  # one BN over the out-edges' stacked channels
+                        if e == 0:
+                            self._bn_buffers(f"{g.key}_{b}", n * c)
+                    else:
+                        self._bn_buffers(f"{g.key}_e{e}_{b}", c)
         elif kind == "reduce":  # 1x1 convs of all out-edges stacked into one
             shapes = {p: (n * c // 2, c, 1, 1) for p in CONV_PARTS["reduce"]}
             self._bn_buffers(f"{g.key}_bn2", n * c)
@@ -131,54 +205,105 @@ class FusedCell(nn.Module):
 
     # -- forward ---------------------------------------------------------------------------------
     def forward(self, states: Sequence[torch.Tensor], weights: torch.Tensor,
-                report: OpReporter | None = None) -> list[torch.Tensor]:
-        """The intermediate nodes, given the preprocessed inputs and the (E, K) weights."""
+                report: OpReporter | None = None,
+                edge_weights: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """The intermediate nodes, given the preprocessed inputs and the (E, K) weights;
+        ``edge_weights`` (E,): factors of the edge outputs (PC-DARTS' normalised betas)."""
         topo = self.topology
-        scalars = weights.reshape(-1).unbind()
         first = topo.num_inputs
-        terms = {t: ([], [], []) for t in range(first, first + topo.num_nodes)}
+        if edge_weights is not None:
+            weights = weights * edge_weights[:, None]
+        step = _Step(weights, weights.reshape(-1).unbind(),
+                     None if edge_weights is None else edge_weights.unbind(),
+                     self._aux_weights(weights, edge_weights),
+                     self._drop_masks(states[0].shape[0], weights), report)
+        sums = {t: (_Sum(), _Sum(), _Sum()) for t in range(first, first + topo.num_nodes)}
         states = list(states)
         for s in range(first):
-            self._emit(s, states[s], weights, scalars, terms, report)
+            self._emit(s, states[s], step, sums)
         for t in range(first, first + topo.num_nodes):
-            plain, weighted, scales = terms[t]
-            node = NodeSum.apply(len(plain), tuple(scales), *plain, *weighted)
+            main, rest, aux = sums[t]
+            node = main.total()
+            if self.parts > 1:  # partial_merge's shuffle, once for the node's two sums
+                aux.plain.insert(0, shuffle_join(node, rest.total(), self.parts))
+                node = aux.total()
             states.append(node)
             if t < len(self.groups):
-                self._emit(t, node, weights, scalars, terms, report)
+                self._emit(t, node, step, sums)
         return states[first:]
 
-    def _emit(self, s: int, h: torch.Tensor, weights: torch.Tensor, scalars, terms: dict,
-              report: OpReporter | None) -> None:
+    def _aux_weights(self, weights: torch.Tensor, edge_weights: torch.Tensor | None):
+        """DARTS-' beta per edge (times the edge's normalised beta), None without the skip."""
+        if not self.options.aux_skip:
+            return None
+        beta = self.knobs.aux_scale
+        if edge_weights is None:
+            return weights.new_full((weights.shape[0],), beta).unbind()
+        return (beta * edge_weights).unbind()
+
+    def _drop_masks(self, batch: int, like: torch.Tensor) -> list[torch.Tensor | None] | None:
+        """R-DARTS' drop-path: one (N, 1, 1, 1) mask / keep per edge, drawn in edge order as
+        genlab.nas.cells.drop_path draws them on the per-edge cell; None when off."""
+        prob = self.knobs.drop_prob
+        if not (self.options.drop_path and self.training and prob > 0.0):
+            return None
+        keep = 1.0 - prob
+        return [torch.empty(batch, 1, 1, 1, dtype=like.dtype, device=like.device)
+                .bernoulli_(keep).div_(keep) for _ in self.topology.edges]
+
+    def _emit(self, s: int, h: torch.Tensor, step: _Step, sums: dict) -> None:
         """Add every op of source ``s`` to the terms of its target nodes."""
-        relu = None
+        report, masks = step.report, step.masks
+        k, edges = self.parts, self.topology.edges
+        xs, rest = (h, None) if k == 1 else _ChannelSplit.apply(h, self.width)
+        relus = {}
+
+        def relu_of(x):
+            if id(x) not in relus:
+                relus[id(x)] = F.relu(x)
+            return relus[id(x)]
+
         for g in self.groups[s]:
-            if g.kind in ("sep", "dil", "reduce") and relu is None:
-                relu = F.relu(h)
+            x = h if g.aux else xs
+            conv = g.kind in ("sep", "dil", "reduce")
             scales = None  # the edge weights as BN scales (not when unscaled outputs are wanted)
-            if report is None and g.kind in ("sep", "dil", "reduce"):
-                scales = weights[getattr(self, f"{g.key}_rows"), getattr(self, f"{g.key}_cols")]
-            out = self._op_output(g, h, relu, scales)
+            if report is None and conv:
+                if g.aux:
+                    scales = torch.stack([step.aux[r] for r, _ in g.slots])
+                else:
+                    scales = step.weights[getattr(self, f"{g.key}_rows"),
+                                          getattr(self, f"{g.key}_cols")]
+            out = self._op_output(g, x, relu_of(x) if conv else None, scales)
             for e, (row, col) in enumerate(g.slots):
-                target = self.topology.edges[row][0]
+                target = edges[row][0]
                 if out is None:  # none
                     if report is not None:
                         report(row, col, None)
                     continue
                 piece = out[e] if g.per_edge_output else out
-                if report is not None:
+                if report is not None and not g.aux:
                     report(row, col, piece.detach())
-                plain, weighted, node_scales = terms[target]
+                bucket = sums[target][2 if g.aux and k > 1 else 0]
                 if scales is not None:
-                    plain.append(piece)
+                    coef = None
+                elif g.aux:
+                    coef = step.aux[row]
                 else:
-                    weighted += [piece, scalars[row * self.num_ops + col]]
-                    node_scales.append(None)
+                    coef = step.scalars[row * self.num_ops + col]
+                    if row in self.aux_folded and g.name == "skip_connect":
+                        coef = coef + step.aux[row]
+                bucket.add(piece, coef, None if masks is None else masks[row])
+        if k > 1:  # the bypassed channels, max-pooled on the stride-2 edges
+            if self.groups[s][0].stride == 2:
+                rest = F.max_pool2d(rest, 2, 2)
+            for row in self.out_rows[s]:
+                sums[edges[row][0]][1].add(rest, None if step.edge is None else step.edge[row],
+                                           None if masks is None else masks[row])
 
     def _op_output(self, g: OpGroup, h: torch.Tensor, relu: torch.Tensor | None,
                    scales: torch.Tensor | None):
         """None (zero), one tensor shared by the out-edges, or a list with one per out-edge."""
-        n, c, p = len(g.slots), self.channels, self.params
+        n, c, p = len(g.slots), self._width(g), self.params
         kind, key = g.kind, g.key
         if kind == "none":
             return None
@@ -193,9 +318,16 @@ class FusedCell(nn.Module):
         if kind == "reduce":
             a = F.conv2d(relu, p[f"{key}_conv_1"], stride=2)
             b = F.conv2d(shifted(relu), p[f"{key}_conv_2"], stride=2)
-            y = torch.stack([a.unflatten(1, (n, c // 2)), b.unflatten(1, (n, c // 2))], dim=2)
+            halves = [t.unflatten(1, (n, c // 2)) for t in (a, b)]  # (N, n, C/2, H, W)
+            if _format(relu) is torch.channels_last:  # stacked in the input's layout
+                y = torch.stack([t.permute(0, 3, 4, 1, 2) for t in halves], dim=4)
+                y = y.flatten(3).permute(0, 3, 1, 2)  # (N, H, W, n, 2, C/2) as (N, C', H, W)
+            else:
+                y = torch.stack(halves, dim=2).flatten(1, 3)
             scale = None if scales is None else scales.repeat_interleave(c)
-            return self._bn(y.flatten(1, 3), f"{key}_bn2", scale).split(c, dim=1)
+            return self._bn(y, f"{key}_bn2", scale).split(c, dim=1)
+        if self.stacked:
+            return self._stacked_convs(g, relu, scales)
         outs = []
         for e in range(n):
             scale = None if scales is None else scales[e].expand(c).contiguous()
@@ -210,6 +342,28 @@ class FusedCell(nn.Module):
                 outs.append(self._bn(F.conv2d(x, p[f"{pre}_pw"]), f"{pre}_bn2", scale))
         return outs
 
+    def _stacked_convs(self, g: OpGroup, relu: torch.Tensor, scales: torch.Tensor | None):
+        """The sep/dil convs of all out-edges of a group in one conv each: the first
+        depthwise conv with a channel multiplier (channel c * n + e: edge e's filter on channel
+        c), the pointwise convs block-diagonal (the first one also reorders to edge-major
+        channels e * C + c), the second depthwise over the stacked channels, one BN each."""
+        n, c, p, key = len(g.slots), self.width, self.params, g.key
+        kind = g.kind
+        first, pw = ("dw1", "pw1") if kind == "sep" else ("dw", "pw")
+        dw = torch.stack([p[f"{key}_e{e}_{first}"] for e in range(n)], dim=1).flatten(0, 1)
+        x = depthwise(relu, dw, g.stride, 1 if kind == "sep" else 2)
+        eye = torch.eye(n, dtype=dw.dtype, device=dw.device)
+        pws = torch.stack([p[f"{key}_e{e}_{pw}"].flatten(1) for e in range(n)])  # (n, C, C)
+        x = F.conv2d(x, torch.einsum("eoc,ef->eocf", pws, eye).reshape(n * c, c * n, 1, 1))
+        if kind == "sep":
+            x = F.relu(self._bn(x, f"{key}_bn1", None))
+            dw2 = torch.cat([p[f"{key}_e{e}_dw2"] for e in range(n)])
+            x = depthwise(x, dw2, 1, 1)
+            pw2 = torch.block_diag(*[p[f"{key}_e{e}_pw2"].flatten(1) for e in range(n)])
+            x = F.conv2d(x, pw2[:, :, None, None])
+        scale = None if scales is None else scales.repeat_interleave(c)
+        return self._bn(x, f"{key}_bn2", scale).split(c, dim=1)
+
     # -- weights from the per-edge layout -------------------------------------------------------
     def per_edge_tensors(self, ref: PerEdgeCell, attr: str = "data") -> dict[str, torch.Tensor]:
         """This cell's stacked tensors assembled from the per-edge cell ``ref``.
@@ -219,9 +373,10 @@ class FusedCell(nn.Module):
         """
         out = {}
         for g in (g for gs in self.groups for g in gs):
-            mods = [ref.edges[edge_name(*self.topology.edges[r])].ops[k] for r, k in g.slots]
+            edges = [ref.edges[edge_name(*self.topology.edges[r])] for r, _ in g.slots]
+            mods = [e.aux if g.aux else e.ops[k] for e, (_, k) in zip(edges, g.slots, strict=True)]
             for part, tensors in _per_edge_parts(g.kind, mods, attr).items():
-                if g.kind in ("sep", "dil"):
+                if g.kind in ("sep", "dil") and not (self.stacked and part.startswith("bn")):
                     out.update({f"{g.key}_e{e}_{part}": t for e, t in enumerate(tensors)})
                 else:
                     out[f"{g.key}_{part}"] = torch.cat(tensors)
@@ -239,19 +394,87 @@ class FusedCell(nn.Module):
         return {name: p.grad for name, p in self.params.items()}
 
 
+class _Sum:
+    """The terms of one node sum (``NodeSum``): plain tensors, and (tensor, weight) pairs with
+    an optional per-sample scale (a drop-path mask); a weight None: the scale alone."""
+
+    __slots__ = ("plain", "weighted", "scales")
+
+    def __init__(self):
+        self.plain, self.weighted, self.scales = [], [], []
+
+    def add(self, t: torch.Tensor, weight: torch.Tensor | None,
+            scale: torch.Tensor | None) -> None:
+        if weight is None and scale is None:
+            self.plain.append(t)
+        else:
+            self.weighted += [t, weight]
+            self.scales.append(scale)
+
+    def total(self) -> torch.Tensor:
+        return NodeSum.apply(len(self.plain), tuple(self.scales), *self.plain, *self.weighted)
+
+
+@dataclass
+class _Step:
+    """What every source of one cell forward reads."""
+
+    weights: torch.Tensor  # (E, K) mixing weights (times the edge betas)
+    scalars: tuple  # the same, flattened into 0-dim tensors
+    edge: tuple | None  # the edge betas (PC-DARTS), None without
+    aux: tuple | None  # DARTS-' beta per edge, None without the auxiliary skip
+    masks: list | None  # drop-path mask / keep per edge, None when off
+    report: OpReporter | None
+
+
+def shuffle_join(ops: torch.Tensor, rest: torch.Tensor, groups: int) -> torch.Tensor:
+    """``channel_shuffle(cat([ops, rest]), groups)`` (genlab.nas.cells) in one copy, in the
+    memory format of ``ops``: channel i * groups + g of the result is channel i of part g."""
+    parts = [ops, *rest.split(ops.shape[1], dim=1)]
+    if _format(ops) is torch.channels_last:
+        out = torch.stack([p.permute(0, 2, 3, 1) for p in parts], dim=-1)  # (N, H, W, C', G)
+        return out.flatten(3).permute(0, 3, 1, 2)
+    return torch.stack(parts, dim=2).flatten(1, 2)
+
+
+def _format(x: torch.Tensor) -> torch.memory_format:
+    return torch.channels_last if channels_last(x) else torch.contiguous_format
+
+
+class _ChannelSplit(torch.autograd.Function):
+    """PC-DARTS' (x[:, :C'], x[:, C':]): the ops' channels dense in x's layout, the bypassed
+    ones a view; the backward joins their gradients in x's layout (slicing's own backward
+    gives an NCHW gradient, and the BN and conv backwards before it are 2-3x slower on CPU
+    when the layouts differ)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, width: int):
+        ctx.layout = _format(x)
+        return x[:, :width].contiguous(memory_format=ctx.layout), x[:, width:]
+
+    @staticmethod
+    def backward(ctx, g_ops: torch.Tensor, g_rest: torch.Tensor):  # unused: zeros
+        return torch.cat([g_ops, g_rest], dim=1).contiguous(memory_format=ctx.layout), None
+
+
 def depthwise(x: torch.Tensor, w: torch.Tensor, stride: int, dilation: int) -> torch.Tensor:
-    """Depthwise k x k conv, 'same' padding, by the fastest exact route on CPU.
+    """Depthwise k x k conv, 'same' padding, by the fastest exact route on CPU (``w``: one
+    filter per channel of ``x``, or a multiple: each channel's filters in turn).
 
     Dilation 2 at stride 2 reads only the even pixels: a plain conv of x[:, :, ::2, ::2].
-    Dilation 2 at stride 1: the kernel spread onto a (2k-1) x (2k-1) grid of zeros (faster
-    than PyTorch's dilated depthwise backward on CPU; the zeros add exact zeros).
+    Dilation 2 at stride 1: one filter per channel, the kernel spread onto a (2k-1) x (2k-1)
+    grid of zeros (faster than PyTorch's dilated depthwise backward on CPU in NCHW, as fast
+    in channels_last; the zeros add exact zeros); several filters per channel (PC-DARTS'
+    stacked convs), the dilated conv itself (2-3x faster than the spread kernel there).
     """
-    c, k = w.shape[0], w.shape[-1]
+    c, k = x.shape[1], w.shape[-1]
     if dilation == 1:
         return F.conv2d(x, w, stride=stride, padding=k // 2, groups=c)
     if stride == 2:
         return F.conv2d(x[:, :, ::2, ::2], w, padding=k // 2, groups=c)
-    spread = w.new_zeros(c, 1, 2 * k - 1, 2 * k - 1)
+    if w.shape[0] > c:  # several filters per channel: oneDNN's dilated conv is 2-3x faster
+        return F.conv2d(x, w, padding=k - 1, dilation=2, groups=c)
+    spread = w.new_zeros(w.shape[0], 1, 2 * k - 1, 2 * k - 1)
     spread[:, :, ::2, ::2] = w
     return F.conv2d(x, spread, padding=k - 1, groups=c)
 

@@ -12,13 +12,13 @@ nodes. Global average pool, linear classifier. Two alpha tensors, "normal" and "
 function, grouped by source state); ``per_edge=True`` with the textbook per-edge cell of
 genlab.nas.cells, exactly the upstream layout (the reference and the benchmark's baseline).
 
-The methods' supernet options (genlab.nas.cells, docs/nas_methods.md) use the per-edge cell:
+The methods' supernet options (genlab.nas.cells, docs/nas_methods.md):
 ``partial_channels=K`` and ``edge_norm`` (PC-DARTS: betas "normal"/"reduce" (14,), 1e-3 N(0, 1),
 softmaxed over each node's inputs; ``edge_scales()`` returns them), ``aux_skip`` (DARTS-:
-identity, or FactorizedReduce(C, C, affine=False) of its own on the stride-2 edges),
+identity, or FactorizedReduce(C, C, affine=False) of its own on the stride-2 edges) and
+``drop_path`` (R-DARTS: on every edge's output) run on the fused cell as on the per-edge one;
 ``sampled`` (GDAS: only the drawn op runs, as AutoDL's NASNet search cell: no scalars for
-the others) and ``drop_path`` (R-DARTS: on every edge's output); ``set_knobs`` moves beta and
-the drop-path probability.
+the others) on the per-edge cell. ``set_knobs`` moves beta and the drop-path probability.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class DartsSearchCell(nn.Module):
                                     lambda source: 2 if reduction and source < 2 else 1,
                                     options, lambda stride: aux_op(channels, stride), knobs)
         else:
-            self.core = FusedCell(DARTS_TOPOLOGY, edge_ops, channels, reduction)
+            self.core = FusedCell(DARTS_TOPOLOGY, edge_ops, channels, reduction, options, knobs)
 
     def forward(self, s0: torch.Tensor, s1: torch.Tensor, weights: torch.Tensor,
                 report: OpReporter | None = None,
@@ -120,12 +120,14 @@ class DartsSuperNet(AlphaSupernet):
         self.options = EdgeOptions(partial_channels, bool(aux_skip),
                                    "drawn" if sampled else None, bool(drop_path))
         self.edge_norm = bool(edge_norm)
-        per_edge = per_edge or self.edge_norm or self.options != EdgeOptions()
+        per_edge = per_edge or self.options.sampled is not None
         self.knobs = EdgeKnobs()
         self.edge_ops = {c: tuple(tuple(ops) for ops in edge_ops[c]) for c in CELL_TYPES}
         self.C, self.layers, self.per_edge = C, layers, per_edge
         # channels_last speeds up the CPU convs; below 8 channels it gains nothing, and
         # oneDNN aborts in some strided 1x1 conv backwards at 2-4 channels (torch 2.13).
+        # PC-DARTS' ops of C/K channels gain from it too (4x at 4 channels, 32x32; no abort
+        # at C 8 and 16, K 2-8).
         self.channels_last = channels_last and not per_edge and C >= 8
         c_curr = stem_multiplier * C
         self.stem = nn.Sequential(nn.Conv2d(in_channels, c_curr, 3, padding=1, bias=False),
