@@ -77,7 +77,8 @@ def test_audit_plan_and_bad_source(tmp_path):
     assert src.audited == [c for c, n in src.train_subjects.items() if n >= 12] == [0, 1]
     kinds = [s.name.split("__")[1] for s in plan.specs]
     assert kinds.count("similar-c0") == kinds.count("random-c1") == 2
-    assert kinds.count("oracle") == kinds.count("wide") == 2
+    assert kinds.count("oracle") == kinds.count("wide") == kinds.count("matched") == 2
+    assert src.matched_width == 9  # 235,359 parameters against the oracle's 217,642
     assert kinds.count("reference") == 2  # app-m and app-d, seed 0
     for s in plan.specs:
         if s.name.startswith("app-e__similar-c0"):
@@ -96,7 +97,9 @@ def test_tiny_audit_through_the_command_resumes(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "Premise verdict, appearance world" in printed
     summaries = sorted((out / "runs").glob("*/summary.json"))
-    assert len(summaries) == 2 * (3 + 4) + 2
+    # per seed: baseline, wide, oracle, the baseline matched to the oracle's parameters
+    # (width 3 of 2..4 here), similar and random of clusters 0 and 1; 2 references
+    assert len(summaries) == 2 * (4 + 4) + 2
     stamps = {p: p.stat().st_mtime_ns for p in summaries}
     first = json.loads((out / "audit.json").read_text())
     # the similar runs trained on their cluster's subjects only
@@ -108,6 +111,9 @@ def test_tiny_audit_through_the_command_resumes(tmp_path, capsys):
     assert [r["cluster"] for r in tables["premise"]] == [0, 1]
     params = tables["parameters"]
     assert params["baseline 2x width"] > params["oracle MoEGaze"] > params["baseline 1x"]
+    matched = params["baseline at width 3 (matched)"]
+    assert abs(matched - params["oracle MoEGaze"]) < params["oracle MoEGaze"] - params[
+        "baseline 1x"]
     for row in tables["clusters"]:
         v = row["values"]
         assert math.isclose(v["bias_norm"], math.hypot(v["bias_pitch"], v["bias_yaw"]))

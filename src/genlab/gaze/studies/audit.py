@@ -20,8 +20,9 @@ so every difference is paired by seed):
   per-cluster expert could remove at best), with the error left after removing that bias
   (an upper bound on an offset's gain: the bias is measured on the same subjects);
 * **capacity**: the baseline at 1x and ``wide``x width and MoEGaze with oracle routing
-  (one expert per true cluster) at about the baseline's parameters, on the held-out source
-  subjects and on every target;
+  (one expert per true cluster), and the baseline at the width whose parameter count is
+  nearest the oracle's ("matched", between 1x and ``wide``x; trained only when it is
+  neither), on the held-out source subjects and on every target;
 * sanity rows: the constant predictor (the source training mean) and the baseline trained
   on the target itself (``reference_seeds``), as the bench has them.
 
@@ -156,6 +157,7 @@ class SourcePlan:
     source: str
     targets: list[str]
     clusters: int
+    matched_width: int = 0  # the baseline's width nearest the oracle's parameters (0: none)
     train_subjects: dict[int, int] = field(default_factory=dict)  # cluster -> how many
     audited: list[int] = field(default_factory=list)  # clusters of the similar/random runs
 
@@ -186,6 +188,7 @@ def audit_plan(cfg: AuditConfig, out: str | Path,
     for source, targets in cfg.audited_sources().items():
         plan = SourcePlan(source, targets, clusters_of(source))
         if plan.clusters:
+            plan.matched_width = matched_width(cfg, plan)
             data = cache.get(source, cfg.train_count, cfg.data_seed, cfg.size)
             train, val = hold_out_subjects(data, base.val_fraction, cfg.data_seed)
             cluster_of = {int(s): int(c) for s, c in zip(data.labels.subject.tolist(),
@@ -205,6 +208,8 @@ def audit_plan(cfg: AuditConfig, out: str | Path,
             common = dict(source=plan.source, targets=plan.targets, seed=seed)
             add(_name(plan.source, "baseline", seed), **common)
             add(_name(plan.source, "wide", seed), width=cfg.width * cfg.wide, **common)
+            if plan.matched_width not in (0, cfg.width, cfg.width * cfg.wide):
+                add(_name(plan.source, "matched", seed), width=plan.matched_width, **common)
             if plan.clusters:
                 add(_name(plan.source, "oracle", seed), model="moegaze", routing="oracle",
                     experts=plan.clusters, **common)
@@ -223,6 +228,19 @@ def parameter_count(cfg: GazeTrainConfig) -> int:
     """Trainable parameters of the model a run config builds."""
     model = build_gaze_model(**cfg.model_record()["args"])
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def oracle_config(cfg: AuditConfig, plan: SourcePlan) -> GazeTrainConfig:
+    return replace(cfg.base(), model="moegaze", routing="oracle", experts=plan.clusters,
+                   source=plan.source, targets=plan.targets)
+
+
+def matched_width(cfg: AuditConfig, plan: SourcePlan) -> int:
+    """The baseline width in [width, wide x width] whose parameters are nearest the oracle's."""
+    want = parameter_count(oracle_config(cfg, plan))
+    widths = range(cfg.width, cfg.width * cfg.wide + 1)
+    return min(widths, key=lambda w: (abs(parameter_count(replace(cfg.base(), width=w)) - want),
+                                      w))
 
 
 def run_audit(cfg: AuditConfig, out: str | Path, *, progress_bar: bool | None = None) -> dict:
@@ -410,9 +428,14 @@ def capacity_rows(src: _Source, boot: Bootstrap, references: dict) -> list[dict]
         key = f"{plan.source}:{where}"
         base, wide = src.cell("baseline", [where]), src.cell("wide", [where])
         oracle = src.cell("oracle", [where]) if plan.clusters else None
+        same = {src.cfg.width: base, src.cfg.width * src.cfg.wide: wide}
+        matched = (None if not plan.matched_width else same[plan.matched_width]
+                   if plan.matched_width in same else src.cell("matched", [where]))
         const = src.cell("baseline", [where], what="constant")
         ref = references.get(where) if where != "val" else None
         d_wide, d_or = boot.paired(base, wide, key), boot.paired(base, oracle, key)
+        d_or_wide = boot.paired(wide, oracle, key)
+        d_or_matched = boot.paired(matched, oracle, key)
         rows.append({
             "source": plan.source,
             "tested on": "held-out source subjects" if where == "val" else where,
@@ -420,8 +443,11 @@ def capacity_rows(src: _Source, boot: Bootstrap, references: dict) -> list[dict]
             "trained on target": boot.value(ref, key) if ref is not None else "-",
             "baseline 1x": boot.value(base, key),
             f"baseline {src.cfg.wide}x width": boot.value(wide, key),
+            "baseline at the oracle's parameters": boot.value(matched, key),
             "oracle MoEGaze": boot.value(oracle, key),
             f"{src.cfg.wide}x - 1x": _diff(d_wide), "oracle - 1x": _diff(d_or),
+            "oracle - matched baseline": _diff(d_or_matched),
+            f"oracle - {src.cfg.wide}x": _diff(d_or_wide),
         })
     return rows
 
@@ -443,9 +469,9 @@ def audit_tables(cfg: AuditConfig, plan: AuditPlan, results: dict,
     clustered = [p for p in plan.sources if p.clusters]
     if clustered:
         p = clustered[0]
-        params["oracle MoEGaze"] = parameter_count(replace(
-            base, model="moegaze", routing="oracle", experts=p.clusters, source=p.source,
-            targets=p.targets))
+        params[f"baseline at width {p.matched_width} (matched)"] = parameter_count(
+            replace(base, width=p.matched_width))
+        params["oracle MoEGaze"] = parameter_count(oracle_config(cfg, p))
     premise, pooled, clusters, capacity, verdicts = [], [], [], [], {}
     for p in plan.sources:
         src = _Source(cfg, p, results, plan.specs, cache)
