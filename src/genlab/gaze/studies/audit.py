@@ -495,7 +495,8 @@ def audit_tables(cfg: AuditConfig, plan: AuditPlan, results: dict,
                "bias = mean signed error, prediction - truth, degrees)\n",
                markdown_table([{k: v for k, v in r.items() if k != "values"}
                                for r in clusters])]
-    md += ["\n#### Capacity and sanity rows\n", markdown_table(capacity),
+    shown = [k for k in capacity[0] if any(r[k] != "-" for r in capacity)] if capacity else None
+    md += ["\n#### Capacity and sanity rows\n", markdown_table(capacity, shown),
            "\nParameters: " + ", ".join(f"{k} {v:,}" for k, v in params.items()) + ".\n"]
     return {"world": cfg.world, "verdict": world_verdict, "verdicts": verdicts,
             "premise": premise, "premise_pooled": pooled, "clusters": clusters,
