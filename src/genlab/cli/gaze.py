@@ -1,4 +1,4 @@
-"""`genlab gaze ...`: render, train, eval, predict, bench, paper (thin over genlab.gaze)."""
+"""`genlab gaze ...`: render, train, eval, predict, bench, audit, paper (thin over genlab.gaze)."""
 
 from __future__ import annotations
 
@@ -105,6 +105,26 @@ def _bench(cmd, out: Path, resume: bool) -> None:
 
 
 config_command(app, "bench", "genlab.gaze.studies.bench:BenchCommandConfig", _bench,
+               resume_help=STUDY_RESUME_HELP)
+
+
+def _audit(cfg, out: Path, resume: bool) -> None:
+    """Does a world have MoEGaze's premise? Similar vs random training subjects, the
+    baseline's error and bias per appearance cluster, capacity (1x, wider, oracle MoEGaze).
+
+    Resumable by rerunning the same command: finished runs are read back, an interrupted
+    one continued (--resume is accepted and changes nothing).
+    """
+    from genlab.gaze.studies.audit import run_audit
+
+    del resume  # a rerun always resumes
+    result = run_audit(cfg, out)
+    typer.echo(result["markdown"])
+    typer.echo(f"{result['seconds']:.0f} s this invocation")
+    options.closing(out)
+
+
+config_command(app, "audit", "genlab.gaze.studies.audit:AuditConfig", _audit,
                resume_help=STUDY_RESUME_HELP)
 
 

@@ -94,6 +94,9 @@ class GazeTrainConfig:
     test_count: int = option(1000, help="Synthetic target images rendered.", gt=0)
     val_fraction: float = option(0.2, help="Share of the source subjects held out, in (0, 1).",
                                  gt=0)
+    train_subjects: list[int] = option(factory=list, parse="list", ge=0,
+                                       help="Train on these source training subjects only "
+                                       "(ids; none held out; empty: all of them).")
     size: list[int] = option(factory=lambda: [32, 48], parse="size", ge=8,
                              help="The model's input: N or HEIGHTxWIDTH, >= 8 pixels a side.")
     data_seed: int = option(0, help="Seed of the rendered data and the subject split.", ge=0)

@@ -88,6 +88,17 @@ def hold_out_subjects(data, val_fraction: float, seed: int):
     return tuple(data.subset(idx) for idx in parts)
 
 
+def keep_subjects(data, subjects: Sequence[int]):
+    """The images of ``subjects`` (ids that must all occur in ``data``), in data order."""
+    ids = data.labels.subject.numpy()
+    wanted = np.asarray(list(subjects), dtype=np.int64)
+    missing = np.setdiff1d(wanted, ids)
+    if len(missing):
+        raise ConfigError(f"{data.name}: subjects {missing.tolist()[:8]} are not among the "
+                          f"{len(np.unique(ids))} training subjects (held out, or absent)")
+    return data.subset(np.flatnonzero(np.isin(ids, wanted)))
+
+
 def take_share(data, fraction: float, seed: int):
     """A seeded random share ``fraction`` in (0, 1] of the images (at least one)."""
     if fraction == 1:

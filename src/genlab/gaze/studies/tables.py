@@ -63,7 +63,7 @@ def _cell(runs: Sequence[BenchRun], where: str, what: str = "model") -> Cell | N
     return Cell.from_runs(per, f"{runs[0].world}/{runs[0].source}/{runs[0].kind} on {where}")
 
 
-class _Bootstrap:
+class Bootstrap:
     """Bootstrap draws per (number of seeds, test set); equal seed draws across test sets."""
 
     def __init__(self, n_boot: int):
@@ -92,7 +92,7 @@ class _Bootstrap:
 Tasks = dict[str, tuple[str, str]]  # task name -> (source, target)
 
 
-def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: _Bootstrap, small: float):
+def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap, small: float):
     """One row per task of the world, plus the data for averages and plots."""
     rows, data = [], []
     for task, (source, target) in tasks.items():
@@ -126,7 +126,7 @@ def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: _Bootstrap, 
     return rows, data
 
 
-def source_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: _Bootstrap):
+def source_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap):
     """Held-out source subjects: constant, baseline, MoEGaze, the oracle gate."""
     rows, data = [], []
     for source in _sources(tasks):
@@ -220,7 +220,7 @@ def study_tables(runs: list[BenchRun], worlds: dict[str, Tasks], *, n_boot: int,
 
     ``label`` turns a source or target key into the name shown in tables.
     """
-    boot = _Bootstrap(n_boot)
+    boot = Bootstrap(n_boot)
     out, md = {"worlds": {}}, [header]
     for world, tasks in worlds.items():
         rows, data = main_rows(world, tasks, runs, boot, small_fraction)
