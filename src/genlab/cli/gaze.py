@@ -89,6 +89,13 @@ def _predict(cfg) -> None:
 config_command(app, "predict", "genlab.gaze.predict:PredictConfig", _predict, run_folder=False)
 
 
+def _show_study(result: dict, out: Path) -> None:
+    """A multi-run study's tables, its wall time in this invocation, the closing line."""
+    typer.echo(result["markdown"])
+    typer.echo(f"{result['seconds']:.0f} s this invocation")
+    options.closing(out)
+
+
 def _bench(cmd, out: Path, resume: bool) -> None:
     """MoEGaze vs the baseline in the synthetic worlds, with references and intervals.
 
@@ -98,10 +105,7 @@ def _bench(cmd, out: Path, resume: bool) -> None:
     from genlab.gaze.studies.bench import run_bench
 
     del resume  # a rerun always resumes
-    result = run_bench(cmd.bench(), out, executor=cmd.executor, address=cmd.address)
-    typer.echo(result["markdown"])
-    typer.echo(f"{result['seconds']:.0f} s this invocation")
-    options.closing(out)
+    _show_study(run_bench(cmd.bench(), out, executor=cmd.executor, address=cmd.address), out)
 
 
 config_command(app, "bench", "genlab.gaze.studies.bench:BenchCommandConfig", _bench,
@@ -118,10 +122,7 @@ def _audit(cfg, out: Path, resume: bool) -> None:
     from genlab.gaze.studies.audit import run_audit
 
     del resume  # a rerun always resumes
-    result = run_audit(cfg, out)
-    typer.echo(result["markdown"])
-    typer.echo(f"{result['seconds']:.0f} s this invocation")
-    options.closing(out)
+    _show_study(run_audit(cfg, out), out)
 
 
 config_command(app, "audit", "genlab.gaze.studies.audit:AuditConfig", _audit,
