@@ -171,28 +171,40 @@ def print_config(cfg) -> None:
     typer.echo(json.dumps(config_dict(resolved(cfg)), indent=2, default=str))
 
 
-def config_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
-                   run_folder: bool = True, resume: bool = True, help: str | None = None,
-                   short_help: str | None = None, resume_help: str = RESUME_HELP) -> None:
+@dataclasses.dataclass(frozen=True)
+class CommandShape:
+    """What a generated command has beside its config's options: ``run_folder`` (--out, and
+    ``run(cfg, out, ...)``; False: ``run(cfg)``), ``resume`` (False: a run-folder command
+    without --resume, ``run(cfg, out)``), its ``help`` and ``short_help`` (default: the run
+    function's docstring), and ``resume_help``: what --resume does, where a command's resume
+    does more than continue one run."""
+
+    run_folder: bool = True
+    resume: bool = True
+    help: str | None = None
+    short_help: str | None = None
+    resume_help: str = RESUME_HELP
+
+
+def config_command(app: typer.Typer, name: str, cls, run: Callable[..., Any],
+                   **shape: Any) -> None:
     """Add the command ``name`` to ``app``, its options generated from ``cls`` (see the
-    module doc); ``resume=False``: a run-folder command without --resume (``run(cfg, out)``);
-    ``resume_help``: what --resume does, where a command's resume does more than continue one
-    run. ``cls`` may be ``"package.module:Class"`` on an app made by
-    :func:`lazy_app`: the command is then built when first used."""
-    options = {"run_folder": run_folder, "resume": resume, "help": help,
-               "short_help": short_help, "resume_help": resume_help}
+    module doc), shaped by ``shape`` (the fields of :class:`CommandShape`). ``cls`` may be
+    ``"package.module:Class"`` on an app made by :func:`lazy_app`: the command is then built
+    when first used."""
+    form = CommandShape(**shape)
     lazy = getattr(app, "lazy_commands", None)
     if isinstance(cls, str):
         if lazy is None:
             raise ValueError(f"{name}: a config named by its path needs an app made by lazy_app")
-        lazy[name] = (cls, run, options)
+        lazy[name] = (cls, run, form)
         return
-    _add_command(app, name, cls, run, **options)
+    _add_command(app, name, cls, run, form)
 
 
-def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
-                 run_folder: bool, resume: bool, help: str | None,
-                 short_help: str | None, resume_help: str = RESUME_HELP) -> None:
+def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any],
+                 form: CommandShape) -> None:
+    run_folder, resume = form.run_folder, form.resume
     types = field_types(cls)
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                 annotation=typer.Context)]
@@ -216,7 +228,7 @@ def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
     if run_folder and resume:
         params.append(inspect.Parameter(
             "resume", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-            default=typer.Option(False, "--resume", help=resume_help)))
+            default=typer.Option(False, "--resume", help=form.resume_help)))
 
     def command(ctx: typer.Context, **values):
         try:
@@ -237,9 +249,9 @@ def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any], *,
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
     command.__name__ = name.replace("-", "_")
-    command.__doc__ = help or run.__doc__
+    command.__doc__ = form.help or run.__doc__
     command.config_class = cls  # type: ignore[attr-defined]
-    app.command(name, cls=_help_command(cls), short_help=short_help)(command)
+    app.command(name, cls=_help_command(cls), short_help=form.short_help)(command)
 
 
 def _first_line(text: str | None) -> str:
@@ -250,12 +262,12 @@ def lazy_app(base: type[TyperGroup] = TyperGroup, **kwargs) -> typer.Typer:
     """A typer app (``kwargs`` as for typer.Typer; its group class derives from ``base``)
     whose commands added by :func:`config_command` with a config path are built only when
     used."""
-    table: dict[str, tuple[str, Callable[..., Any], dict]] = {}
+    table: dict[str, tuple[str, Callable[..., Any], CommandShape]] = {}
 
     def build(name: str):
-        path, run, options = table[name]
+        path, run, form = table[name]
         one = typer.Typer(rich_markup_mode=None, add_completion=False)
-        _add_command(one, name, import_path(path, what="ConfigClass"), run, **options)
+        _add_command(one, name, import_path(path, what="ConfigClass"), run, form)
         command = typer.main.get_command(one)
         command.name = name
         return command
@@ -275,9 +287,9 @@ def lazy_app(base: type[TyperGroup] = TyperGroup, **kwargs) -> typer.Typer:
             rows = []
             for name in self.list_commands(ctx):
                 if name in table and name not in self.commands:
-                    _, run, options = table[name]
-                    rows.append((name, options["short_help"] or make_default_short_help(
-                        _first_line(options["help"] or run.__doc__), formatter.width)))
+                    _, run, form = table[name]
+                    rows.append((name, form.short_help or make_default_short_help(
+                        _first_line(form.help or run.__doc__), formatter.width)))
                     continue
                 command = super().get_command(ctx, name)
                 if command is not None and not command.hidden:

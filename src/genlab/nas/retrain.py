@@ -27,7 +27,7 @@ from torch import nn
 from genlab.core.checkpoints import model_record
 from genlab.core.data import Batches, augment_images
 from genlab.core.errors import ConfigError
-from genlab.core.options import check_options, option
+from genlab.core.options import check_options, option, option_like
 from genlab.core.registry import path_of
 from genlab.core.report import figure
 from genlab.core.runs import RunDir
@@ -35,7 +35,7 @@ from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.nas.data import check_dataset, load_image_data
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, parse_genotype
-from genlab.nas.search import SPACES
+from genlab.nas.search import SPACES, SearchConfig
 from genlab.nas.spaces import build_space_network, get_space
 from genlab.nas.spaces.nb201.network import count_parameters
 
@@ -56,12 +56,8 @@ class RetrainConfig:
                        "Genotype(...), MobileNet choices).", argument=True, required=True)
     space: str = option("nb201", help="Search space of ARCH (docs/nas_spaces.md; genlab nas "
                         "spaces).", choices=SPACES)
-    dataset: str = option("digits", help="Data set: a registered one (those read from disk "
-                          "need --data-root), or folder:PATH, your images (one sub-folder per "
-                          "class; docs/cli.md).", choices="genlab.nas.data:DATASETS",
-                          checked=False)
-    data_root: str | None = option(None, help="Folder with the data set's files (not for "
-                                   "digits).")
+    dataset: str = option_like(SearchConfig, "dataset")
+    data_root: str | None = option_like(SearchConfig, "data_root")
     size: int | None = option(None, help="Input side: the networks take squares, N or NxN "
                               "(default: the search proxy's).", gt=0, parse="square")
     channels: int | None = option(None, help=f"Width ({RECIPE}).", gt=0, flags=("-C",))

@@ -78,6 +78,13 @@ TABLE_HELP = ("NB201 accuracy CSV (default: $GENLAB_NB201_TABLE); judges the res
               "selects; convert the official files with `genlab nas table convert`.")
 
 
+def _part_params(kind: str, example: str):
+    """The option of a part's own settings over its preset's (``--KIND-param KEY=VALUE``)."""
+    return option(factory=dict, parse="params", flags=(f"--{kind}-param",),
+                  help=f"The {kind} part's own settings over its preset's, KEY=VALUE, "
+                       f"repeated ({example}; docs/nas_methods.md).")
+
+
 def _parts(kind: str):
     def names() -> tuple[str, ...]:
         from genlab.nas.methods import part_names
@@ -118,22 +125,14 @@ class SearchConfig:
              "val_batches, crit; docs/nas_methods.md).")
     relaxation: str | None = option(None, help="Mixing weights from alpha (default: the "
                                     "method's).", choices=_parts("relaxation"))
-    relaxation_params: dict[str, Any] = option(
-        factory=dict, parse="params", flags=("--relaxation-param",),
-        help="The relaxation part's own settings over its preset's, KEY=VALUE, repeated "
-             "(gumbel: tau_max, tau_min; docs/nas_methods.md).")
+    relaxation_params: dict[str, Any] = _part_params("relaxation", "gumbel: tau_max, tau_min")
     perturb: str | None = option(None, help="Perturbation of the weight step's mixing "
                                  "(default: the method's).", choices=_parts("perturb"))
-    perturb_params: dict[str, Any] = option(
-        factory=dict, parse="params", flags=("--perturb-param",),
-        help="The perturb part's own settings over its preset's, KEY=VALUE, repeated "
-             "(random, adversarial: eps_min, eps_max; docs/nas_methods.md).")
+    perturb_params: dict[str, Any] = _part_params("perturb",
+                                                  "random, adversarial: eps_min, eps_max")
     stop: str | None = option(None, help="Stopping rule (default: the method's).",
                               choices=_parts("stop"))
-    stop_params: dict[str, Any] = option(
-        factory=dict, parse="params", flags=("--stop-param",),
-        help="The stop part's own settings over its preset's, KEY=VALUE, repeated "
-             "(hessian-es: factor, window; docs/nas_methods.md).")
+    stop_params: dict[str, Any] = _part_params("stop", "hessian-es: factor, window")
     partial_channels: int | None = option(None, help="K: ops see C/K channels (PC-DARTS: 4).",
                                           gt=0)
     edge_norm: bool | None = option(None, help="Per-edge betas normalised over each node's "

@@ -46,17 +46,12 @@ def masked_losses(net, name: str, row: int, batches) -> list[float]:
     """The validation loss of ``net`` with op k of alpha row ``row`` of ``name`` masked
     (its mixing weight set to 0, the others kept), for every k; in train mode (batch
     statistics) without gradients, as DARTS-PT's projection measures."""
-    from genlab.nas.methods.pt import evaluate
+    from genlab.nas.methods.pt import Projection, evaluate
 
-    saved, net.mixing_override = net.mixing_override, None
-    try:
-        with torch.no_grad():
-            base = {n: w.detach().clone() for n, w in net.mixing_weights().items()}
-    finally:
-        net.mixing_override = saved
+    projection = Projection(net)  # nothing decided: the supernet's own mixing weights
     losses = []
-    for op in range(base[name].shape[1]):
-        weights = {n: w.clone() for n, w in base.items()}
+    for op in range(net.alphas()[name].shape[1]):
+        weights = projection.weights()
         weights[name][row, op] = 0.0
         losses.append(evaluate(net, weights, batches)[1])
     return losses
