@@ -310,7 +310,10 @@ def check_nas_methods(device, out: Path, quick: bool) -> dict:
     summary: dict = {}
     for amp, name in (("off", "fp32"), ("bf16", "bf16")):
         table[name] = {}
-        for label, keywords in rows:
+        # the first row of a process pays for cuDNN's first plans and the allocator's first
+        # blocks (DARTS' row took 900 ms as the first row on an H200 and 572 ms in a process
+        # already warm): a discarded DARTS row runs before the timed ones
+        for label, keywords in [("warm-up", {"method": "darts"}), *rows]:
             net, step = setup("darts", keywords["method"], True, str(device),
                               order=keywords.get("order", 1), amp=amp, sizes=sizes,
                               reg=keywords.get("reg"))
@@ -319,6 +322,9 @@ def check_nas_methods(device, out: Path, quick: bool) -> dict:
             if cuda:
                 torch.cuda.reset_peak_memory_stats(device)
             seconds = statistics.median(timed(step, str(device)) for _ in range(timed_steps))
+            if label == "warm-up":
+                del net, step
+                continue
             table[name][label] = {"ms": seconds * 1e3}
             if cuda:
                 table[name][label]["peak_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
@@ -339,6 +345,53 @@ def check_nas_methods(device, out: Path, quick: bool) -> dict:
         summary[name] = "; ".join(parts)
     steps = 2 * len(rows) * (warm + timed_steps)
     return {"rows": len(rows), "steps": steps, **summary, "table": table}
+
+
+def check_nas_step_profile(device, out: Path, quick: bool) -> dict:
+    """Where DARTS' bilevel step spends its time (DARTS space, upstream size, fp32, the
+    nas_methods_step row's setup): one step under torch.profiler after a warm-up. Figures: the
+    step's wall time, the operators and (cuda) kernels it launches, the kernels' summed time and
+    its share of the wall time (low: the GPU waits on the host, launch and Python bound), the top
+    operators by self time; the profiler's table goes to nas_step_profile.txt."""
+    from torch.profiler import ProfilerActivity, profile
+
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from nas_methods_step import setup
+
+    cuda = device.type == "cuda"
+    rows = {}
+    for method in ("darts", "pc-darts"):
+        net, step = setup("darts", method, True, str(device),
+                          sizes=NAS_METHOD_QUICK if quick else None)
+        step()  # warm-up
+        _sync(device)
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        t0 = time.perf_counter()
+        with profile(activities=activities) as prof:
+            step()
+            _sync(device)
+        wall = time.perf_counter() - t0
+        events = prof.events()
+        kernels = [e for e in events if e.device_type.name == "CUDA"]
+        ops = [e for e in events if e.device_type.name == "CPU" and e.name.startswith("aten::")]
+        kernel_s = sum(e.time_range.elapsed_us() for e in kernels) / 1e6
+        table = prof.key_averages().table(
+            sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total", row_limit=25)
+        (out / f"nas_step_profile_{method}.txt").write_text(table + "\n")
+        averages = sorted(prof.key_averages(), key=lambda a: a.self_cpu_time_total,
+                          reverse=True)[:5]
+        rows[method] = {"wall_ms": wall * 1e3, "aten_ops": len(ops), "kernels": len(kernels),
+                        "kernel_ms": kernel_s * 1e3,
+                        "gpu_busy": kernel_s / wall if cuda else None,
+                        "top_self_cpu": [f"{a.key} {a.self_cpu_time_total / 1e3:.1f}ms"
+                                         for a in averages]}
+        del net, step
+    summary = "; ".join(f"{m} wall {r['wall_ms']:.0f}ms ops {r['aten_ops']} kernels "
+                        f"{r['kernels']} kernel time {r['kernel_ms']:.0f}ms"
+                        for m, r in rows.items())
+    return {"summary": summary, "table": rows}
 
 
 def _detection_batch(n: int, side: int, seed: int = 0):
@@ -401,6 +454,7 @@ CHECKS = {
     "exact_resume": check_exact_resume,
     "imagenet_step": check_imagenet_step,
     "nas_methods_step": check_nas_methods,
+    "nas_step_profile": check_nas_step_profile,
     "detection_retinanet_bf16": check_detection,
 }
 
