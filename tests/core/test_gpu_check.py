@@ -133,3 +133,36 @@ def test_method_step_refuses_what_the_search_refuses():
         setup("darts", "darts", True, "cpu", amp="fp16", sizes=TOY)
     with pytest.raises(ValueError, match="unknown sizes"):
         setup("darts", "darts", True, "cpu", sizes={"width": 3})
+
+
+def test_method_table_marks_each_target_and_exits_1_on_a_miss(monkeypatch, tmp_path, capsys):
+    """benchmarks/nas_methods_step.py on made-up step costs: each row against issue 35's
+    target, met or missed, and exit status 1 when one is missed."""
+    mod = _nas_methods_step()
+    cost = {("darts", 1, None): 2.0, ("pc-darts", 1, None): 0.8, ("darts", 1, "ber"): 2.1,
+            ("rdarts-l2", 1, None): 9.0}
+
+    def fake_setup(space, method, upstream, device, order=1, amp="off", reg=None, **_):
+        def step():
+            pass
+        step.seconds = cost[(method, order, reg)]
+        return None, step
+
+    monkeypatch.setattr(mod, "setup", fake_setup)
+    monkeypatch.setattr(mod, "timed", lambda step, device: step.seconds)
+    argv = ["nas_methods_step.py", "--out", str(tmp_path), "--spaces", "darts,s3", "--methods",
+            "pc-darts,ber,darts-2nd,rdarts-l2", "--rounds", "1", "--no-memory"]
+    for second, status in ((5.2, 1), (4.8, 0)):  # 2.6x and 2.4x first order, target 2.5x
+        cost["darts", 2, None] = second
+        monkeypatch.setattr(sys, "argv", argv)
+        assert mod.main() == status
+        out = capsys.readouterr().out
+        assert "| darts | pc-darts | 0.800 | 0.40 | <= 0.5 (met) |" in out
+        assert "| s3 | ber | 2.100 | 1.05 | <= 1.1 (met) |" in out
+        assert "| darts | rdarts-l2 | 9.000 | 4.50 | - |" in out  # no target in the issue
+        tag = "met" if status == 0 else "missed"
+        assert f"| darts | darts-2nd | {second:.3f} | {second / 2:.2f} | <= 2.5 ({tag}) |" in out
+        assert out.rstrip().endswith("targets: 6 met, 0 missed" if status == 0 else
+                                     "targets: 4 met, 2 missed (darts darts-2nd, s3 darts-2nd)")
+        assert json.loads((tmp_path / "methods_step.json").read_text())["s3"]["darts-2nd"][
+            "met"] is (status == 0)
