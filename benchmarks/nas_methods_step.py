@@ -64,13 +64,15 @@ def rows() -> dict[str, dict]:
 
 
 def setup(space_name: str, method: str, upstream: bool, device: str, seed: int = 0,
-          order: int = 1, amp: str = "off", sizes: dict | None = None, reg: str | None = None):
+          order: int = 1, amp: str = "off", sizes: dict | None = None, reg: str | None = None,
+          checkpoint_cells: bool = False):
     """(net, step function) of one method's search step on a fixed batch, as the search runs
     it: the bilevel step under the autocast of ``amp`` (SearchConfig.amp: off or bf16).
 
     ``upstream``: the space's upstream width and depth at 32x32, batch 64; else its digits
     proxy. ``sizes`` overrides any of size, batch, in_channels, channels, cells. ``reg``: a
-    regulariser other than the method's own (``ber``: genlab's default search)."""
+    regulariser other than the method's own (``ber``: genlab's default search).
+    ``checkpoint_cells``: SearchConfig.checkpoint_cells."""
     space = get_space(space_name)
     if upstream:
         dims = {**UPSTREAM, **space.upstream}
@@ -85,7 +87,8 @@ def setup(space_name: str, method: str, upstream: bool, device: str, seed: int =
     size, batch, cin = dims["size"], dims["batch"], dims["in_channels"]
     cfg = SearchConfig(space=space_name, method=method, size=size, channels=dims["channels"],
                        cells=dims["cells"], batch_size=batch, steps=TOTAL, device=device,
-                       order=order, amp=amp, reg=reg).resolved(space)
+                       order=order, amp=amp, reg=reg,
+                       checkpoint_cells=checkpoint_cells).resolved(space)
     require_choice("amp", cfg.amp, SEARCH_PRECISIONS)
     parts, penalty = search_method(cfg), search_regularizer(cfg)
     precision = make_precision(cfg.amp, device)
@@ -93,6 +96,7 @@ def setup(space_name: str, method: str, upstream: bool, device: str, seed: int =
     net = space.build_supernet(num_classes=UPSTREAM["classes"], in_channels=cin,
                                channels=dims["channels"], cells=dims["cells"],
                                **{**space.proxy.options, **parts.supernet_options}).to(device)
+    net.checkpoint_cells = cfg.checkpoint_cells  # as genlab.nas.search sets it
     parts.attach(net)
     g = torch.Generator().manual_seed(seed + 1)
     batches = [(torch.randn(batch, cin, size, size, generator=g).to(device),
