@@ -16,18 +16,31 @@ one op per edge save; on a GPU also torch.cuda.max_memory_allocated.
         --spaces darts --methods darts,pc-darts,gdas --rounds 3                    # C16 L8 32x32
 
 Rows: every registered method at its preset (first order), ``ber`` (DARTS with BER, genlab's
-default search) and ``darts-2nd`` (DARTS' second-order step). Each row is set beside its
+default search), ``darts-2nd`` (DARTS' second-order step) and ``darts-ckpt`` (DARTS with
+per-cell checkpointing, SearchConfig.checkpoint_cells). Each row is set beside its
 target (TARGETS, issue 35's, at every space's digits proxy and at the upstream size) and
 marked met or missed; the script exits 1 when a target is missed. Writes
 DIR/methods_step[_upstream][_bf16].json and .md. benchmarks/gpu_check.py times the same steps
 on CUDA.
+
+    python benchmarks/nas_methods_step.py --out runs/methods_step --rss --upstream \\
+        --spaces darts                                                             # memory
+
+``--rss``: instead, per row (default: DARTS) two fresh processes, without and with per-cell
+checkpointing (SearchConfig.checkpoint_cells): the peak RSS growth over two steps above the
+baseline after the set-up, and the steps' seconds; the DARTS space at the upstream size is set
+beside issue 35's RSS_TARGET_MIB (exit 1 when neither process meets it). Writes
+DIR/methods_rss[_upstream].json and .md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -52,15 +65,26 @@ TOTAL, AT = 100, 50  # the step of a 100-step budget that is timed
 TARGETS = {"pc-darts": 0.5, "gdas": 0.5, "sdarts-rs": 1.1, "drnas": 1.1, "beta": 1.1,
            "ber": 1.1, "sdarts-adv": 8.0, "darts-2nd": 2.5, "darts-minus": 1.2,
            "rdarts-dp": 1.2}
+# Issue 35: peak RSS of a two-step DARTS-space search at the upstream size, batch 64, above
+# the process's baseline (--rss, the DARTS space at --upstream).
+RSS_TARGET_MIB = 3 * 1024
 UPSTREAM = {"size": 32, "batch": 64, "in_channels": 3, "classes": 10}  # channels, cells: space's
 
 
 def rows() -> dict[str, dict]:
-    """label: setup keywords of every row (each method first order, then ``ber`` and
-    ``darts-2nd``)."""
+    """label: setup keywords of every row (each method first order, then ``ber``,
+    ``darts-2nd`` and ``darts-ckpt``, DARTS with per-cell checkpointing)."""
     return {**{m: {"method": m} for m in method_names()},
             "ber": {"method": "darts", "reg": "ber"},
-            "darts-2nd": {"method": "darts", "order": 2}}
+            "darts-2nd": {"method": "darts", "order": 2},
+            "darts-ckpt": {"method": "darts", "checkpoint_cells": True}}
+
+
+def setup_row(space: str, label: str, args, **overrides):
+    """setup() of the row ``label`` under the command line's size, device and precision."""
+    keywords = {**rows()[label], **overrides}
+    return setup(space, keywords.pop("method"), args.upstream, args.device, amp=args.amp,
+                 **keywords)
 
 
 def setup(space_name: str, method: str, upstream: bool, device: str, seed: int = 0,
@@ -153,10 +177,10 @@ def saved_activations_mib(net, step) -> float:
     return peak[0] / 2 ** 20
 
 
-def peak_memory(space: str, keywords: dict, args) -> dict:
-    """Saved activations of one step (MiB); on a GPU also the allocator's peak."""
-    net, step = setup(space, keywords["method"], args.upstream, args.device, amp=args.amp,
-                      order=keywords.get("order", 1), reg=keywords.get("reg"))
+def peak_memory(space: str, label: str, args) -> dict:
+    """Saved activations of one step (MiB; under checkpointing those saved outside the
+    cells); on a GPU also the allocator's peak."""
+    net, step = setup_row(space, label, args)
     step()
     out = {"activations_mib": saved_activations_mib(net, step)}
     if args.device.startswith("cuda"):
@@ -167,10 +191,7 @@ def peak_memory(space: str, keywords: dict, args) -> dict:
 
 
 def bench_space(space: str, labels: list[str], args) -> dict:
-    every = rows()
-    steps = {m: setup(space, every[m]["method"], args.upstream, args.device, amp=args.amp,
-                      order=every[m].get("order", 1), reg=every[m].get("reg"))[1]
-             for m in labels}
+    steps = {m: setup_row(space, m, args)[1] for m in labels}
     for step in steps.values():  # warm-up: one step each
         step()
     seconds = {m: [] for m in labels}
@@ -185,12 +206,69 @@ def bench_space(space: str, labels: list[str], args) -> dict:
         if out[m]["target"] is not None:
             out[m]["met"] = out[m]["ratio"] <= out[m]["target"]
         if not args.no_memory:
-            out[m].update(peak_memory(space, every[m], args))
+            out[m].update(peak_memory(space, m, args))
     for m in labels:
         if "activations_mib" in out[m]:
             out[m]["memory_ratio"] = (out[m]["activations_mib"]
                                       / max(out["darts"]["activations_mib"], 1e-9))
     return out
+
+
+def rss_worker(space: str, label: str, checkpoint_cells: bool, args) -> dict:
+    """In this (fresh) process: the peak RSS growth over two steps of one row, above the
+    baseline after the set-up (network, optimisers, batches), and each step's seconds."""
+    _, step = setup_row(space, label, args, checkpoint_cells=checkpoint_cells)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    seconds = [timed(step, args.device) for _ in range(2)]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"peak_rss_mib": (peak - base) / 1024, "seconds": seconds}
+
+
+def bench_rss(space: str, labels: list[str], args) -> dict:
+    """Per row, a fresh process each without and with per-cell checkpointing (rss_worker)."""
+    out = {}
+    for m in labels:
+        out[m] = {}
+        for mode, on in (("plain", False), ("checkpointed", True)):
+            cmd = [sys.executable, __file__, "--rss-worker", json.dumps([space, m, on]),
+                   "--threads", str(args.threads), "--device", args.device, "--amp", args.amp,
+                   *(["--upstream"] if args.upstream else [])]
+            text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            out[m][mode] = json.loads(text.strip().splitlines()[-1])
+        if args.upstream and space == "darts":
+            out[m]["target_mib"] = RSS_TARGET_MIB
+    return out
+
+
+def rss_markdown(results: dict, args) -> str:
+    size = "upstream size (C16, 32x32, batch 64)" if args.upstream else "digits proxy size"
+    lines = [f"Peak RSS growth of a fresh process over two steps, {size}, {args.threads} "
+             f"thread(s), {args.device}, amp {args.amp}; without / with per-cell "
+             "checkpointing (--checkpoint-cells).", "",
+             "| space | method | peak RSS MiB | checkpointed | x plain | s / step | checkpointed "
+             "| x plain | target |", "|---|---|---|---|---|---|---|---|---|"]
+    for space, rs in results.items():
+        for m, r in rs.items():
+            plain, ckpt = r["plain"], r["checkpointed"]
+            # the second step: the first pays for the allocator's and kernels' first use
+            sp, sc = plain["seconds"][-1], ckpt["seconds"][-1]
+            target = "-"
+            if "target_mib" in r:
+                met = [name for name in ("plain", "checkpointed")
+                       if r[name]["peak_rss_mib"] <= r["target_mib"]]
+                target = f"<= {r['target_mib']} ({'met: ' + ', '.join(met) if met else 'missed'})"
+            lines.append(f"| {space} | {m} | {plain['peak_rss_mib']:.0f} | "
+                         f"{ckpt['peak_rss_mib']:.0f} | "
+                         f"{ckpt['peak_rss_mib'] / plain['peak_rss_mib']:.2f} | {sp:.3f} | "
+                         f"{sc:.3f} | {sc / sp:.2f} | {target} |")
+    return "\n".join(lines) + "\n"
+
+
+def rss_missed(results: dict) -> list[str]:
+    """'space row' of every row with a memory target that neither mode meets."""
+    return [f"{space} {m}" for space, rs in results.items() for m, r in rs.items()
+            if "target_mib" in r and min(r["plain"]["peak_rss_mib"],
+                                         r["checkpointed"]["peak_rss_mib"]) > r["target_mib"]]
 
 
 def markdown(results: dict, args) -> str:
@@ -223,7 +301,8 @@ def main() -> int:
     p.add_argument("--spaces", default=",".join(space_names()),
                    help="comma-separated (default: every space)")
     p.add_argument("--methods", default=None,
-                   help="rows, comma-separated: methods, ber, darts-2nd (default: every row)")
+                   help="rows, comma-separated: methods, ber, darts-2nd, darts-ckpt "
+                        "(default: every row)")
     p.add_argument("--upstream", action="store_true", help="the space's upstream size")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
@@ -231,8 +310,16 @@ def main() -> int:
     p.add_argument("--amp", default="off", choices=SEARCH_PRECISIONS,
                    help="the search's autocast (SearchConfig.amp)")
     p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--rss", action="store_true",
+                   help="instead of the timing table: the peak RSS and step time of each row "
+                        "in fresh processes, without and with per-cell checkpointing")
+    p.add_argument("--rss-worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    if args.rss_worker:
+        space, label, on = json.loads(args.rss_worker)
+        print(json.dumps(rss_worker(space, label, on, args)))
+        return 0
     every = rows()
     labels = args.methods.split(",") if args.methods else list(every)
     unknown = [m for m in labels if m not in every]
@@ -240,18 +327,23 @@ def main() -> int:
         p.error(f"unknown row(s) {', '.join(unknown)}; rows: {', '.join(every)}")
     if "darts" not in labels:
         labels = ["darts"] + labels
+    if args.rss and args.methods is None:
+        labels = ["darts"]
+    table, bench, over_of = (rss_markdown, bench_rss, rss_missed) if args.rss else \
+        (markdown, bench_space, missed)
     results = {}
     for space in args.spaces.split(","):
-        results[space] = bench_space(space, labels, args)
-        print(markdown({space: results[space]}, args), flush=True)
+        results[space] = bench(space, labels, args)
+        print(table({space: results[space]}, args), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    name = "methods_step" + ("_upstream" if args.upstream else "") + \
-        ("" if args.amp == "off" else f"_{args.amp}")
+    name = ("methods_rss" if args.rss else "methods_step") + \
+        ("_upstream" if args.upstream else "") + ("" if args.amp == "off" else f"_{args.amp}")
     (args.out / f"{name}.json").write_text(json.dumps(results, indent=1))
-    (args.out / f"{name}.md").write_text(markdown(results, args))
+    (args.out / f"{name}.md").write_text(table(results, args))
     print(f"outputs in {args.out}")
-    over = missed(results)
-    targets = sum(r["target"] is not None for rs in results.values() for r in rs.values())
+    over = over_of(results)
+    targets = sum(("target_mib" in r) if args.rss else (r["target"] is not None)
+                  for rs in results.values() for r in rs.values())
     print(f"targets: {targets - len(over)} met, {len(over)} missed"
           + (f" ({', '.join(over)})" if over else ""))
     return 1 if over else 0

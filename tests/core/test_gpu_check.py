@@ -1,5 +1,6 @@
 """benchmarks/gpu_check.py: a clear "no GPU" line and exit 0 without CUDA; a CPU dry run."""
 
+import argparse
 import json
 import os
 import re
@@ -166,3 +167,22 @@ def test_method_table_marks_each_target_and_exits_1_on_a_miss(monkeypatch, tmp_p
                                      "targets: 4 met, 2 missed (darts darts-2nd, s3 darts-2nd)")
         assert json.loads((tmp_path / "methods_step.json").read_text())["s3"]["darts-2nd"][
             "met"] is (status == 0)
+
+
+def test_rss_table_marks_the_memory_target():
+    """--rss: a row meets issue 35's peak-RSS target when either process does."""
+    mod = _nas_methods_step()
+
+    def row(plain, checkpointed):
+        return {"plain": {"peak_rss_mib": plain, "seconds": [9.0, 1.0]},
+                "checkpointed": {"peak_rss_mib": checkpointed, "seconds": [9.0, 1.5]},
+                "target_mib": mod.RSS_TARGET_MIB}
+
+    args = argparse.Namespace(upstream=True, threads=1, device="cpu", amp="off")
+    results = {"darts": {"darts": row(5000, 2000)}}
+    assert ("| darts | darts | 5000 | 2000 | 0.40 | 1.000 | 1.500 | 1.50 | "
+            "<= 3072 (met: checkpointed) |") in mod.rss_markdown(results, args)
+    assert mod.rss_missed(results) == []
+    results["darts"]["darts"] = row(5000, 3100)
+    assert "| <= 3072 (missed) |" in mod.rss_markdown(results, args)
+    assert mod.rss_missed(results) == ["darts darts"]
