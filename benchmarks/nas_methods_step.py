@@ -28,8 +28,8 @@ on CUDA.
 
 ``--rss``: instead, per row (default: DARTS) two fresh processes, without and with per-cell
 checkpointing (SearchConfig.checkpoint_cells): the peak RSS growth over two steps above the
-baseline after the set-up, and the steps' seconds; the DARTS space at the upstream size is set
-beside issue 35's RSS_TARGET_MIB (exit 1 when neither process meets it). Writes
+baseline after the set-up, and the steps' seconds; DARTS in the DARTS space at the upstream
+size is set beside issue 35's RSS_TARGET_MIB (exit 1 when neither process meets it). Writes
 DIR/methods_rss[_upstream].json and .md.
 """
 
@@ -235,7 +235,7 @@ def bench_rss(space: str, labels: list[str], args) -> dict:
                    *(["--upstream"] if args.upstream else [])]
             text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             out[m][mode] = json.loads(text.strip().splitlines()[-1])
-        if args.upstream and space == "darts":
+        if args.upstream and space == "darts" and m == "darts":
             out[m]["target_mib"] = RSS_TARGET_MIB
     return out
 
