@@ -177,6 +177,42 @@ def saved_activations_mib(net, step) -> float:
     return peak[0] / 2 ** 20
 
 
+def saved_by_cell(net, step) -> dict[str, float]:
+    """What the last forward of one step saves for the backward (MiB, each storage once), by
+    the part that saved it: "stem" (before the first cell), "cell i", "between" (the
+    concatenations and the head after a cell); {} for a supernet without ``cells``."""
+    if not hasattr(net, "cells"):
+        return {}
+    seen: dict[int, tuple[str, int]] = {}
+    part = ["stem"]
+
+    def reset(*_):
+        seen.clear()
+        part[0] = "stem"
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if key not in seen:
+            seen[key] = (part[0], t.untyped_storage().nbytes())
+        return t
+
+    handles = [net.register_forward_pre_hook(reset)]
+    for i, cell in enumerate(net.cells):
+        handles.append(cell.register_forward_pre_hook(
+            lambda *_, i=i: part.__setitem__(0, f"cell {i}")))
+        handles.append(cell.register_forward_hook(lambda *_: part.__setitem__(0, "between")))
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            step()
+    finally:
+        for h in handles:
+            h.remove()
+    out: dict[str, float] = {}
+    for name, size in seen.values():
+        out[name] = out.get(name, 0.0) + size / 2 ** 20
+    return out
+
+
 def peak_memory(space: str, label: str, args) -> dict:
     """Saved activations of one step (MiB; under checkpointing those saved outside the
     cells); on a GPU also the allocator's peak."""
@@ -217,11 +253,14 @@ def bench_space(space: str, labels: list[str], args) -> dict:
 def rss_worker(space: str, label: str, checkpoint_cells: bool, args) -> dict:
     """In this (fresh) process: the peak RSS growth over two steps of one row, above the
     baseline after the set-up (network, optimisers, batches), and each step's seconds."""
-    _, step = setup_row(space, label, args, checkpoint_cells=checkpoint_cells)
+    net, step = setup_row(space, label, args, checkpoint_cells=checkpoint_cells)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     seconds = [timed(step, args.device) for _ in range(2)]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"peak_rss_mib": (peak - base) / 1024, "seconds": seconds}
+    out = {"peak_rss_mib": (peak - base) / 1024, "seconds": seconds}
+    if not checkpoint_cells:  # a third step, after the peak: what it saves, by cell
+        out["saved_mib_by_cell"] = saved_by_cell(net, step)
+    return out
 
 
 def bench_rss(space: str, labels: list[str], args) -> dict:
@@ -247,6 +286,7 @@ def rss_markdown(results: dict, args) -> str:
              "checkpointing (--checkpoint-cells).", "",
              "| space | method | peak RSS MiB | checkpointed | x plain | s / step | checkpointed "
              "| x plain | target |", "|---|---|---|---|---|---|---|---|---|"]
+    notes: list[str] = []
     for space, rs in results.items():
         for m, r in rs.items():
             plain, ckpt = r["plain"], r["checkpointed"]
@@ -257,11 +297,16 @@ def rss_markdown(results: dict, args) -> str:
                 met = [name for name in ("plain", "checkpointed")
                        if r[name]["peak_rss_mib"] <= r["target_mib"]]
                 target = f"<= {r['target_mib']} ({'met: ' + ', '.join(met) if met else 'missed'})"
+            if plain.get("saved_mib_by_cell"):
+                parts = plain["saved_mib_by_cell"]
+                notes.append(f"{space} {m}: saved for the backward (plain, the weight step's "
+                             f"forward) {sum(parts.values()):.0f} MiB: " + ", ".join(
+                                 f"{k} {v:.0f}" for k, v in parts.items() if v >= 0.5))
             lines.append(f"| {space} | {m} | {plain['peak_rss_mib']:.0f} | "
                          f"{ckpt['peak_rss_mib']:.0f} | "
                          f"{ckpt['peak_rss_mib'] / plain['peak_rss_mib']:.2f} | {sp:.3f} | "
                          f"{sc:.3f} | {sc / sp:.2f} | {target} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + [""] + notes) + "\n"
 
 
 def rss_missed(results: dict) -> list[str]:

@@ -186,3 +186,18 @@ def test_rss_table_marks_the_memory_target():
     results["darts"]["darts"] = row(5000, 3100)
     assert "| <= 3072 (missed) |" in mod.rss_markdown(results, args)
     assert mod.rss_missed(results) == ["darts darts"]
+
+
+def test_saved_activations_by_cell_and_what_checkpointing_leaves():
+    """Plain, every cell saves for the backward; with per-cell checkpointing the cells keep
+    nothing of their own, and what is left (stem, head) is small beside them."""
+    mod = _nas_methods_step()
+    sizes = {**TOY, "cells": 3}
+    plain = mod.saved_by_cell(*mod.setup("darts", "darts", True, "cpu", sizes=sizes))
+    ckpt = mod.saved_by_cell(*mod.setup("darts", "darts", True, "cpu", sizes=sizes,
+                                        checkpoint_cells=True))
+    cells = [f"cell {i}" for i in range(3)]
+    assert set(plain) == {"stem", *cells, "between"}
+    assert all(plain[c] > 0 for c in cells)
+    assert sum(ckpt.get(c, 0.0) for c in cells) == 0.0
+    assert 0 < sum(ckpt.values()) < 0.1 * sum(plain.values())
