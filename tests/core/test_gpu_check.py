@@ -1,5 +1,6 @@
 """benchmarks/gpu_check.py: a clear "no GPU" line and exit 0 without CUDA; a CPU dry run."""
 
+import argparse
 import json
 import os
 import re
@@ -133,3 +134,70 @@ def test_method_step_refuses_what_the_search_refuses():
         setup("darts", "darts", True, "cpu", amp="fp16", sizes=TOY)
     with pytest.raises(ValueError, match="unknown sizes"):
         setup("darts", "darts", True, "cpu", sizes={"width": 3})
+
+
+def test_method_table_marks_each_target_and_exits_1_on_a_miss(monkeypatch, tmp_path, capsys):
+    """benchmarks/nas_methods_step.py on made-up step costs: each row against issue 35's
+    target, met or missed, and exit status 1 when one is missed."""
+    mod = _nas_methods_step()
+    cost = {("darts", 1, None): 2.0, ("pc-darts", 1, None): 0.8, ("darts", 1, "ber"): 2.1,
+            ("rdarts-l2", 1, None): 9.0}
+
+    def fake_setup(space, method, upstream, device, order=1, amp="off", reg=None, **_):
+        def step():
+            pass
+        step.seconds = cost[(method, order, reg)]
+        return None, step
+
+    monkeypatch.setattr(mod, "setup", fake_setup)
+    monkeypatch.setattr(mod, "timed", lambda step, device: step.seconds)
+    argv = ["nas_methods_step.py", "--out", str(tmp_path), "--spaces", "darts,s3", "--methods",
+            "pc-darts,ber,darts-2nd,rdarts-l2", "--rounds", "1", "--no-memory"]
+    for second, status in ((5.2, 1), (4.8, 0)):  # 2.6x and 2.4x first order, target 2.5x
+        cost["darts", 2, None] = second
+        monkeypatch.setattr(sys, "argv", argv)
+        assert mod.main() == status
+        out = capsys.readouterr().out
+        assert "| darts | pc-darts | 0.800 | 0.40 | <= 0.5 (met) |" in out
+        assert "| s3 | ber | 2.100 | 1.05 | <= 1.1 (met) |" in out
+        assert "| darts | rdarts-l2 | 9.000 | 4.50 | - |" in out  # no target in the issue
+        tag = "met" if status == 0 else "missed"
+        assert f"| darts | darts-2nd | {second:.3f} | {second / 2:.2f} | <= 2.5 ({tag}) |" in out
+        assert out.rstrip().endswith("targets: 6 met, 0 missed" if status == 0 else
+                                     "targets: 4 met, 2 missed (darts darts-2nd, s3 darts-2nd)")
+        assert json.loads((tmp_path / "methods_step.json").read_text())["s3"]["darts-2nd"][
+            "met"] is (status == 0)
+
+
+def test_rss_table_marks_the_memory_target():
+    """--rss: a row meets issue 35's peak-RSS target when either process does."""
+    mod = _nas_methods_step()
+
+    def row(plain, checkpointed):
+        return {"plain": {"peak_rss_mib": plain, "seconds": [9.0, 1.0]},
+                "checkpointed": {"peak_rss_mib": checkpointed, "seconds": [9.0, 1.5]},
+                "target_mib": mod.RSS_TARGET_MIB}
+
+    args = argparse.Namespace(upstream=True, threads=1, device="cpu", amp="off")
+    results = {"darts": {"darts": row(5000, 2000)}}
+    assert ("| darts | darts | 5000 | 2000 | 0.40 | 1.000 | 1.500 | 1.50 | "
+            "<= 3072 (met: checkpointed) |") in mod.rss_markdown(results, args)
+    assert mod.rss_missed(results) == []
+    results["darts"]["darts"] = row(5000, 3100)
+    assert "| <= 3072 (missed) |" in mod.rss_markdown(results, args)
+    assert mod.rss_missed(results) == ["darts darts"]
+
+
+def test_saved_activations_by_cell_and_what_checkpointing_leaves():
+    """Plain, every cell saves for the backward; with per-cell checkpointing the cells keep
+    nothing of their own, and what is left (stem, head) is small beside them."""
+    mod = _nas_methods_step()
+    sizes = {**TOY, "cells": 3}
+    plain = mod.saved_by_cell(*mod.setup("darts", "darts", True, "cpu", sizes=sizes))
+    ckpt = mod.saved_by_cell(*mod.setup("darts", "darts", True, "cpu", sizes=sizes,
+                                        checkpoint_cells=True))
+    cells = [f"cell {i}" for i in range(3)]
+    assert set(plain) == {"stem", *cells, "between"}
+    assert all(plain[c] > 0 for c in cells)
+    assert sum(ckpt.get(c, 0.0) for c in cells) == 0.0
+    assert 0 < sum(ckpt.values()) < 0.1 * sum(plain.values())

@@ -10,7 +10,9 @@ import torch
 import torch.nn.functional as F
 
 import genlab.nas.ops as ops_mod
+from genlab.core.runs import CHECKPOINT
 from genlab.nas.cells import channel_shuffle
+from genlab.nas.methods import search_method
 from genlab.nas.nodesum import channels_last
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
@@ -190,3 +192,27 @@ def test_stopped_and_resumed_fused_search_equals_uninterrupted(tmp_path):
     resumed = run_search(cfg, tmp_path / "part", resume=True)
     assert resumed["alpha"] == full["alpha"] and resumed["genotype"] == full["genotype"]
     assert resumed["method"] == "pc-darts"
+
+
+@pytest.mark.parametrize("method", ["darts-minus", "rdarts-dp", "pc-darts"])
+def test_killed_and_resumed_method_search_equals_uninterrupted(tmp_path, method):
+    """Each method at its own preset on the fused cell (the skip's beta, the drop-path ramp,
+    PC-DARTS' frozen alpha, all by step): stopped at step 16, five steps past its last
+    checkpoint (step 11, the first epoch), as a kill would leave it, then resumed. Genotype,
+    alphas and every weight, buffer and beta equal the uninterrupted search's exactly."""
+    cfg = SearchConfig(space="darts", method=method, channels=8, cells=2, steps=22,
+                       batch_size=64, hessian_points=0, diag_batch=16, seed=3)
+    net = get_space("darts").build_supernet(channels=8, cells=2,
+                                            **search_method(cfg.resolved()).supernet_options)
+    assert isinstance(net.cells[0].core, FusedCell)  # what the search below builds
+    full = run_search(cfg, tmp_path / "full")
+    assert run_search(cfg, tmp_path / "part", stop_at=16)["stopped_at"] == 16
+    resumed = run_search(cfg, tmp_path / "part", resume=True)
+    assert resumed["method"] == method
+    assert resumed["genotype"] == full["genotype"] and resumed["alpha"] == full["alpha"]
+    want, got = (torch.load(tmp_path / run / CHECKPOINT, weights_only=True)
+                 for run in ("full", "part"))
+    assert got["step"] == want["step"] == 22
+    assert want["net"].keys() == got["net"].keys()
+    for name, value in want["net"].items():
+        assert torch.equal(got["net"][name], value), name

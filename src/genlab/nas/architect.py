@@ -61,7 +61,14 @@ def call_with(net, names: list[str], tensors: list[torch.Tensor], x: torch.Tenso
     state = dict(zip(names, tensors, strict=True))
     state.update({n: b.clone() for n, b in net.named_buffers()})
     kwargs = {} if probe is None else {"probe": probe}
-    return functional_call(net, state, (x,), kwargs, strict=False)
+    # no per-cell checkpointing here: its rerun in the backward would read the network's own
+    # weights, not ``tensors``
+    kept = getattr(net, "checkpoint_cells", False)
+    net.checkpoint_cells = False
+    try:
+        return functional_call(net, state, (x,), kwargs, strict=False)
+    finally:
+        net.checkpoint_cells = kept
 
 
 def unrolled_arch_grads(net, train_batch, val_batch, val_objective: ValObjective,

@@ -67,8 +67,9 @@ PROXY_ARCH_LR = 3e-2  # the digits proxy's alpha learning rate for DARTS (docs/b
 # fp16 would need a GradScaler on both backward passes of the bilevel step (alpha, then the
 # weights) and on the unrolled gradient; bf16 has float32's range and needs none.
 SEARCH_PRECISIONS = ("off", "bf16")
-# Options a search may change on resume beside core's own: the table only judges the result.
-RESUME_FREE = ("nb201_table",)
+# Options a search may change on resume beside core's own: the table only judges the result;
+# per-cell checkpointing trades memory for time and leaves the search as it is.
+RESUME_FREE = ("nb201_table", "checkpoint_cells")
 
 
 PROXY = "default: the space's digits proxy"
@@ -179,6 +180,9 @@ class SearchConfig:
     amp: str = option("off", help="off | bf16: autocast in the bilevel step (fp16 is refused: "
                       "no loss scaling in the search).", choices=SEARCH_PRECISIONS)
     channels_last: bool = option(False, help="NHWC layout of supernet and inputs.")
+    checkpoint_cells: bool = option(False, help="Recompute each cell's forward in the backward "
+                                    "(activation checkpointing): less memory, more time per "
+                                    "step; the same search (docs/nas_performance.md).")
     force_every: int = option(0, help="Also log the alpha forces every this many steps "
                               "(forces.jsonl; 0: never).", ge=0)
 
@@ -301,6 +305,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
                     "cells": cfg.cells,
                     "options": {**space.proxy.options, **method.supernet_options}}
     net = build_space_supernet(**{**builder_args, "space": space}).to(device)
+    net.checkpoint_cells = cfg.checkpoint_cells
     method.attach(net)
     check_input_size(net, data.in_channels, cfg.size, f"the {space.name} supernet",
                      cfg.channels, cfg.cells)

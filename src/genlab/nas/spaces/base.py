@@ -29,11 +29,13 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from genlab.core.errors import ConfigError, SpecError
 from genlab.core.registry import Registry
@@ -211,10 +213,28 @@ class AlphaSupernet(nn.Module):
     The mixing weights of a forward come from ``mixing_weights()``: the relaxation that a
     search method sets (``relaxation(name, alpha, training)``; None: softmax, DARTS), unless
     ``mixing_override`` holds the weights to use as they are (SDARTS' perturbed weights in
-    the weight step, genlab.nas.methods)."""
+    the weight step, genlab.nas.methods).
+
+    ``checkpoint_cells`` (SearchConfig.checkpoint_cells): each cell's forward, in training
+    with gradients on, keeps only its inputs and is run again in the backward
+    (torch.utils.checkpoint, non-reentrant): the cells' activations are not held for the
+    backward, at the cost of a second forward of every cell. The random draws inside a cell
+    (drop-path masks, noise) replay from the saved generator state, and the rerun updates
+    copies of the cell's buffers (BN running statistics), so the step is the plain one."""
 
     relaxation = None  # a genlab.nas.methods relaxation; None: softmax
     mixing_override: dict | None = None
+    checkpoint_cells = False
+
+    def run_cell(self, cell: nn.Module, fn: Callable, *args, rerun: bool = True):
+        """``fn(*args)``, the forward of ``cell`` (a module of this supernet), under per-cell
+        checkpointing when ``checkpoint_cells`` is on, in training, with gradients on;
+        ``rerun`` False: plainly (a forward with side effects that must not repeat, such as
+        reporting its ops to a probe)."""
+        if not (rerun and self.checkpoint_cells and self.training and torch.is_grad_enabled()):
+            return fn(*args)
+        return checkpoint(fn, *args, use_reentrant=False,
+                          context_fn=lambda: (nullcontext(), _BuffersKept(cell)))
 
     def alphas(self) -> dict[str, nn.Parameter]:
         raise NotImplementedError
@@ -243,6 +263,29 @@ class AlphaSupernet(nn.Module):
         """Every parameter except the alphas."""
         alpha_ids = {id(a) for a in self.arch_parameters()}
         return [p for p in self.parameters() if id(p) not in alpha_ids]
+
+
+class _BuffersKept:
+    """The rerun of a checkpointed cell updates copies of the cell's buffers, thrown away after
+    it: the BN running statistics are updated once per forward, as without checkpointing, and
+    the tensors themselves are never written to (a write would invalidate them where a graph
+    saved them, as a double backward does). Re-entrant: a graph kept for a second backward
+    reruns the cell again."""
+
+    def __init__(self, module: nn.Module):
+        self.module = module
+        self.kept: list = []
+
+    def __enter__(self):
+        self.kept = [(m, name, b) for m in self.module.modules()
+                     for name, b in m.named_buffers(recurse=False)]
+        for m, name, b in self.kept:
+            setattr(m, name, b.clone())
+
+    def __exit__(self, *exc):
+        for m, name, b in self.kept:
+            setattr(m, name, b)
+        self.kept = []
 
 
 SPACES: Registry[SearchSpace] = Registry("search space")

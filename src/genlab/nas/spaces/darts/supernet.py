@@ -189,7 +189,8 @@ class DartsSuperNet(AlphaSupernet):
             report = None
             if probe is not None and probe.wants_ops:
                 report = functools.partial(probe.op, name, index)
-            nodes = cell(s0, s1, weights[name], report, scales.get(name))
+            nodes = self.run_cell(cell, cell, s0, s1, weights[name], report, scales.get(name),
+                                  rerun=report is None)
             out = torch.cat(nodes, dim=1)
             if probe is not None:
                 probe.node(CellTrace(name, index, (s0, s1), tuple(nodes), out))

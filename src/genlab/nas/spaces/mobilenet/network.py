@@ -228,7 +228,8 @@ class MobileNetSuperNet(_Skeleton, AlphaSupernet):
             report = None
             if probe is not None and probe.wants_ops:
                 report = functools.partial(probe.op, name, block.index, row)
-            out = self._block(h, ops, w, block.skippable, report)
+            out = self.run_cell(ops, self._block, h, ops, w, block.skippable, report,
+                                rerun=report is None)
             if probe is not None:
                 probe.node(CellTrace(name, block.index, (h,), (out,), out))
             h = out

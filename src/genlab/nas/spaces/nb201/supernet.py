@@ -291,17 +291,20 @@ class NB201SuperNet(AlphaSupernet):
         index = 0
         for cell in self.cells:
             if isinstance(cell, ResidualBlock):
-                h = cell(h)
+                h = self.run_cell(cell, cell, h)
                 continue
             report = None
             if probe is not None and probe.wants_ops:
                 report = functools.partial(probe.op, "cell", index)
             if self.per_edge:
-                nodes = cell([h], weights, report, None if scales is None else scales["cell"])
+                nodes = self.run_cell(cell, cell, [h], weights, report,
+                                      None if scales is None else scales["cell"],
+                                      rerun=report is None)
             else:
                 if cell.channels not in prepared:
                     prepared[cell.channels] = cell.prepare(weights)
-                nodes = cell(h, weights, prepared[cell.channels], report)
+                nodes = self.run_cell(cell, cell, h, weights, prepared[cell.channels], report,
+                                      rerun=report is None)
             if probe is not None:
                 probe.node(CellTrace("cell", index, (h,), tuple(nodes), nodes[-1]))
             h = nodes[-1]
