@@ -266,24 +266,16 @@ def check_imagenet_step(device, out: Path, quick: bool) -> dict:
     return result
 
 
-# Issue 35's targets: a row's step time as a multiple of DARTS' first-order step in the same
-# run (DARTS space, upstream size); darts-2nd is DARTS' second-order step, ber DARTS with BER.
-NAS_METHOD_TARGETS = {"pc-darts": 0.5, "gdas": 0.5, "sdarts-rs": 1.1, "drnas": 1.1, "beta": 1.1,
-                      "ber": 1.1, "sdarts-adv": 8.0, "darts-2nd": 2.5}
 # Steps per row and precision: warm-up, then timed (median). On an H200 one step of every row
 # takes ~11 s in fp32 and ~12 s in bf16 (docs/scale.md), so the full check runs ~75 s.
 NAS_METHOD_STEPS = {"warmup": 1, "timed": 2}
 NAS_METHOD_QUICK = {"size": 8, "batch": 2, "in_channels": 3, "channels": 4, "cells": 1}
 
 
-def nas_method_rows() -> list[tuple[str, dict]]:
-    """(label, setup keywords) of every row: each search method first order, DARTS with BER
-    (genlab's default search), DARTS second order."""
-    from genlab.nas.methods import method_names
-
-    return ([(m, {"method": m}) for m in method_names()]
-            + [("ber", {"method": "darts", "reg": "ber"}),
-               ("darts-2nd", {"method": "darts", "order": 2})])
+def _benchmarks_on_path() -> None:
+    here = str(Path(__file__).resolve().parent)  # benchmarks/ is not a package
+    if here not in sys.path:
+        sys.path.insert(0, here)
 
 
 def check_nas_methods(device, out: Path, quick: bool) -> dict:
@@ -296,16 +288,15 @@ def check_nas_methods(device, out: Path, quick: bool) -> dict:
     --quick: every row at a toy size (NAS_METHOD_QUICK), one timed step: the code path."""
     import statistics
 
-    here = str(Path(__file__).resolve().parent)  # benchmarks/ is not a package
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    from nas_methods_step import setup, timed
+    _benchmarks_on_path()
+    from nas_methods_step import TARGETS, setup, timed
+    from nas_methods_step import rows as method_rows
 
     warm, timed_steps = (0, 1) if quick else (NAS_METHOD_STEPS["warmup"],
                                               NAS_METHOD_STEPS["timed"])
     sizes = NAS_METHOD_QUICK if quick else None
     cuda = device.type == "cuda"
-    rows = nas_method_rows()
+    rows = list(method_rows().items())
     table: dict = {}
     summary: dict = {}
     for amp, name in (("off", "fp32"), ("bf16", "bf16")):
@@ -314,9 +305,9 @@ def check_nas_methods(device, out: Path, quick: bool) -> dict:
         # blocks (DARTS' row took 900 ms as the first row on an H200 and 572 ms in a process
         # already warm): a discarded DARTS row runs before the timed ones
         for label, keywords in [("warm-up", {"method": "darts"}), *rows]:
-            net, step = setup("darts", keywords["method"], True, str(device),
-                              order=keywords.get("order", 1), amp=amp, sizes=sizes,
-                              reg=keywords.get("reg"))
+            options = {k: v for k, v in keywords.items() if k != "method"}
+            net, step = setup("darts", keywords["method"], True, str(device), amp=amp,
+                              sizes=sizes, **options)
             for _ in range(warm):
                 step()
             if cuda:
@@ -333,7 +324,7 @@ def check_nas_methods(device, out: Path, quick: bool) -> dict:
         parts = []
         for label, row in table[name].items():
             row["ratio"] = row["ms"] / base
-            target = NAS_METHOD_TARGETS.get(label)
+            target = TARGETS.get(label)
             text = f"{label} {row['ms']:.1f}ms" if label == "darts" else \
                 f"{label} x{row['ratio']:.2f}"
             if target is not None:
@@ -355,9 +346,7 @@ def check_nas_step_profile(device, out: Path, quick: bool) -> dict:
     operators by self time; the profiler's table goes to nas_step_profile.txt."""
     from torch.profiler import ProfilerActivity, profile
 
-    here = str(Path(__file__).resolve().parent)
-    if here not in sys.path:
-        sys.path.insert(0, here)
+    _benchmarks_on_path()
     from nas_methods_step import setup
 
     cuda = device.type == "cuda"
