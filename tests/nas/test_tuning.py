@@ -5,9 +5,18 @@ import json
 from dataclasses import replace
 
 import pytest
+import torch
 
 from genlab.core.errors import ConfigError
-from genlab.nas.bench import BenchConfig, row_options, run_bench
+from genlab.nas.bench import (
+    CONSTANT,
+    BenchConfig,
+    constant_accuracy,
+    constant_tuning_row,
+    row_options,
+    run_bench,
+    tuning_markdown,
+)
 from genlab.nas.methods import get_method, method_names, search_method
 from genlab.nas.methods.base import TUNING_MAX, build_parts, check_tuning
 from genlab.nas.regularizers import PENALTIES
@@ -96,7 +105,7 @@ def test_tiny_tuned_bench(tmp_path):
     result = run_bench(cfg, tmp_path / "b")
     table = json.loads((tmp_path / "b" / "tuning.json").read_text())["rows"]
     grid = get_method("pc-darts").tuning
-    assert [r["setting"] for r in table] == [setting_text(s) for s in grid]
+    assert [r["setting"] for r in table[:-1]] == [setting_text(s) for s in grid]
     assert sum(r["chosen"] for r in table) == 1
     chosen = next(r for r in table if r["chosen"])
     jobs = tmp_path / "b" / "jobs"
@@ -107,8 +116,46 @@ def test_tiny_tuned_bench(tmp_path):
     assert report["setting"] == grid[chosen["index"]] and report["eval_on"] == "test"
     assert result["settings"] == {"pc-darts": chosen["setting"]}
     assert "### Tuning" in (tmp_path / "b" / "bench.md").read_text()
+    # the sanity row, last: the constant predictor through the split the tuning jobs' own
+    # retrainings scored (their summaries' constant_val_acc)
+    sanity = table[-1]
+    retrained = [json.loads((tmp_path / "b" / "retrain" / f"tune-pc-darts-t{k}-s3"
+                             / "summary.json").read_text()) for k in range(len(grid))]
+    assert sanity["row"] == CONSTANT and not sanity["chosen"] and sanity["seeds"] == 1
+    assert {r["constant_val_acc"] for r in retrained} == {sanity["val_acc_mean"]}
+    assert 5 < sanity["val_acc_mean"] < 15  # digits: ten balanced classes
     again = run_bench(cfg, tmp_path / "b", resume=True)
     assert again["records"] == result["records"]
+
+
+def _tiny_data(root, size, seed):
+    """Labels by hand, per seed (the images do not matter to the constant predictor)."""
+    from genlab.core.data import ImageData, Split
+
+    labels = {3: ([0, 0, 1, 2], [0, 1, 1, 1, 2], [1, 1, 0, 2]),
+              4: ([2, 2, 2, 1], [2, 1, 1, 0], [0, 0, 0, 2])}[seed]
+    splits = [Split(torch.zeros(len(y), 1, size, size), torch.tensor(y)) for y in labels]
+    return ImageData("tiny", *splits, num_classes=3, in_channels=1, size=size)
+
+
+def test_constant_row_by_hand_count(monkeypatch):
+    """The majority class of the train half scored on the validation half, per seed's split:
+    seed 3 answers 0 (train 0,0,1,2), right on 1 of 5; seed 4 answers 2 (train 2,2,2,1),
+    right on 1 of 4. The test split's predictor fits train + val instead: at seed 3 that is
+    0,0,1,2,0,1,1,1,2, whose majority is 1, right on 2 of the test's 4."""
+    from genlab.nas.data import DATASETS, DatasetEntry
+
+    monkeypatch.setitem(DATASETS._entries, "tiny", DatasetEntry(_tiny_data, False, "tiny"))
+    search = SearchConfig(dataset="tiny")
+    assert constant_accuracy(search, 3, eval_on="val") == pytest.approx(20.0)
+    assert constant_accuracy(search, 4, eval_on="val") == pytest.approx(25.0)
+    assert constant_accuracy(search, 3, eval_on="test") == pytest.approx(50.0)
+    row = constant_tuning_row(search, [3, 4])
+    assert row["row"] == CONSTANT and row["seeds"] == 2
+    assert row["val_acc_mean"] == pytest.approx(22.5)
+    assert row["val_acc_std"] == pytest.approx(5 / 2 ** 0.5)
+    line = tuning_markdown([row]).splitlines()[-1]
+    assert line.startswith(f"| {CONSTANT} | - | 22.50 ± 3.54 (n=2) | - | - |")
 
 
 def test_tune_needs_retraining(tmp_path):

@@ -15,7 +15,8 @@ per-regulariser mean and std), bench.md (Markdown table) and bench.png.
 Sanity rows: ``random_archs`` adds, per seed, a random architecture of the space (derived from
 alphas drawn N(0, 1) with that seed: the space's own derivation rule, no search) retrained
 like the searched ones, and every table carries the constant predictor (the majority class of
-the training data) on the same test split.
+the training data) on the same test split; the tuning table (``tune``) carries it on the
+validation half each selection seed's retraining is scored on.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from genlab.core.trainer import resolve_device
 from genlab.nas.data import load_image_data
 from genlab.nas.inputs import check_run_kind
 from genlab.nas.methods.reported import reported_rows, standing
-from genlab.nas.retrain import RetrainConfig, retrain
+from genlab.nas.retrain import RetrainConfig, fit_and_score_splits, majority_accuracy, retrain
 from genlab.nas.search import (
     PENALTY_NAMES,
     SearchConfig,
@@ -53,6 +54,7 @@ METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "m
            "test_acc", "hessian_eig", "force_ratio", "search_seconds")
 TABLE_COLUMNS = {"cifar10": "C10", "cifar100": "C100", "imagenet16": "IN16"}
 RANDOM = "random"
+CONSTANT = "constant (majority class)"  # the sanity row of every table
 # The default rows: DARTS, beta-DARTS, BER as chosen (docs/ber_round3.md), the earlier ber-kl
 # by its own name and round two's batch-entropy candidates at their presets.
 DEFAULT_REGS = ("none", "beta", "ber", "ber-kl", "ber-op", "ber-lbe", "ber-ib")
@@ -381,18 +383,33 @@ def tune_rows(cfg: BenchConfig, grids: dict[str, tuple[dict, ...]], run: RunDir,
         rows, best = score_settings(row, grid, records, cfg.collapse_edges)
         chosen[row] = grid[best]
         table += rows
+    table.append(constant_tuning_row(cfg.search, cfg.tune_seeds))
     write_json(run.file("tuning.json"), {"rows": table, "tune_seeds": cfg.tune_seeds,
                                          "collapse_edges": cfg.collapse_edges})
     atomic_write_bytes(run.file("tuning.md"), tuning_markdown(table).encode())
     return chosen, table
 
 
+def constant_tuning_row(search: SearchConfig, seeds: list[int]) -> dict:
+    """The tuning table's sanity row: the constant predictor (the train half's majority
+    class) scored on the validation half, through each selection seed's split as the tuning
+    jobs' retrainings take it; mean and std over ``seeds``."""
+    scores = [constant_accuracy(search, seed, eval_on="val") for seed in seeds]
+    return {"row": CONSTANT, "setting": "-", "index": None, "seeds": len(scores),
+            f"{SCORE}_mean": statistics.fmean(scores),
+            f"{SCORE}_std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
+            "max_param_free": None, "eligible": None, "chosen": False,
+            "note": "sanity row: the train half's majority class"}
+
+
 def tuning_markdown(table: list[dict]) -> str:
     """The tuning table: every row's settings, mean ± std validation accuracy over the
-    selection seeds, the worst count of parameter-free edges, eligibility and the choice."""
+    selection seeds, the worst count of parameter-free edges, eligibility and the choice
+    (the sanity row, which has no cell, shows "-" for the cell's columns)."""
     rows = [{"row": r["row"], "setting": r["setting"],
              "val acc": mean_std_text(r[f"{SCORE}_mean"], r[f"{SCORE}_std"], r["seeds"], 2),
-             "max p-free": r["max_param_free"], "eligible": "yes" if r["eligible"] else "no",
+             "max p-free": "-" if r["max_param_free"] is None else r["max_param_free"],
+             "eligible": {True: "yes", False: "no", None: "-"}[r["eligible"]],
              "chosen": "**chosen**" if r["chosen"] else "", "note": r["note"]} for r in table]
     return ("### Tuning (selection seeds; validation accuracy of the retrained cell)\n\n"
             + markdown_table(rows, digits=2))
@@ -454,13 +471,13 @@ def random_record(space, seed: int) -> dict:
     return {"genotype": space.format(genotype), **space.op_counts(genotype)}
 
 
-def constant_accuracy(search: SearchConfig) -> float:
-    """Test accuracy (%) of always predicting the most frequent training class."""
+def constant_accuracy(search: SearchConfig, seed: int = 0, eval_on: str = "test") -> float:
+    """Accuracy (%) of always predicting the majority class of the split a retraining with
+    ``seed`` and ``eval_on`` fits, on the split it is scored on (retrain's splits)."""
     data = load_image_data(search.dataset, search.data_root,
-                           size=search.resolved().size, seed=0)
-    labels = torch.cat([data.train.labels, data.val.labels])
-    majority = int(torch.bincount(labels).argmax())
-    return 100.0 * float((data.test.labels == majority).float().mean())
+                           size=search.resolved().size, seed=seed)
+    fit, score = fit_and_score_splits(data, eval_on)
+    return majority_accuracy(fit.labels, score.labels)
 
 
 def cell_agreement(genotypes: list[str], space=None) -> float | None:
@@ -520,7 +537,7 @@ def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
                     "digits test": pm("test_acc"), "search s": pm("search_seconds", 0)})
         summ.append(row)
     if "constant_test_acc" in result:
-        summ.append({"reg": "constant (majority class)", "runs": "-",
+        summ.append({"reg": CONSTANT, "runs": "-",
                      "digits test": f"{result['constant_test_acc']:.2f}"})
     return summ, runs
 

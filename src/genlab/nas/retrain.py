@@ -212,6 +212,19 @@ def make_augment(cfg: RetrainConfig, size: int):
     return augment
 
 
+def fit_and_score_splits(data, eval_on: str):
+    """The split a retraining fits and the one it is scored on: ``eval_on`` "val" the train
+    half and the validation half (tuning), "test" train + val and the test split."""
+    return (data.train, data.val) if eval_on == "val" else (data.train_full(), data.test)
+
+
+def majority_accuracy(fit_labels: torch.Tensor, score_labels: torch.Tensor) -> float:
+    """The constant predictor's accuracy (%): the majority class of ``fit_labels`` (the
+    smallest label on a tie) answered for every item of ``score_labels``."""
+    majority = torch.bincount(fit_labels).argmax()
+    return 100 * float((score_labels == majority).float().mean())
+
+
 def retrain(cfg: RetrainConfig, out, *, resume: bool = False, progress_bar=None) -> dict:
     """Train ``cfg.arch`` from scratch and write test_acc and params to summary.json.
 
@@ -230,8 +243,7 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
-    fit_split, score_split = (data.train, data.val) if cfg.eval_on == "val" else \
-        (data.train_full(), data.test)
+    fit_split, score_split = fit_and_score_splits(data, cfg.eval_on)
     builder_args = {"space": space.name, "genotype": cfg.arch, "num_classes": data.num_classes,
                     "in_channels": data.in_channels, "channels": cfg.channels,
                     "cells": cfg.cells, "options": network_options(space, cfg)}
@@ -260,9 +272,7 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
 
     result = trainer.fit(batches.epoch, cfg.epochs, run=run, on_epoch=on_epoch)
     final = run.metrics()[-1]
-    # the sanity row: always answer the training split's majority class
-    majority = torch.bincount(fit_split.labels).argmax()
-    constant = 100 * float((score_split.labels == majority).float().mean())
+    constant = majority_accuracy(fit_split.labels, score_split.labels)
     summary = {
         "arch": cfg.arch,
         "space": cfg.space,
