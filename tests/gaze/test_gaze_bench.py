@@ -21,9 +21,11 @@ def test_bench_plan(tmp_path):
     # 5 seeds x 2 sources x 2 fractions; oracle per source and seed; 3 seeds x 2 targets
     assert kinds[("realistic", "baseline")] == kinds[("appearance", "moegaze")] == 20
     assert kinds[("appearance", "oracle")] == 10 and ("realistic", "oracle") not in kinds
+    assert all(kinds[("anatomy", k)] == kinds[("appearance", k)] for k in
+               ("baseline", "moegaze", "oracle", "reference"))  # the same plan, other clusters
     assert kinds[("control", "baseline")] == 5  # one source, 100% only
     assert kinds[("realistic", "reference")] == kinds[("control", "reference")] == 6
-    assert len(specs) == 118
+    assert len(specs) == 118 + 56  # the anatomy world: the appearance world's 56 runs
     e = next(s for s in specs if s.name == "realistic__broad-e__moegaze__f0.1__s3")
     assert e.config.targets == ["narrow-m", "narrow-d"] and e.config.fraction == 0.1
     assert e.config.steps == 300 and e.out == tmp_path / "runs" / e.name

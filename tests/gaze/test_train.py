@@ -49,7 +49,8 @@ def test_task_is_subject_disjoint_and_targets_unseen(tiny_task):
     assert set(tr.cluster.tolist()) <= {0, 1, 2, 3} and len(set(tr.cluster.tolist())) > 1
     assert task_domains("G->D") == ("broad-g", "narrow-d") and len(TASKS) == 4
     assert task_domains("E->M", "appearance") == ("app-e", "app-m")
-    assert set(WORLDS) == {"realistic", "appearance", "control"}
+    assert set(WORLDS) == {"realistic", "appearance", "control", "anatomy"}
+    assert task_domains("G->D", "anatomy") == ("ana-g", "ana-d")
 
 
 def test_fraction_keeps_a_seeded_share(tiny_task):

@@ -6,6 +6,7 @@ A *world* is a set of synthetic domains with named tasks (source -> target)::
                  G->M = broad-g -> narrow-m   G->D = broad-g -> narrow-d
     appearance   the same four tasks on app-e / app-g -> app-m / app-d
     control      label-shift = ctrl-s -> ctrl-label, capture-shift = ctrl-s -> ctrl-capture
+    anatomy      the four tasks on ana-e / ana-g -> ana-m / ana-d
 
 (see genlab.gaze.synth.domains and genlab.gaze.synth.worlds). Real data sets are named
 ``NAME:ROOT`` (genlab.gaze.data.realdata). A run trains on its source and is tested on
@@ -54,6 +55,12 @@ WORLDS.register("appearance", {
 WORLDS.register("control", {
     "label-shift": ("ctrl-s", "ctrl-label"),
     "capture-shift": ("ctrl-s", "ctrl-capture"),
+})
+WORLDS.register("anatomy", {
+    "E->M": ("ana-e", "ana-m"),
+    "E->D": ("ana-e", "ana-d"),
+    "G->M": ("ana-g", "ana-m"),
+    "G->D": ("ana-g", "ana-d"),
 })
 TASKS = WORLDS.get("realistic")
 
