@@ -81,6 +81,32 @@ def test_bench_tables_hand_values(tmp_path):
     json.dumps(t["worlds"])  # the numbers behind the tables are plain JSON
 
 
+def test_bench_small_subjects_reading_hand_values(tmp_path):
+    cfg = BenchConfig(worlds=["appearance", "control"], seeds=2, reference_seeds=1, n_boot=200,
+                      small_subjects=True)
+    specs = bench_specs(cfg, tmp_path)
+    people = [s for s in specs if s.name.split("__")[3] == "p0.1"]
+    # both models, both sources, both seeds; not in the control world (100% only there)
+    assert len(people) == 8 and all(s.name.startswith("appearance__") for s in people)
+    assert all(s.config.subject_fraction == 0.1 and s.config.fraction == 1.0 for s in people)
+    assert len(specs) == len(bench_specs(replace(cfg, small_subjects=False), tmp_path)) + 8
+    err = {"baseline": 10.0, "moegaze": 8.0, "oracle": 7.0, "reference": 5.0}
+    results = {}
+    for s in specs:
+        kind = s.name.split("__")[2]
+        e = (err[kind] + (1.0 if s.config.fraction < 1 else 0.0)
+             + (3.0 if s.config.subject_fraction < 1 else 0.0) + s.config.seed)
+        results[s.name] = _fake_summary(e, targets=s.config.targets)
+    t = bench_tables(specs, results, cfg)
+    main = t["worlds"]["appearance world"]["main"][0]
+    assert main["baseline"] == pytest.approx(10.75)  # the subject runs are not mixed in
+    assert main["paired_10_vs_100"]["diff"] == pytest.approx(-1.0)
+    assert main["moegaze10_subjects"] == pytest.approx(11.75)  # 8 + 3, seeds and subjects
+    assert main["paired_10_subjects_vs_100"]["diff"] == pytest.approx(1.0)  # 11.75 - 10.75
+    assert "MoEGaze 10% subjects - baseline 100%" in t["markdown"]
+    assert t["worlds"]["control world"]["main"][0]["paired_10_subjects_vs_100"] is None
+
+
 def test_tiny_bench_runs_and_resumes(tmp_path):
     cfg = replace(BenchConfig.quick(), worlds=["control"], seeds=1, reference_seeds=1,
                   steps=2, train_count=60, test_count=20, size=[16, 24], width=4, n_boot=50)

@@ -4,8 +4,10 @@ The bench is a list of run specs (genlab.gaze.studies.runs), each a run folder u
 ``out/runs``; finished runs are skipped when it is rerun and interrupted ones resumed.
 For every world (genlab.gaze.protocol.WORLDS) and seed:
 
-* each source: baseline and MoEGaze on all of its training data and on 10% of it, each
-  tested on the held-out source subjects and on *both* of the source's targets;
+* each source: baseline and MoEGaze on all of its training data and on 10% of it (10%
+  of the images, every subject kept; with ``small_subjects`` also 10% of the subjects
+  with all their images), each tested on the held-out source subjects and on *both* of
+  the source's targets;
 * reference rows: a baseline trained on another population of each target (the
   in-domain reference) and, in the appearance world, the oracle gate: MoEGaze routed by
   the true appearance cluster (one expert per cluster), judged on held-out source subjects
@@ -63,6 +65,9 @@ class BenchConfig(Options):
     width: int = _train("width", default=8)
     small_fraction: float = option(0.1, gt=0, help="The small share of the source data "
                                    "(the paper's 10%), in (0, 1).")
+    small_subjects: bool = option(False, help="Also train baseline and MoEGaze on the small "
+                                  "share of the source training *subjects*, every image of "
+                                  "each (the other reading of the paper's 10%).")
     data_seed: int = _train("data_seed")
     workers: int = option(2, gt=0, help="Runs trained at the same time (processes).")
     n_boot: int = option(2000, gt=0, help="Bootstrap resamples of the intervals.")
@@ -134,6 +139,7 @@ class BenchCommandConfig:
     size: list[int] = _bench("size")
     width: int = _bench("width")
     small_fraction: float = _bench("small_fraction")
+    small_subjects: bool = _bench("small_subjects")
     data_seed: int = _bench("data_seed")
     device: str = _bench("device")
     threads: int = _bench("threads")
@@ -190,6 +196,11 @@ def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
                     for fr in fractions:
                         add(f"{world}__{source}__{model}__f{fr:g}__s{seed}", model=model,
                             source=source, targets=targets, fraction=fr, seed=seed,
+                            **variant)
+                    if cfg.small_subjects and len(fractions) > 1:  # "p": people
+                        fr = cfg.small_fraction
+                        add(f"{world}__{source}__{model}__p{fr:g}__s{seed}", model=model,
+                            source=source, targets=targets, subject_fraction=fr, seed=seed,
                             **variant)
                 k = clusters_of(source)
                 if k:
