@@ -37,11 +37,14 @@ def test_bench_plan(tmp_path):
 
 def test_bench_grouping_reaches_moegaze_runs_only(tmp_path):
     specs = bench_specs(BenchConfig(grouping="crossfit", router_input="encoder",
-                                    worlds=["appearance"], seeds=[0]), tmp_path)
+                                    shared_expert=True, worlds=["appearance"], seeds=[0]),
+                        tmp_path)
     for s in specs:
         kind = s.name.split("__")[2]
-        want = ("crossfit", "encoder") if kind == "moegaze" else ("none", "style")
-        assert (s.config.grouping, s.config.router_input) == want, s.name
+        want = (("crossfit", "encoder", True) if kind == "moegaze"
+                else ("none", "style", False))
+        assert (s.config.grouping, s.config.router_input, s.config.shared_expert) == want, \
+            s.name
     with pytest.raises(ConfigError, match="grouping"):
         bench_specs(BenchConfig(grouping="kmeans"), tmp_path)
 

@@ -73,12 +73,14 @@ class BenchConfig(Options):
     n_boot: int = option(2000, gt=0, help="Bootstrap resamples of the intervals.")
     device: str = _train("device")
     threads: int = _train("threads", default=1)
-    # MoEGaze's appearance sub-datasets and router input (its runs only; the oracle keeps
-    # the defaults): genlab.gaze.models.subgroups
+    # MoEGaze's appearance sub-datasets, router input and shared expert (its runs only;
+    # the oracle keeps the defaults): genlab.gaze.models.subgroups
     grouping: str = _train("grouping", help="MoEGaze's runs: appearance sub-datasets (as "
                            "gaze train --grouping).")
     router_input: str = _train("router_input", help="MoEGaze's runs: router input (as gaze "
                                "train --router-input).")
+    shared_expert: bool = _train("shared_expert", help="MoEGaze's runs: a shared expert plus "
+                                 "routed corrections (as gaze train --shared-expert).")
 
     def validate(self) -> None:
         check_options(self)  # types, choices (worlds), limits; seeds
@@ -145,6 +147,7 @@ class BenchCommandConfig:
     threads: int = _bench("threads")
     grouping: str = _bench("grouping")
     router_input: str = _bench("router_input")
+    shared_expert: bool = _bench("shared_expert")
     executor: str = option("local", choices=("local", "inline", "ray"), help="Where the runs "
                            "train: local (this machine: in this process with one worker, else "
                            "a process pool), inline, ray.")
@@ -191,7 +194,8 @@ def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
             fractions = (1.0,) if world == "control" else (1.0, cfg.small_fraction)
             for source, targets in sources_of(world).items() if seed in cfg.seeds else ():
                 for model in ("baseline", "moegaze"):
-                    variant = ({"grouping": cfg.grouping, "router_input": cfg.router_input}
+                    variant = ({"grouping": cfg.grouping, "router_input": cfg.router_input,
+                                "shared_expert": cfg.shared_expert}
                                if model == "moegaze" else {})
                     for fr in fractions:
                         add(f"{world}__{source}__{model}__f{fr:g}__s{seed}", model=model,
