@@ -54,6 +54,11 @@ VARIANTS = {
                                                     "router_input": "encoder"},
     "cross-fitted sub-datasets, style router": {"grouping": "crossfit"},
     "own encoder, default training": {"router_input": "encoder"},
+    "shared expert, default router": {"shared_expert": True},
+    "shared expert, colour sub-datasets, own encoder": {"shared_expert": True,
+                                                        "grouping": "colour",
+                                                        "router_input": "encoder"},
+    "oracle with the shared expert": {"routing": "oracle", "shared_expert": True},
 }
 
 
@@ -62,12 +67,15 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--source", default="app-e")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds first..first+seeds-1 (selection seeds apart from a bench's)")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--variants", default=None,
                     help="comma-separated indices into VARIANTS (default: all; 0 = baseline, "
                     "needed for the differences)")
     args = ap.parse_args()
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     names = list(VARIANTS)
     pick = (range(len(names)) if args.variants is None
             else sorted({0, *(int(i) for i in args.variants.split(","))}))
@@ -77,9 +85,9 @@ def main() -> None:
     cache = SyntheticCache(args.out / "gaze_moe_variants_data")
     specs = [train_spec(f"{i}_s{seed}", replace(base, seed=seed, **VARIANTS[names[i]]),
                         folder / f"{i}_s{seed}", cache=cache, plots=False)
-             for seed in range(args.seeds) for i in pick]
+             for seed in seeds for i in pick]
     results = run_study(specs, workers=args.workers, description="moegaze variants")
-    per = {names[i]: [results[f"{i}_s{s}"] for s in range(args.seeds)] for i in pick}
+    per = {names[i]: [results[f"{i}_s{s}"] for s in seeds] for i in pick}
     cells = {n: Cell.from_runs([r["val"]["per_subject"] for r in rs], n) for n, rs in per.items()}
     draws = Draws.make(*cells["baseline"].m.shape, n_boot=2000)
     rows, default = [], cells.get("moegaze (default)")
@@ -106,23 +114,24 @@ def main() -> None:
                      "expert-cluster NMI": mean("expert_cluster_nmi"),
                      "cluster purity": mean("cluster_purity"),
                      "mean max weight": mean("mean_max_weight"),
-                     "group-cluster NMI": _group_nmi(folder, i, args.seeds)})
-    md = (f"Held-out {args.source} subjects, {args.seeds} seeds, {args.steps} steps; "
+                     "group-cluster NMI": _group_nmi(folder, i, seeds)})
+    md = (f"Held-out {args.source} subjects, seeds {','.join(map(str, seeds))}, "
+          f"{args.steps} steps; "
           "differences paired by seed.\n\n" + markdown_table(rows, digits=3))
     print(md)
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = "" if args.variants is None else "_" + "-".join(map(str, pick))
     write_json(args.out / f"gaze_moe_variants{suffix}.json", {"rows": rows, "source": args.source,
-                                                     "seeds": args.seeds,
+                                                     "seeds": seeds,
                                                      "steps": args.steps})
     (args.out / f"gaze_moe_variants{suffix}.md").write_text(md)
 
 
-def _group_nmi(folder: Path, index: int, seeds: int) -> float | None:
+def _group_nmi(folder: Path, index: int, seeds: list[int]) -> float | None:
     """Mean over seeds of the final grouping's NMI with the true clusters (runs that group
     their subjects; the last such record of each run's metrics.jsonl)."""
     vals = []
-    for seed in range(seeds):
+    for seed in seeds:
         last = None
         for line in (folder / f"{index}_s{seed}" / "metrics.jsonl").read_text().splitlines():
             rec = json.loads(line)

@@ -21,9 +21,11 @@ def test_bench_plan(tmp_path):
     # 5 seeds x 2 sources x 2 fractions; oracle per source and seed; 3 seeds x 2 targets
     assert kinds[("realistic", "baseline")] == kinds[("appearance", "moegaze")] == 20
     assert kinds[("appearance", "oracle")] == 10 and ("realistic", "oracle") not in kinds
+    assert all(kinds[("anatomy", k)] == kinds[("appearance", k)] for k in
+               ("baseline", "moegaze", "oracle", "reference"))  # the same plan, other clusters
     assert kinds[("control", "baseline")] == 5  # one source, 100% only
     assert kinds[("realistic", "reference")] == kinds[("control", "reference")] == 6
-    assert len(specs) == 118
+    assert len(specs) == 118 + 56  # the anatomy world: the appearance world's 56 runs
     e = next(s for s in specs if s.name == "realistic__broad-e__moegaze__f0.1__s3")
     assert e.config.targets == ["narrow-m", "narrow-d"] and e.config.fraction == 0.1
     assert e.config.steps == 300 and e.out == tmp_path / "runs" / e.name
@@ -35,11 +37,14 @@ def test_bench_plan(tmp_path):
 
 def test_bench_grouping_reaches_moegaze_runs_only(tmp_path):
     specs = bench_specs(BenchConfig(grouping="crossfit", router_input="encoder",
-                                    worlds=["appearance"], seeds=[0]), tmp_path)
+                                    shared_expert=True, worlds=["appearance"], seeds=[0]),
+                        tmp_path)
     for s in specs:
         kind = s.name.split("__")[2]
-        want = ("crossfit", "encoder") if kind == "moegaze" else ("none", "style")
-        assert (s.config.grouping, s.config.router_input) == want, s.name
+        want = (("crossfit", "encoder", True) if kind == "moegaze"
+                else ("none", "style", False))
+        assert (s.config.grouping, s.config.router_input, s.config.shared_expert) == want, \
+            s.name
     with pytest.raises(ConfigError, match="grouping"):
         bench_specs(BenchConfig(grouping="kmeans"), tmp_path)
 
@@ -77,6 +82,32 @@ def test_bench_tables_hand_values(tmp_path):
     assert avg["rel_pct"] == pytest.approx(100 * 2 / 10.75) and avg["tasks"] == 4
     assert "-2.00 [-2.00, -2.00]" in t["markdown"] and "oracle - baseline (gate)" in t["markdown"]
     json.dumps(t["worlds"])  # the numbers behind the tables are plain JSON
+
+
+def test_bench_small_subjects_reading_hand_values(tmp_path):
+    cfg = BenchConfig(worlds=["appearance", "control"], seeds=2, reference_seeds=1, n_boot=200,
+                      small_subjects=True)
+    specs = bench_specs(cfg, tmp_path)
+    people = [s for s in specs if s.name.split("__")[3] == "p0.1"]
+    # both models, both sources, both seeds; not in the control world (100% only there)
+    assert len(people) == 8 and all(s.name.startswith("appearance__") for s in people)
+    assert all(s.config.subject_fraction == 0.1 and s.config.fraction == 1.0 for s in people)
+    assert len(specs) == len(bench_specs(replace(cfg, small_subjects=False), tmp_path)) + 8
+    err = {"baseline": 10.0, "moegaze": 8.0, "oracle": 7.0, "reference": 5.0}
+    results = {}
+    for s in specs:
+        kind = s.name.split("__")[2]
+        e = (err[kind] + (1.0 if s.config.fraction < 1 else 0.0)
+             + (3.0 if s.config.subject_fraction < 1 else 0.0) + s.config.seed)
+        results[s.name] = _fake_summary(e, targets=s.config.targets)
+    t = bench_tables(specs, results, cfg)
+    main = t["worlds"]["appearance world"]["main"][0]
+    assert main["baseline"] == pytest.approx(10.75)  # the subject runs are not mixed in
+    assert main["paired_10_vs_100"]["diff"] == pytest.approx(-1.0)
+    assert main["moegaze10_subjects"] == pytest.approx(11.75)  # 8 + 3, seeds and subjects
+    assert main["paired_10_subjects_vs_100"]["diff"] == pytest.approx(1.0)  # 11.75 - 10.75
+    assert "MoEGaze 10% subjects - baseline 100%" in t["markdown"]
+    assert t["worlds"]["control world"]["main"][0]["paired_10_subjects_vs_100"] is None
 
 
 def test_tiny_bench_runs_and_resumes(tmp_path):

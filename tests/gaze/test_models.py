@@ -293,3 +293,30 @@ def test_gaze_loss_reaches_the_appearance_mlp_only_with_router_grad(kw, reaches)
     assert (g is not None and bool(g.abs().sum() > 0)) == reaches
     # the backbone gets gaze gradient either way, but never through the appearance branch
     assert m.backbone.conv1.weight.grad.abs().sum() > 0
+
+
+def test_shared_expert_starts_as_the_seeds_baseline_and_experts_learn_corrections():
+    kw = {"width": 4, "gaze_feat_dim": 8, "expert_hidden": 8}
+    b = build_model("baseline", init_seed=3, **kw).eval()
+    m = build_model("moegaze", init_seed=3, num_experts=3, appearance_dim=8, shared_expert=True,
+                    routing="oracle", **kw).eval()
+    x = torch.rand(6, 3, 20, 28)
+    labels = _labels(6, clusters=[0, 1, 2, 0, 1, 2])
+    # at initialisation the model is the baseline: same backbone, head and MLP, zero experts
+    assert torch.equal(m.outputs(x, labels).gaze, b(x))
+    # z = shared(f) + sum_k r_k expert_k(f), by hand on perturbed experts
+    with torch.no_grad():
+        m.experts.w2.normal_()
+        m.experts.b2.normal_()
+    feats = m.backbone(x)
+    z = torch.stack([m.shared(feats[i:i + 1])[0] + m.experts.forward_one(feats[i:i + 1], k)[0]
+                     for i, k in enumerate(labels.cluster.tolist())])
+    assert torch.allclose(m.outputs(x, labels).gaze, m.head(z), atol=1e-5)
+    assert torch.allclose(m.expert_predictions(x)[torch.arange(6), labels.cluster],
+                          m.head(z), atol=1e-5)
+    # an image trains the shared expert and its own cluster's expert only
+    m.train()
+    m.outputs(x[:2], _labels(2, clusters=[1, 1])).gaze.abs().sum().backward()
+    assert m.shared[0].weight.grad.abs().sum() > 0 and m.experts.w2.grad[1].abs().sum() > 0
+    assert torch.count_nonzero(m.experts.w2.grad[[0, 2]]) == 0
+    assert build_model("moegaze", num_experts=2, **kw).shared is None  # off by default

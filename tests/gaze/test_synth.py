@@ -232,3 +232,79 @@ def test_worlds_shift_only_what_they_say():
                                    "blur_sigma", "resolution_scale", "noise_std",
                                    "jpeg_quality"}
     assert not DOMAINS["ctrl-s"].clusters and len(DOMAINS["app-m"].clusters) == 4
+    for a, b in (("ana-e", "ana-m"), ("ana-e", "ana-g"), ("ana-g", "ana-d")):
+        assert _differing_fields(a, b) == {"cluster_probs"}
+    for k in "egmd":  # the anatomy world is the appearance world with other clusters
+        assert _differing_fields(f"app-{k}", f"ana-{k}") == {"clusters"}
+
+
+def _anatomy_subject(cluster: int, **changes):
+    """The first ana-e subject of ``cluster`` with a pure blue iris (for the colour mask)."""
+    s = next(s for s in sample_subjects("ana-e", 80, 0) if s.cluster == cluster)
+    return replace(s, iris_rgb=(0.1, 0.25, 0.95), glasses=False, lash_density=0.3, **changes)
+
+
+def _predicted_iris_centre(s, gaze_deg, size=(64, 96)):
+    """Hand-computed projected iris centre (x, y) in pixels: the optical axis
+    gaze - kappa + (gain - 1) * gaze (frontal head), its unit vector
+    (-cos p sin y, -sin p, -cos p cos y), displaced rho * sqrt(1 - s^2) from the eyeball
+    centre (W / 2, 0.6 H); rho = 0.19 W eye_size."""
+    H, W = size
+    p, y = (np.radians(gaze_deg[i]) - s.kappa[i] + (s.iris_gain - 1) * np.radians(gaze_deg[i])
+            for i in (0, 1))
+    rho = 0.19 * W * s.eye_size
+    d = rho * np.sqrt(1 - s.iris_size ** 2)
+    return np.array([W / 2 + d * (-np.cos(p) * np.sin(y)), 0.6 * H + d * (-np.sin(p))])
+
+
+def test_anatomy_world_same_gaze_gives_each_cluster_its_hand_computed_iris_centre():
+    # clusters 1 and 2 differ in kappa (their tilt-dependent part included), gain and iris
+    # size; the same gaze puts their visible iris centres where the geometry says
+    subjects = [_anatomy_subject(1, aperture=1.5), _anatomy_subject(2, aperture=1.5)]
+    assert subjects[0].iris_size > 0.55 > 0.45 > subjects[1].iris_size
+    for gaze_deg in ((0.0, 20.0), (10.0, -20.0), (-10.0, 0.0)):
+        gaze = np.radians([gaze_deg, gaze_deg]).astype(np.float32)
+        imgs = render_eyes(gaze, subjects, np.zeros_like(gaze), np.random.default_rng(0),
+                           conditions=CLEAN)
+        measured = _iris_centroids(imgs)
+        want = np.stack([_predicted_iris_centre(s, gaze_deg) for s in subjects])
+        offset = want[1] - want[0]
+        assert np.abs(offset).max() > 1.5  # the mappings differ by pixels, not by noise
+        np.testing.assert_allclose(measured[1] - measured[0], offset, atol=0.35)
+
+
+def test_anatomy_world_kappa_follows_eye_shape_and_iris_size_and_lid_follow_the_cluster():
+    from genlab.gaze.synth.worlds import ANATOMY_CLUSTERS
+
+    subjects = sample_subjects("ana-e", 80, 0)
+    tilt = {k: [] for k in range(4)}
+    for s in subjects:
+        c = ANATOMY_CLUSTERS[s.cluster]
+        lo, hi = c.iris_size_range
+        assert lo <= s.iris_size <= hi and s.lid_follow == c.lid_follow
+        want = np.asarray(c.kappa_deg) + np.asarray(c.kappa_tilt_slope) * (
+            s.canthal_tilt_deg - c.tilt_mean_std[0])
+        assert np.abs(np.degrees(s.kappa) - want).max() < 2.5  # the 0.5-degree spread only
+        tilt[s.cluster].append((s.canthal_tilt_deg, np.degrees(s.kappa[1])))
+    r1 = np.corrcoef(np.array(tilt[1]).T)[0, 1]
+    r2 = np.corrcoef(np.array(tilt[2]).T)[0, 1]
+    assert r1 < -0.8 and r2 > 0.8  # opposite slopes: the same look, opposite offsets
+    # the appearance world's clusters have neither (its subjects render as before)
+    assert {s.lid_follow for s in sample_subjects("app-e", 80, 0)} == {0.7}
+
+
+def test_anatomy_world_strong_lid_follow_covers_the_iris_and_shifts_its_visible_centre():
+    hooded = _anatomy_subject(1)  # lid follows the eye's pitch by 1.3, aperture ~0.72
+    wide = replace(hooded, aperture=1.5, lid_follow=0.7)
+    gaze = np.radians([[-12.0, 0.0], [-12.0, 0.0]]).astype(np.float32)
+    imgs = render_eyes(gaze, [hooded, wide], np.zeros_like(gaze), np.random.default_rng(0),
+                       conditions=CLEAN)
+    measured = _iris_centroids(imgs)
+    want = _predicted_iris_centre(hooded, (-12.0, 0.0))
+    assert abs(measured[1, 1] - want[1]) < 0.35  # the open eye shows the iris where it is
+    # the lids cover part of the iris (more of it than the open eye's) and move its visible
+    # centre away from the geometric one
+    assert abs(measured[0, 1] - want[1]) > 1.0
+    blue = lambda im: ((im[..., 2].astype(int) > im[..., 0] + 35)  # noqa: E731
+                       & (im[..., 2].astype(int) > im[..., 1] + 10)).sum()
+    assert blue(imgs[0]) < 0.6 * blue(imgs[1])

@@ -1,5 +1,6 @@
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -7,7 +8,12 @@ import torch
 
 from genlab.core.errors import ConfigError, DataError
 from genlab.gaze.data.gazeset import GazeLabels, GazeSet
-from genlab.gaze.data.splits import hold_out_subjects, step_batches, take_share
+from genlab.gaze.data.splits import (
+    hold_out_subjects,
+    step_batches,
+    take_share,
+    take_subject_share,
+)
 from genlab.gaze.metrics import constant_summary, error_stats, router_stats
 from genlab.gaze.protocol import (
     TASKS,
@@ -49,7 +55,8 @@ def test_task_is_subject_disjoint_and_targets_unseen(tiny_task):
     assert set(tr.cluster.tolist()) <= {0, 1, 2, 3} and len(set(tr.cluster.tolist())) > 1
     assert task_domains("G->D") == ("broad-g", "narrow-d") and len(TASKS) == 4
     assert task_domains("E->M", "appearance") == ("app-e", "app-m")
-    assert set(WORLDS) == {"realistic", "appearance", "control"}
+    assert set(WORLDS) == {"realistic", "appearance", "control", "anatomy"}
+    assert task_domains("G->D", "anatomy") == ("ana-g", "ana-d")
 
 
 def test_fraction_keeps_a_seeded_share(tiny_task):
@@ -61,6 +68,33 @@ def test_fraction_keeps_a_seeded_share(tiny_task):
     for bad in (0.0, -0.5, 1.5):
         with pytest.raises(ConfigError, match="fraction"):
             take_share(tiny_task.train, bad, 0)
+
+
+def test_subject_fraction_keeps_every_image_of_a_seeded_share_of_the_subjects(tiny_task):
+    train = tiny_task.train
+    subjects = train.subject.numpy()
+    ids = sorted(set(subjects.tolist()))
+    part = take_subject_share(train, 0.25, seed=3)
+    kept = sorted(set(part.subject.tolist()))
+    assert len(kept) == round(0.25 * len(ids)) and set(kept) <= set(ids)
+    # all of each kept subject's images, and no other (a brute-force count)
+    assert len(part) == sum(int((subjects == s).sum()) for s in kept)
+    again = take_subject_share(train, 0.25, seed=3)
+    assert torch.equal(part.gaze, again.gaze)
+    assert any(sorted(set(take_subject_share(train, 0.25, seed=s).subject.tolist())) != kept
+               for s in range(4, 8))
+    assert len(set(take_subject_share(train, 0.01, 0).subject.tolist())) == 1  # at least one
+    assert take_subject_share(train, 1.0, 0) is train
+    # through the run's config: subjects first, then --fraction of their images
+    cfg = GazeTrainConfig(source="app-e", targets=["app-m"], subject_fraction=0.25, seed=3,
+                          **TINY)
+    data = load_task_data(cfg, SyntheticCache())
+    assert sorted(set(data.train.subject.tolist())) == kept and len(data.train) == len(part)
+    half = load_task_data(replace(cfg, fraction=0.5), SyntheticCache()).train
+    assert set(half.subject.tolist()) <= set(kept) and len(half) == round(0.5 * len(part))
+    for bad in (0.0, 1.5):
+        with pytest.raises(ConfigError, match="subject_fraction"):
+            GazeTrainConfig(subject_fraction=bad).validate()
 
 
 def test_step_batches_depend_only_on_seed_and_step():

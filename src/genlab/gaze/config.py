@@ -57,6 +57,9 @@ class GazeTrainConfig:
     gaze_feat_dim: int = option(64, help="MoEGaze: gaze feature size of each expert.", gt=0)
     fraction: float = option(1.0, help="Share of the source training images, in (0, 1].", gt=0,
                              le=1)
+    subject_fraction: float = option(1.0, help="Share of the source training subjects kept, "
+                                     "every image of each (seeded by --seed; before "
+                                     "--fraction), in (0, 1].", gt=0, le=1)
     steps: int = option(400, help="Optimiser steps (the same for any --fraction).", gt=0)
     warmup_steps: int = option(30, help="Linear LR warm-up steps (then cosine to 0).", ge=0)
     eval_every: int = option(100, help="Checkpoint and validation interval in steps.", gt=0)
@@ -89,6 +92,9 @@ class GazeTrainConfig:
     router_input: str = option("style", help="MoEGaze's router reads: style (the backbone's "
                                "stage-2 statistics) | encoder (a small CNN of its own on the "
                                "image).", choices=ROUTER_INPUTS)
+    shared_expert: bool = option(False, help="MoEGaze: a shared expert that every image "
+                                 "trains (the baseline's MLP); the routed experts add each "
+                                 "group's correction, starting from zero.")
     train_count: int = option(3000, help="Synthetic source images rendered (before the subject "
                               "hold-out).", gt=0)
     test_count: int = option(1000, help="Synthetic target images rendered.", gt=0)
@@ -143,6 +149,7 @@ class GazeTrainConfig:
             "routing": self.routing, "balance": self.balance,
             "appearance_grad": self.appearance_grad, "router_grad": self.router_grad,
             "router_input": self.router_input, "group_train": self.grouping != "none",
+            "shared_expert": self.shared_expert,
         }
 
     def model_record(self) -> dict:

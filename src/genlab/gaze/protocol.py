@@ -6,6 +6,7 @@ A *world* is a set of synthetic domains with named tasks (source -> target)::
                  G->M = broad-g -> narrow-m   G->D = broad-g -> narrow-d
     appearance   the same four tasks on app-e / app-g -> app-m / app-d
     control      label-shift = ctrl-s -> ctrl-label, capture-shift = ctrl-s -> ctrl-capture
+    anatomy      the four tasks on ana-e / ana-g -> ana-m / ana-d
 
 (see genlab.gaze.synth.domains and genlab.gaze.synth.worlds). Real data sets are named
 ``NAME:ROOT`` (genlab.gaze.data.realdata). A run trains on its source and is tested on
@@ -15,8 +16,10 @@ Source and target are different people: synthetic targets are rendered with thei
 data seed (``target_seed``), real ones are other data sets. Validation holds out a
 ``val_fraction`` of the source's *subjects*; targets are used only for the final test.
 ``fraction`` keeps a seeded random share of the source training images (the paper's
-"10% of the data"), after ``train_subjects`` (when given) kept only those training
-subjects. An in-domain reference trains on another population of a target:
+"10% of the data", every subject kept), ``subject_fraction`` a seeded share of the
+training subjects with all their images (the other reading: 10% of the people); both
+apply after ``train_subjects`` (when given) kept only those training subjects, subjects
+first. An in-domain reference trains on another population of a target:
 for a synthetic target another data seed; for a real one, with ``target_fold`` k >= 0,
 the subjects outside fold k of ``folds`` (the target's subjects split by subject), and
 it is tested on fold k.
@@ -34,7 +37,13 @@ from genlab.core.registry import Registry
 from genlab.core.runs import save_checkpoint
 from genlab.gaze.data.gazeset import GazeLabels, GazeSet
 from genlab.gaze.data.realdata import open_real, split_ref
-from genlab.gaze.data.splits import hold_out_subjects, keep_subjects, subject_fold, take_share
+from genlab.gaze.data.splits import (
+    hold_out_subjects,
+    keep_subjects,
+    subject_fold,
+    take_share,
+    take_subject_share,
+)
 from genlab.gaze.synth.dataset import SyntheticGaze, render_domain
 from genlab.gaze.synth.domains import DOMAINS, get_domain
 
@@ -54,6 +63,12 @@ WORLDS.register("appearance", {
 WORLDS.register("control", {
     "label-shift": ("ctrl-s", "ctrl-label"),
     "capture-shift": ("ctrl-s", "ctrl-capture"),
+})
+WORLDS.register("anatomy", {
+    "E->M": ("ana-e", "ana-m"),
+    "E->D": ("ana-e", "ana-d"),
+    "G->M": ("ana-g", "ana-m"),
+    "G->D": ("ana-g", "ana-d"),
 })
 TASKS = WORLDS.get("realistic")
 
@@ -177,4 +192,5 @@ def load_task_data(cfg, cache: SyntheticCache | None = None) -> TaskData:
     train, val = hold_out_subjects(source, cfg.val_fraction, cfg.data_seed)
     if cfg.train_subjects:
         train = keep_subjects(train, cfg.train_subjects)
+    train = take_subject_share(train, cfg.subject_fraction, cfg.seed)
     return TaskData(take_share(train, cfg.fraction, cfg.seed), val, targets)

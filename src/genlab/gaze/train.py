@@ -300,6 +300,7 @@ def finish_run(run: RunDir, model, data, device, cfg: GazeTrainConfig, *,
     summary = {
         "model": cfg.model, "source": cfg.source, "target_names": list(cfg.targets),
         "target": cfg.targets[0], "seed": cfg.seed, "fraction": cfg.fraction,
+        "subject_fraction": cfg.subject_fraction,
         "steps": cfg.steps, "train_images": len(data.train),
         "train_mean_gaze": mean_gaze.tolist(),
         "val_mean_deg": val["mean_deg"], "val_median_deg": val["median_deg"],

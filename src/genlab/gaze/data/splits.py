@@ -106,6 +106,17 @@ def take_share(data, fraction: float, seed: int):
     return data.subset(fraction_indices(len(data), fraction, seed))
 
 
+def take_subject_share(data, fraction: float, seed: int):
+    """Every image of a seeded random share ``fraction`` in (0, 1] of the subjects (at
+    least one subject): the few-people reading of "10% of the data"."""
+    if fraction == 1:
+        return data
+    subject = data.labels.subject.numpy()
+    ids = np.unique(subject)
+    kept = ids[fraction_indices(len(ids), fraction, seed)]
+    return data.subset(np.flatnonzero(np.isin(subject, kept)))
+
+
 def subject_fold(data, fold: int, folds: int, seed: int):
     """(the subjects outside fold ``fold``, the subjects inside it) of ``folds`` by subject."""
     if not 0 <= fold < folds:

@@ -25,6 +25,12 @@ appearance loss is the cross-entropy of the router's logits against each sample'
 group instead of the subject-contrastive loss, so the router learns to send people
 with one image-to-gaze mapping to one expert.
 
+``shared_expert=True`` (ours, after DeepSeekMoE's shared experts): a shared expert that
+every image trains (the baseline's MLP, from the baseline's stream, so at initialisation
+the model *is* the seed's baseline) plus the routed experts, whose output layers start at
+zero: z = shared(f) + sum_k r_k expert_k(f). The common mapping is learnt from all the
+data; each routed expert holds only its group's correction.
+
 Paired initialisation: see genlab.gaze.models.gaze_model.
 """
 
@@ -86,6 +92,7 @@ class MoEGaze(GazeModel):
         input_norm: str = "half",
         router_input: str = "style",
         group_train: bool = False,
+        shared_expert: bool = False,
         init_seed: int = 0,
     ):
         super().__init__()
@@ -111,7 +118,7 @@ class MoEGaze(GazeModel):
             "router_grad": router_grad, "contrastive_tau": contrastive_tau,
             "rebalance_momentum": rebalance_momentum,
             "stem": stem, "input_norm": input_norm, "router_input": router_input,
-            "group_train": group_train,
+            "group_train": group_train, "shared_expert": shared_expert,
         }
         self.num_experts, self.temperature = num_experts, temperature
         self.routing, self.balance = routing, balance
@@ -128,6 +135,14 @@ class MoEGaze(GazeModel):
         out_dim = self.backbone.out_dim
         self.experts = seeded(init_seed, 2, lambda: ExpertBank(num_experts, out_dim,
                                                                expert_hidden, gaze_feat_dim))
+        self.shared = None
+        if shared_expert:  # the baseline's MLP (its stream, its shape); the routed experts'
+            # corrections start from zero, so the model starts as the seed's baseline
+            self.shared = seeded(init_seed, 2, lambda: mlp(out_dim, expert_hidden,
+                                                           gaze_feat_dim))
+            with torch.no_grad():
+                self.experts.w2.zero_()
+                self.experts.b2.zero_()
         self.head = seeded(init_seed, 3, lambda: gaze_head(gaze_feat_dim))
         self.appearance = seeded(init_seed, 4, lambda: mlp(style_dim, 2 * appearance_dim,
                                                             appearance_dim))
@@ -205,6 +220,8 @@ class MoEGaze(GazeModel):
             if self.balance_mode.loss and not self.group_train:  # groups set the load
                 losses["balance"] = switch_balance_loss(soft)
         z = torch.einsum("nk,nkg->ng", weights, self.experts(feats))
+        if self.shared is not None:
+            z = z + self.shared(feats)
         if labels is not None and len(self.group_ids):
             if self.training:  # groups are known for training subjects only
                 group = lookup_groups(self.group_ids, self.group_of_id, labels.subject)
@@ -240,7 +257,10 @@ class MoEGaze(GazeModel):
     def expert_predictions(self, x: torch.Tensor) -> torch.Tensor:
         """(pitch, yaw) of every sample through every expert alone: (N, K, 2)."""
         feats = self.backbone(x)
-        return self.head(self.experts(feats))
+        z = self.experts(feats)
+        if self.shared is not None:
+            z = z + self.shared(feats)[:, None, :]
+        return self.head(z)
 
     @torch.no_grad()
     def prepare(self, data, device, seed: int, batch_size: int = 256,

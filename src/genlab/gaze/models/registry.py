@@ -34,7 +34,7 @@ MODELS.register("moegaze", ModelEntry(MoEGaze, (
     *BACKBONE_OPTIONS, "num_experts", "appearance_dim", "gaze_feat_dim", "expert_hidden",
     "temperature", "routing", "balance", "appearance_stage", "appearance_grad",
     "router_grad", "contrastive_tau", "rebalance_momentum", "router_input", "group_train",
-    "init_seed")))
+    "shared_expert", "init_seed")))
 
 BUILDER = "genlab.gaze.models.registry:build_gaze_model"  # for checkpoints' model records
 

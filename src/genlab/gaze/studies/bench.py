@@ -4,8 +4,10 @@ The bench is a list of run specs (genlab.gaze.studies.runs), each a run folder u
 ``out/runs``; finished runs are skipped when it is rerun and interrupted ones resumed.
 For every world (genlab.gaze.protocol.WORLDS) and seed:
 
-* each source: baseline and MoEGaze on all of its training data and on 10% of it, each
-  tested on the held-out source subjects and on *both* of the source's targets;
+* each source: baseline and MoEGaze on all of its training data and on 10% of it (10%
+  of the images, every subject kept; with ``small_subjects`` also 10% of the subjects
+  with all their images), each tested on the held-out source subjects and on *both* of
+  the source's targets;
 * reference rows: a baseline trained on another population of each target (the
   in-domain reference) and, in the appearance world, the oracle gate: MoEGaze routed by
   the true appearance cluster (one expert per cluster), judged on held-out source subjects
@@ -63,17 +65,22 @@ class BenchConfig(Options):
     width: int = _train("width", default=8)
     small_fraction: float = option(0.1, gt=0, help="The small share of the source data "
                                    "(the paper's 10%), in (0, 1).")
+    small_subjects: bool = option(False, help="Also train baseline and MoEGaze on the small "
+                                  "share of the source training *subjects*, every image of "
+                                  "each (the other reading of the paper's 10%).")
     data_seed: int = _train("data_seed")
     workers: int = option(2, gt=0, help="Runs trained at the same time (processes).")
     n_boot: int = option(2000, gt=0, help="Bootstrap resamples of the intervals.")
     device: str = _train("device")
     threads: int = _train("threads", default=1)
-    # MoEGaze's appearance sub-datasets and router input (its runs only; the oracle keeps
-    # the defaults): genlab.gaze.models.subgroups
+    # MoEGaze's appearance sub-datasets, router input and shared expert (its runs only;
+    # the oracle keeps the defaults): genlab.gaze.models.subgroups
     grouping: str = _train("grouping", help="MoEGaze's runs: appearance sub-datasets (as "
                            "gaze train --grouping).")
     router_input: str = _train("router_input", help="MoEGaze's runs: router input (as gaze "
                                "train --router-input).")
+    shared_expert: bool = _train("shared_expert", help="MoEGaze's runs: a shared expert plus "
+                                 "routed corrections (as gaze train --shared-expert).")
 
     def validate(self) -> None:
         check_options(self)  # types, choices (worlds), limits; seeds
@@ -134,11 +141,13 @@ class BenchCommandConfig:
     size: list[int] = _bench("size")
     width: int = _bench("width")
     small_fraction: float = _bench("small_fraction")
+    small_subjects: bool = _bench("small_subjects")
     data_seed: int = _bench("data_seed")
     device: str = _bench("device")
     threads: int = _bench("threads")
     grouping: str = _bench("grouping")
     router_input: str = _bench("router_input")
+    shared_expert: bool = _bench("shared_expert")
     executor: str = option("local", choices=("local", "inline", "ray"), help="Where the runs "
                            "train: local (this machine: in this process with one worker, else "
                            "a process pool), inline, ray.")
@@ -185,11 +194,17 @@ def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
             fractions = (1.0,) if world == "control" else (1.0, cfg.small_fraction)
             for source, targets in sources_of(world).items() if seed in cfg.seeds else ():
                 for model in ("baseline", "moegaze"):
-                    variant = ({"grouping": cfg.grouping, "router_input": cfg.router_input}
+                    variant = ({"grouping": cfg.grouping, "router_input": cfg.router_input,
+                                "shared_expert": cfg.shared_expert}
                                if model == "moegaze" else {})
                     for fr in fractions:
                         add(f"{world}__{source}__{model}__f{fr:g}__s{seed}", model=model,
                             source=source, targets=targets, fraction=fr, seed=seed,
+                            **variant)
+                    if cfg.small_subjects and len(fractions) > 1:  # "p": people
+                        fr = cfg.small_fraction
+                        add(f"{world}__{source}__{model}__p{fr:g}__s{seed}", model=model,
+                            source=source, targets=targets, subject_fraction=fr, seed=seed,
                             **variant)
                 k = clusters_of(source)
                 if k:

@@ -34,21 +34,23 @@ class BenchRun:
     fraction: float
     seed: int
     summary: dict
+    share: str = "images"  # what ``fraction`` keeps: images (every subject) or subjects
 
 
 def parse_runs(specs, results: dict[str, dict]) -> list[BenchRun]:
-    """Bench runs from spec names ``world__source__kind__f<fraction>__s<seed>``."""
+    """Bench runs from spec names ``world__source__kind__f<fraction>__s<seed>`` (a share
+    of the images) or ``...__p<fraction>__...`` (a share of the subjects, "people")."""
     runs = []
     for spec in specs:
         world, source, kind, frac, seed = spec.name.split("__")
         runs.append(BenchRun(f"{world} world", source, kind, float(frac[1:]), int(seed[1:]),
-                             results[spec.name]))
+                             results[spec.name], "subjects" if frac[0] == "p" else "images"))
     return runs
 
 
-def _pick(runs: Sequence[BenchRun], **kw) -> list[BenchRun]:
-    return sorted((r for r in runs if all(getattr(r, k) == v for k, v in kw.items())),
-                  key=lambda r: r.seed)
+def _pick(runs: Sequence[BenchRun], share: str = "images", **kw) -> list[BenchRun]:
+    return sorted((r for r in runs if r.share == share
+                   and all(getattr(r, k) == v for k, v in kw.items())), key=lambda r: r.seed)
 
 
 def _cell(runs: Sequence[BenchRun], where: str, what: str = "model") -> Cell | None:
@@ -102,9 +104,13 @@ def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap, s
         base10, moe10 = _pick(runs, kind="baseline", fraction=small, **sel), _pick(
             runs, kind="moegaze", fraction=small, **sel)
         ref = _pick(runs, kind="reference", world=world, source=target)
+        people = {k: _pick(runs, "subjects", kind=k, **sel) for k in ("baseline", "moegaze")}
         cells = {"constant": _cell(base, target, "constant"), "reference": _cell(ref, target),
                  "baseline": _cell(base, target), "moegaze": _cell(moe, target),
                  "baseline10": _cell(base10, target), "moegaze10": _cell(moe10, target)}
+        if any(people.values()):  # the other reading of "10%": a share of the subjects
+            cells |= {"baseline10_subjects": _cell(people["baseline"], target),
+                      "moegaze10_subjects": _cell(people["moegaze"], target)}
         d = boot.paired(cells["baseline"], cells["moegaze"], target)
         d10 = boot.paired(cells["baseline"], cells["moegaze10"], target)
         rows.append({
@@ -120,8 +126,16 @@ def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap, s
             "MoEGaze 10% - baseline 100%": fmt_ci(d10 and d10["diff"], d10 and d10["diff_ci"],
                                                   sign=True),
         })
+        d10s = None
+        if "moegaze10_subjects" in cells:
+            d10s = boot.paired(cells["baseline"], cells["moegaze10_subjects"], target)
+            rows[-1] |= {
+                "baseline 10% subjects": boot.value(cells["baseline10_subjects"], target),
+                "MoEGaze 10% subjects": boot.value(cells["moegaze10_subjects"], target),
+                "MoEGaze 10% subjects - baseline 100%": fmt_ci(
+                    d10s and d10s["diff"], d10s and d10s["diff_ci"], sign=True)}
         data.append({"task": task, "source": source, "target": target, "paired": d,
-                     "paired_10_vs_100": d10,
+                     "paired_10_vs_100": d10, "paired_10_subjects_vs_100": d10s,
                      **{k: (c.value if c is not None else None) for k, c in cells.items()}})
     return rows, data
 

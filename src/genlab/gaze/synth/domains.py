@@ -28,7 +28,12 @@ from genlab.gaze.synth.traits import (
     sample_gaze_head,
     skin_rgb,
 )
-from genlab.gaze.synth.worlds import APPEARANCE_DOMAINS, CLUSTERS, CONTROL_DOMAINS
+from genlab.gaze.synth.worlds import (
+    ANATOMY_DOMAINS,
+    APPEARANCE_DOMAINS,
+    CLUSTERS,
+    CONTROL_DOMAINS,
+)
 
 __all__ = [
     "APPEARANCE_NAMES", "CLUSTERS", "DOMAINS", "IRIS_FAMILIES", "ClusterSpec", "DomainSpec",
@@ -113,8 +118,8 @@ DOMAINS.register("mixed", DomainSpec(
        "skin_tone_beta": (1.5, 1.5), "coloured_light_prob": 0.2, "blur_sigma": (0.0, 1.0),
        "resolution_scale": (0.6, 1.0), "noise_std": (1.0, 4.0)},
 ))
-for _spec in (*APPEARANCE_DOMAINS, *CONTROL_DOMAINS):  # appended: earlier codes stay as they were
-    DOMAINS.register(_spec.name, _spec)
+for _spec in (*APPEARANCE_DOMAINS, *CONTROL_DOMAINS, *ANATOMY_DOMAINS):  # appended: earlier
+    DOMAINS.register(_spec.name, _spec)  # domains keep their seed codes
 
 
 def get_domain(domain: str | DomainSpec) -> DomainSpec:

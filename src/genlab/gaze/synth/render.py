@@ -21,8 +21,9 @@ along +z; lengths in eyeball radii ``rho`` (pixels per radius = ``0.19 * W * eye
   face's forward vector) and foreshortens them by ``cos(yaw)``, ``cos(pitch)``: a
   parallax cue between eyeball and face.
 * Eyelids: parabola-like curves whose opening follows the eye-in-head pitch
-  (looking down lowers the upper lid) and the subject's aperture, sheared by the
-  canthal tilt; lid margin, crease, lashes and a brow are drawn on shaded skin.
+  (looking down lowers the upper lid, by the subject's ``lid_follow``) and the subject's
+  aperture, sheared by the canthal tilt; lid margin, crease, lashes and a brow are drawn
+  on shaded skin.
 * Glasses: a superelliptic frame; inside the lens, image coordinates are scaled about
   the lens centre by the spectacle magnification ``m = 1 / (1 - 0.015 P)`` (P in
   diopters; 0.015 m = vertex distance plus thickness term, our simplification), so the
@@ -70,7 +71,7 @@ def _traits_arrays(traits: Sequence[SubjectTraits]) -> dict[str, np.ndarray]:
     out = {name: get(name) for name in (
         "skin_rgb", "iris_rgb", "aperture", "canthal_tilt_deg", "eye_size", "iris_size",
         "kappa", "lens_power", "frame_rgb", "brow_height", "brow_thickness", "brow_arch",
-        "hair_rgb", "lash_density", "iris_gain")}
+        "hair_rgb", "lash_density", "iris_gain", "lid_follow")}
     out["glasses"] = np.array([t.glasses for t in traits], dtype=bool)
     seeds = np.array([t.texture_seed for t in traits], dtype=np.int64)
     tex_rng = [np.random.default_rng(int(s)) for s in seeds]
@@ -223,7 +224,7 @@ def _eyelids(F: _Frame, T, gaze, head, x, y):
     a, b = F.head_coords(x, y, D_LID)
     pe = col(T["iris_gain"] * (gaze[:, 0] - head[:, 0]))  # eye-in-head pitch of the eyeball
     ap = col(T["aperture"])
-    hu = np.clip(ap * (0.55 + 0.7 * np.sin(pe)), 0.08, 1.2)
+    hu = np.clip(ap * (0.55 + col(T["lid_follow"]) * np.sin(pe)), 0.08, 1.2)
     hl = np.clip(ap * 0.5 * (1.0 - 0.3 * np.sin(pe)), 0.15, 0.9)
     u = a / 1.2
     base = np.clip(1.0 - u * u, 0.0, None)

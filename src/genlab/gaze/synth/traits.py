@@ -14,6 +14,14 @@ scales the eye-in-head rotation that a given gaze label needs::
 
 so in a clustered world the appearance decides part of the image-to-gaze mapping.
 Without clusters, gain is 1 and kappa is drawn around (0, 2) degrees for everyone.
+
+A cluster may also change the mapping through the eye's anatomy (the anatomy world,
+genlab.gaze.synth.worlds): its own range of iris sizes (a larger iris moves its centre
+less per degree, ``sqrt(1 - s^2)``, and more of it hides under the lids), how far the
+upper lid follows the eye's vertical rotation (``lid_follow``; covering the iris and
+shifting its visible centre), and a kappa that depends on eye shape (degrees of kappa per
+degree of canthal tilt away from the cluster's mean tilt), so that the same look can mean
+opposite offsets in two clusters.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ _SKIN_LIGHT = np.array([0.95, 0.78, 0.68])
 _SKIN_MID = np.array([0.78, 0.56, 0.40])
 _SKIN_DARK = np.array([0.32, 0.20, 0.13])
 NO_CLUSTER = -1
+LID_FOLLOW = 0.7  # the upper lid's height per unit of sin(eye-in-head pitch), in aperture units
 
 
 def skin_rgb(tone: float) -> np.ndarray:
@@ -72,6 +81,7 @@ class SubjectTraits:
     texture_seed: int
     cluster: int = NO_CLUSTER  # index of the subject's appearance cluster, -1 if none
     iris_gain: float = 1.0  # eye-in-head rotation per unit of gaze (see module docstring)
+    lid_follow: float = LID_FOLLOW  # upper-lid height per unit of sin(eye-in-head pitch)
 
     def appearance_vector(self) -> np.ndarray:
         """The traits as one float vector (order: :data:`APPEARANCE_NAMES`)."""
@@ -80,7 +90,7 @@ class SubjectTraits:
              self.eye_size, self.iris_size, np.degrees(self.kappa[0]),
              np.degrees(self.kappa[1]), float(self.glasses), self.lens_power / 5.0,
              self.brow_height, self.brow_thickness, self.brow_arch, self.lash_density,
-             float(self.cluster), self.iris_gain],
+             float(self.cluster), self.iris_gain, self.lid_follow],
             dtype=np.float32,
         )
 
@@ -89,6 +99,7 @@ APPEARANCE_NAMES = (
     "skin_tone", "iris_r", "iris_g", "iris_b", "aperture", "canthal_tilt_10deg", "eye_size",
     "iris_size", "kappa_pitch_deg", "kappa_yaw_deg", "glasses", "lens_power_5D",
     "brow_height", "brow_thickness", "brow_arch", "lash_density", "cluster", "iris_gain",
+    "lid_follow",
 )
 
 
@@ -104,6 +115,10 @@ class ClusterSpec:
     lash_density_range: tuple[float, float]
     kappa_deg: tuple[float, float]  # mean (pitch, yaw) kappa of the cluster
     iris_gain: float
+    # anatomy (the defaults leave a cluster as the appearance world has it)
+    iris_size_range: tuple[float, float] | None = None  # sine of the iris' angular radius
+    lid_follow: float = LID_FOLLOW  # how far the upper lid follows the eye's pitch
+    kappa_tilt_slope: tuple[float, float] = (0.0, 0.0)  # kappa (pitch, yaw) per deg of tilt
 
 
 @dataclass(frozen=True)
@@ -217,14 +232,20 @@ def draw_subject(spec: DomainSpec, rng: np.random.Generator, subject_id: int,
     )
     if cluster is not None:
         k, c = cluster
-        kappa = np.radians(np.asarray(c.kappa_deg) + rng.normal(0.0, 0.5, 2))
+        kappa = np.asarray(c.kappa_deg) + rng.normal(0.0, 0.5, 2)
+        # kappa that depends on eye shape: per degree of tilt away from the cluster's mean
+        kappa = np.radians(kappa + np.asarray(c.kappa_tilt_slope)
+                           * (traits["canthal_tilt_deg"] - tilt_mean))
         traits.update(
             cluster=k,
             iris_gain=float(c.iris_gain),
             eye_size=float(rng.uniform(*c.eye_size_range)),
             lash_density=float(rng.uniform(*c.lash_density_range)),
             kappa=(float(kappa[0]), float(kappa[1])),
+            lid_follow=float(c.lid_follow),
         )
+        if c.iris_size_range is not None:  # drawn last: the other traits keep their values
+            traits["iris_size"] = float(rng.uniform(*c.iris_size_range))
     return SubjectTraits(**traits)
 
 

@@ -12,6 +12,15 @@ conditions and gaze range; only the clusters' proportions and the people differ:
     app-m    0.10/0.20/0.30/0.40       target
     app-d    0.20/0.10/0.40/0.30       target
 
+The *anatomy* world (ana-e, ana-g -> ana-m, ana-d, the same proportions) keeps the
+appearance world's clusters, kappas and gains and adds three facts about real eyes that
+make a cluster change *how* the image maps to gaze, not only by how much
+(:data:`ANATOMY_CLUSTERS`): each cluster's own range of iris sizes (the iris centre moves
+by ``sqrt(1 - s^2)`` per unit of rotation and a large iris hides more under the lids),
+how far the upper lid follows the eye's vertical rotation (a lid that follows strongly
+covers the iris and shifts its visible centre), and a kappa that depends on eye shape
+(kappa changes with canthal tilt, with opposite slopes in clusters 1 and 2).
+
 The *control* world has one source ``ctrl-s`` without clusters (appearance does not
 change the mapping) and two targets that shift one thing only: ``ctrl-label`` the gaze
 distribution (lower and narrower, like a laptop), ``ctrl-capture`` the capture (low
@@ -40,6 +49,24 @@ CLUSTERS: tuple[ClusterSpec, ...] = (
                 lash_density_range=(0.5, 0.8), kappa_deg=(4.0, 7.0), iris_gain=1.35),
 )
 
+# The anatomy world's clusters: the appearance world's looks, kappas and gains, with a
+# wider spread of canthal tilt (what kappa depends on), each cluster's iris sizes, how far
+# its upper lid follows the eye's pitch, and kappa per degree of tilt (pitch, yaw).
+_ANATOMY = {
+    "brown-almond": dict(iris_size_range=(0.46, 0.54), lid_follow=0.7,
+                         kappa_tilt_slope=(0.0, 0.0)),
+    "blue-hooded": dict(iris_size_range=(0.56, 0.60), lid_follow=1.3,
+                        kappa_tilt_slope=(0.0, -1.0)),
+    "green-upturned": dict(iris_size_range=(0.40, 0.44), lid_follow=0.3,
+                           kappa_tilt_slope=(0.0, 1.0)),
+    "grey-round": dict(iris_size_range=(0.50, 0.54), lid_follow=1.0,
+                       kappa_tilt_slope=(0.8, -0.8)),
+}
+ANATOMY_TILT_STD = 3.0
+ANATOMY_CLUSTERS: tuple[ClusterSpec, ...] = tuple(
+    replace(c, tilt_mean_std=(c.tilt_mean_std[0], ANATOMY_TILT_STD), **_ANATOMY[c.name])
+    for c in CLUSTERS)
+
 _BROAD_IRIS = {"dark-brown": 0.35, "brown": 0.30, "hazel": 0.12, "green": 0.08, "blue": 0.12,
                "grey": 0.03}
 
@@ -57,19 +84,27 @@ _BASE = DomainSpec(
 )
 
 
-def _app(name: str, offset: int, n: int, probs: tuple[float, ...], role: str) -> DomainSpec:
-    return replace(_BASE, name=name, subject_offset=offset, n_subjects=n, clusters=CLUSTERS,
+def _app(name: str, offset: int, n: int, probs: tuple[float, ...], role: str,
+         clusters: tuple[ClusterSpec, ...] = CLUSTERS, world: str = "appearance") -> DomainSpec:
+    return replace(_BASE, name=name, subject_offset=offset, n_subjects=n, clusters=clusters,
                    cluster_probs=probs,
-                   description=f"appearance world {role}: clusters mixed "
+                   description=f"{world} world {role}: clusters mixed "
                                + "/".join(f"{p:g}" for p in probs))
 
 
-APPEARANCE_DOMAINS = (
-    _app("app-e", 500_000, 80, (0.55, 0.25, 0.15, 0.05), "source"),
-    _app("app-g", 600_000, 60, (0.25, 0.55, 0.05, 0.15), "source"),
-    _app("app-m", 700_000, 20, (0.10, 0.20, 0.30, 0.40), "target"),
-    _app("app-d", 800_000, 20, (0.20, 0.10, 0.40, 0.30), "target"),
-)
+# (role, subjects, cluster proportions) of the clustered worlds' domains by suffix
+_ROLES = {"e": ("source", 80, (0.55, 0.25, 0.15, 0.05)),
+          "g": ("source", 60, (0.25, 0.55, 0.05, 0.15)),
+          "m": ("target", 20, (0.10, 0.20, 0.30, 0.40)),
+          "d": ("target", 20, (0.20, 0.10, 0.40, 0.30))}
+
+APPEARANCE_DOMAINS = tuple(
+    _app(f"app-{k}", 500_000 + 100_000 * i, n, probs, role)
+    for i, (k, (role, n, probs)) in enumerate(_ROLES.items()))
+
+ANATOMY_DOMAINS = tuple(
+    _app(f"ana-{k}", 1_200_000 + 100_000 * i, n, probs, role, ANATOMY_CLUSTERS, "anatomy")
+    for i, (k, (role, n, probs)) in enumerate(_ROLES.items()))
 
 CONTROL_DOMAINS = (
     replace(_BASE, name="ctrl-s", subject_offset=900_000, n_subjects=80,
