@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from genlab.core.report import Code, Report, mean_std
-from genlab.nas.bench import RANDOM, TABLE_COLUMNS, BenchConfig, run_bench
+from genlab.nas.bench import CONSTANT, RANDOM, TABLE_COLUMNS, BenchConfig, run_bench
 from genlab.nas.search import SearchConfig
 from genlab.nas.spaces import get_space
 
@@ -57,7 +57,7 @@ def reg_rows(result: dict) -> list[dict]:
             row["agreement"] = (result.get("per_reg") or {}).get(reg, {}).get("agreement")
         rows.append(row)
     if result.get("constant_test_acc") is not None:
-        rows.append({"reg": "constant (majority class)", "runs": "-",
+        rows.append({"reg": CONSTANT, "runs": "-",
                      "digits test (%)": f"{result['constant_test_acc']:.2f}"})
     return rows
 
