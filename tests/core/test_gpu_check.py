@@ -6,14 +6,13 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from benchmark_scripts import BENCHMARKS, load  # tests/ is on the path
 
 from genlab.core.errors import ConfigError
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPT = BENCHMARKS / "gpu_check.py"
 # what a GPU machine may lack: the extras (detect, ray, tensorboard, nb201) and pyyaml
 ABSENT = ("pycocotools", "ray", "tensorboard", "nats_bench", "nas_201_api", "yaml")
@@ -106,12 +105,7 @@ def test_dry_run_of_every_check_without_the_extras(tmp_path):
 
 
 def _nas_methods_step():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import nas_methods_step
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return nas_methods_step
+    return load("nas_methods_step")
 
 
 TOY = {"size": 8, "batch": 2, "in_channels": 3, "channels": 4, "cells": 1}

@@ -5,18 +5,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from benchmark_scripts import load  # tests/ is on the path
 
 
 @pytest.fixture
 def side_by_side():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import nas_side_by_side
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return nas_side_by_side
+    return load("nas_side_by_side")
 
 
 def _checkout(root: Path, tag: str) -> Path:
