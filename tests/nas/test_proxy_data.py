@@ -6,8 +6,8 @@ import torch
 
 from genlab.core.data import load_digits_data
 from genlab.core.errors import ConfigError
-from genlab.nas.clutter import corrupt, on_clutter, pink_noise
 from genlab.nas.data import DATASETS, load_image_data
+from genlab.nas.data.clutter import corrupt, on_clutter, pink_noise
 
 
 def test_registry_names_every_dataset_and_refuses_unknown_ones():

@@ -17,11 +17,11 @@ from genlab.nas.bench import (
     run_bench,
     tuning_markdown,
 )
+from genlab.nas.bench.tuning import score_settings, setting_text, tuning_grid
 from genlab.nas.methods import get_method, method_names, search_method
 from genlab.nas.methods.base import TUNING_MAX, build_parts, check_tuning
 from genlab.nas.regularizers import PENALTIES
 from genlab.nas.search import SearchConfig
-from genlab.nas.tuning import score_settings, setting_text, tuning_grid
 
 
 def _records(scores_and_edges):
@@ -76,7 +76,7 @@ def test_grid_checks():
         check_tuning("m", ({}, {"a": 1}, {"a": 2}, {"a": 3}, {"a": 4}))
     with pytest.raises(ConfigError, match="repeated"):
         check_tuning("m", ({}, {}))
-    from genlab.nas.tuning import check_setting_keys
+    from genlab.nas.bench.tuning import check_setting_keys
     with pytest.raises(ConfigError, match="not search options"):
         check_setting_keys("m", ({}, {"temperature": 1}))
 

@@ -136,8 +136,8 @@ def spaces():
 def methods():
     """List the search methods: their parts, the authors' code they follow and the settings
     `nas bench --tune` tries."""
+    from genlab.nas.bench.tuning import setting_text
     from genlab.nas.methods import get_method, method_names
-    from genlab.nas.tuning import setting_text
 
     for name in method_names():
         m = get_method(name)

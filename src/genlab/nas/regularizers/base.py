@@ -70,7 +70,7 @@ class Penalty:
     params: ClassVar[dict[str, float]] = {}  # its own settings and their defaults
     val_batches_needed: ClassVar[int] = 0  # validation batches the search hands it
     # the settings `nas bench --tune` tries for a row of this penalty on DARTS (search
-    # options over its preset, which is {}; genlab.nas.tuning)
+    # options over its preset, which is {}; genlab.nas.bench.tuning)
     tuning: ClassVar[tuple[dict[str, Any], ...]] = ({},)
 
     def __init__(self, **params: float):

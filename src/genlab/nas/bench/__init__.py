@@ -35,6 +35,7 @@ from genlab.core.report import figure, markdown_table, mean_std_text
 from genlab.core.runs import RunDir, atomic_write_bytes, write_json
 from genlab.core.sweep import RunSpec, run_one, run_sweep
 from genlab.core.trainer import resolve_device
+from genlab.nas.bench.tuning import SCORE, score_settings, setting_text, tuning_grid
 from genlab.nas.data import load_image_data
 from genlab.nas.inputs import check_run_kind
 from genlab.nas.methods.reported import reported_rows, standing
@@ -48,7 +49,6 @@ from genlab.nas.search import (
     space_table,
 )
 from genlab.nas.spaces import get_space
-from genlab.nas.tuning import SCORE, score_settings, setting_text, tuning_grid
 
 METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",
            "test_acc", "hessian_eig", "force_ratio", "search_seconds")
@@ -83,7 +83,7 @@ class BenchConfig(Options):
                                        "space's recipe).", gt=0)
     random_archs: bool = option(True, help="Sanity rows: a random architecture of the space "
                                 "per seed, retrained.")
-    tune: bool = option(False, help="First tune every row alike (genlab.nas.tuning): each of "
+    tune: bool = option(False, help="First tune every row alike (genlab.nas.bench.tuning): each of "
                         "its settings searched and retrained on --tune-seeds, scored by "
                         "validation accuracy; the chosen one runs on --seeds.")
     tune_seeds: list[int] = option(factory=lambda: [3, 4, 5], parse="seeds",
@@ -366,7 +366,7 @@ def run_jobs(specs: list[RunSpec], description: str, sweep: dict) -> dict[str, d
 
 def tune_rows(cfg: BenchConfig, grids: dict[str, tuple[dict, ...]], run: RunDir, space,
               sweep: dict) -> tuple[dict[str, dict], list[dict]]:
-    """The tuning stage (genlab.nas.tuning): every setting of every row searched and
+    """The tuning stage (genlab.nas.bench.tuning): every setting of every row searched and
     retrained on the selection seeds, scored on validation data; the chosen setting of each
     row and the tuning table (also tuning.json and tuning.md in the bench folder)."""
     jobs = [BenchJob(row, seed, cfg, str(run.path), setting=setting, eval_on="val",

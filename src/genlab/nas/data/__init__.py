@@ -22,7 +22,7 @@ one DataLoader reads the rows of step t, t+1, ... (across epochs) as its workers
 them, so batches are decoded ahead of the step that needs them, and a jump to another step
 (a resumed run, a selection rule's fixed batches) starts the stream there.
 
-The proxies keep the digits' stratified split; their corruption (genlab.nas.clutter) is drawn
+The proxies keep the digits' stratified split; their corruption (genlab.nas.data.clutter) is drawn
 once per image from the seed, so every split is fixed.
 """
 
@@ -53,7 +53,7 @@ from genlab.core.data import (
 from genlab.core.errors import ConfigError
 from genlab.core.registry import Registry
 from genlab.core.seeding import make_generator
-from genlab.nas.clutter import corrupt, on_clutter
+from genlab.nas.data.clutter import corrupt, on_clutter
 
 
 @dataclass(frozen=True)
