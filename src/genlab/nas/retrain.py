@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.checkpoints import model_record
-from genlab.core.data import Batches, augment_images
+from genlab.core.data import Batches, augment_images, majority_accuracy
 from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option, option_like
 from genlab.core.registry import path_of
@@ -216,13 +216,6 @@ def fit_and_score_splits(data, eval_on: str):
     """The split a retraining fits and the one it is scored on: ``eval_on`` "val" the train
     half and the validation half (tuning), "test" train + val and the test split."""
     return (data.train, data.val) if eval_on == "val" else (data.train_full(), data.test)
-
-
-def majority_accuracy(fit_labels: torch.Tensor, score_labels: torch.Tensor) -> float:
-    """The constant predictor's accuracy (%): the majority class of ``fit_labels`` (the
-    smallest label on a tie) answered for every item of ``score_labels``."""
-    majority = torch.bincount(fit_labels).argmax()
-    return 100 * float((score_labels == majority).float().mean())
 
 
 def retrain(cfg: RetrainConfig, out, *, resume: bool = False, progress_bar=None) -> dict:

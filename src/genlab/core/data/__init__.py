@@ -175,6 +175,13 @@ class _RestrictedUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"forbidden object {module}.{name}")
 
 
+def majority_accuracy(fit_labels: torch.Tensor, score_labels: torch.Tensor) -> float:
+    """The constant predictor's accuracy (%): the majority class of ``fit_labels`` (the
+    smallest label on a tie) answered for every item of ``score_labels``."""
+    majority = torch.bincount(fit_labels).argmax()
+    return 100 * float((score_labels == majority).float().mean())
+
+
 def safe_unpickle(path: Path) -> dict:
     """Read a pickled dict of arrays/lists/bytes/numbers; anything else is a DataError."""
     path = Path(path)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from genlab.core.data import majority_accuracy
 from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.options import Options, check_options, option, option_like
 from genlab.core.report import figure, markdown_table, mean_std_text
@@ -39,7 +40,7 @@ from genlab.nas.bench.tuning import SCORE, score_settings, setting_text, tuning_
 from genlab.nas.data import load_image_data
 from genlab.nas.inputs import check_run_kind
 from genlab.nas.methods.reported import reported_rows, standing
-from genlab.nas.retrain import RetrainConfig, fit_and_score_splits, majority_accuracy, retrain
+from genlab.nas.retrain import RetrainConfig, fit_and_score_splits, retrain
 from genlab.nas.search import (
     PENALTY_NAMES,
     SearchConfig,

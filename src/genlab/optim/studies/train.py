@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from genlab.core.checkpoints import MODEL_RECORD, build_from_record, model_record
-from genlab.core.data import Batches, Split, streamed
+from genlab.core.data import Batches, Split, majority_accuracy, streamed
 from genlab.core.errors import CheckpointError, ConfigError, require_positive
 from genlab.core.options import check_options, option, option_like
 from genlab.core.registry import path_of
@@ -169,12 +169,6 @@ def split_scores(model: nn.Module, split: Split, device, batch_size: int = 512) 
     return {"loss": res["loss"], "acc": 100 * res["metric"]}
 
 
-def constant_accuracy(fit: Split, test: Split) -> float:
-    """Test accuracy (percent) of always answering the most frequent label of ``fit``."""
-    majority = int(torch.bincount(fit.labels).argmax())
-    return 100 * float((test.labels == majority).float().mean())
-
-
 def load_task(cfg: TrainConfig) -> TaskData:
     """The task data of a config (fixed by data_seed; label noise drawn with the seed)."""
     data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
@@ -286,7 +280,7 @@ def finish(model: nn.Module, data: TaskData, device, cfg: TrainConfig) -> dict:
     summary = {"train_loss": tr["loss"], "train_acc": tr["acc"], "test_loss": te["loss"],
                "test_acc": te["acc"], "gap_loss": te["loss"] - tr["loss"],
                "gap_acc": tr["acc"] - te["acc"],
-               "constant_test_acc": constant_accuracy(data.fit, data.test),
+               "constant_test_acc": majority_accuracy(data.fit.labels, data.test.labels),
                "n_train": len(train)}
     if data.val is not None:
         va = split_scores(model, data.val, device)
