@@ -156,3 +156,23 @@ def test_a_finished_run_with_other_options_is_not_reused(tmp_path, monkeypatch):
     shutil.copytree(tmp_path / "b" / "search", tmp_path / "b3" / "search")
     with pytest.raises(DataError, match=r"ber-s0.*other options \(reg_resolved"):
         run_bench(cfg, tmp_path / "b3")
+
+
+def test_searches_made_without_the_table_are_reused_and_judged_by_it(tmp_path, nb201_table):
+    import shutil
+
+    from genlab.nas.spaces.nb201.table import NB201Table
+
+    search = dict(channels=2, cells=1, steps=2, batch_size=16, hessian_points=0, diag_batch=8)
+    bare = BenchConfig(regs=["none"], seeds=[0], random_archs=False, retrain_epochs=0,
+                       search=SearchConfig(**search))
+    run_bench(bare, tmp_path / "b")
+    shutil.copytree(tmp_path / "b" / "search", tmp_path / "b2" / "search")
+    before = (tmp_path / "b2" / "search" / "none-s0" / "summary.json").read_text()
+    judged = BenchConfig(regs=["none"], seeds=[0], random_archs=False, retrain_epochs=0,
+                         search=SearchConfig(**search, nb201_table=str(nb201_table)))
+    rec = run_bench(judged, tmp_path / "b2")["records"][0]
+    # the finished search is read back, not run again, and its cell is judged by the table
+    assert (tmp_path / "b2" / "search" / "none-s0" / "summary.json").read_text() == before
+    truth = NB201Table.load(nb201_table).lookup(rec["genotype"])
+    assert {k: rec[k] for k in truth} == truth

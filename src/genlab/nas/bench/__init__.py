@@ -43,6 +43,7 @@ from genlab.nas.methods.reported import reported_rows, standing
 from genlab.nas.retrain import RetrainConfig, fit_and_score_splits, retrain
 from genlab.nas.search import (
     PENALTY_NAMES,
+    RESUME_FREE,
     SearchConfig,
     run_config,
     run_search,
@@ -205,8 +206,8 @@ def run_stage(name: str, target, cfg, folder: Path, expect: dict, **kwargs) -> d
 def search_once(cfg: SearchConfig, folder: Path, space=None) -> dict:
     """The summary of the search ``cfg`` in ``folder`` (run_stage: reused, resumed or run)."""
     folder = Path(folder)
-    return run_stage(f"search {folder.name}", run_search, cfg, folder,
-                     run_config(cfg.resolved(space)))
+    expect = {k: v for k, v in run_config(cfg.resolved(space)).items() if k not in RESUME_FREE}
+    return run_stage(f"search {folder.name}", run_search, cfg, folder, expect)
 
 
 def retrain_once(cfg: RetrainConfig, folder: Path) -> dict:
@@ -253,16 +254,16 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
     space = get_space(cfg.search.space)
     root = Path(job.folder)
     run = RunDir(out, job_config(job), resume=resume)
+    table = space_table(space, cfg.search.nb201_table)
     if job.reg == RANDOM:
         record = random_record(space, job.seed)
-        table = space_table(space, cfg.search.nb201_table)
         if table is not None:  # the sanity row judged like the searched cells
             record.update(table.lookup(space.parse(record["genotype"])))
     else:
         scfg = replace(cfg.row_search(job.reg, job.seed), **job.setting)
         folder = root / "search" / name
         summary = search_once(scfg, folder, space)
-        record = search_record(summary, space)
+        record = search_record(summary, space, table)
         record["force_ratio"] = mean_force_ratio(folder)
         record["search_folder"] = folder.name
     record.update({"run": name, "reg": job.reg, "seed": job.seed})
@@ -453,12 +454,16 @@ def mean_force_ratio(folder: Path) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
-def search_record(summary: dict, space) -> dict:
-    """The bench's record of one finished search."""
+def search_record(summary: dict, space, table=None) -> dict:
+    """The bench's record of one finished search; its cell judged by ``table`` (the bench's
+    accuracy table) when given, else by what the search's own table said (a search read
+    back from a run made with another table, or none, is judged by the bench's)."""
     record = {k: summary.get(k) for k in ("genotype", "param_free_ops", "skip_ops",
                                            "mean_entropy", "hessian_eig", "search_seconds",
                                            "param_free_curve", "entropy_curve", "curve_steps")}
-    if space.table:
+    if table is not None:
+        record.update(table.lookup(space.parse(record["genotype"])))
+    elif space.table:
         record.update(summary.get(space.table, {}))
     return record
 
