@@ -150,3 +150,23 @@ def test_options_newer_than_a_run_compare_as_their_defaults(tmp_path):
     with pytest.raises(CheckpointError, match="grouping"):
         RunDir(tmp_path / "r", {"lr": 0.1, "grouping": "crossfit"}, resume=True,
                defaults={"grouping": "none"})
+
+
+def test_a_nested_template_compares_option_by_option(tmp_path):
+    # a bench's search template: an option added to it since the run started compares as its
+    # default, a free one (``outer.inner``) is not compared, another change is named in full
+    old = {"seeds": [0], "search": {"lr": 0.1, "table": "a.csv", "params": {}}}
+    new = {"seeds": [0], "search": {"lr": 0.1, "table": "b.csv", "params": {}, "ckpt": False}}
+    defaults = {"search": {"ckpt": False}}
+    assert config_differences(old, new, ["search.table"], defaults) == []
+    assert config_differences(old, new, [], defaults) == ["search.table"]
+    assert config_differences(old, new, ["search.table"]) == ["search.ckpt"]
+    changed = {**new, "search": {**new["search"], "lr": 0.2, "params": {"k": 1}}}
+    assert config_differences(old, changed, ["search.table"], defaults) == [
+        "search.lr", "search.params.k"]
+    RunDir(tmp_path / "r", old).close()
+    RunDir(tmp_path / "r", new, resume=True, resume_free=["search.table"],
+           defaults=defaults).close()
+    with pytest.raises(CheckpointError, match=r"search\.lr: 0\.1 -> 0\.2"):
+        RunDir(tmp_path / "r", changed, resume=True, resume_free=["search.table"],
+               defaults=defaults)

@@ -53,7 +53,7 @@ from genlab.core.parallel.distributed import broadcast_object, init_distributed,
 from genlab.version import __version__
 
 __all__ = ["CHECKPOINT", "CONFIG", "METRICS", "PREVIOUS", "SUMMARY", "RunDir",
-           "atomic_write_bytes", "config_differences", "load_checkpoint", "read_json",
+           "atomic_write_bytes", "config_differences", "config_value", "load_checkpoint", "read_json",
            "save_checkpoint", "write_json"]
 
 CONFIG = "config.json"
@@ -80,12 +80,34 @@ def config_differences(old: dict, new: dict, free: Iterable[str] = (),
                        defaults: dict | None = None) -> list[str]:
     """Options whose values differ between two run configs (those free to differ on resume,
     ``free`` among them, and the version, are not compared). An option missing from
-    ``old`` (added since that run started) counts as its value in ``defaults``."""
+    ``old`` (added since that run started) counts as its value in ``defaults``. A nested
+    mapping on both sides (a bench's search template) is compared option by option, named
+    ``outer.inner`` (in ``free`` and in the result)."""
     new = dict(jsonable(new))
-    old = {**dict(jsonable(defaults or {})), **old}
+    defaults = dict(jsonable(defaults or {}))
+    old = {**defaults, **old}
     skip = _RESUME_FREE_KEYS | set(free) | {"genlab_version"}
-    return sorted(k for k in set(old) | set(new)
-                  if k not in skip and old.get(k) != new.get(k))
+    diffs = []
+    for k in sorted(set(old) | set(new)):
+        if k in skip:
+            continue
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict) and (a or b):
+            inner = {f[len(k) + 1:] for f in free if f.startswith(f"{k}.")}
+            diffs += [f"{k}.{d}" for d in config_differences(
+                a, b, inner, defaults.get(k) if isinstance(defaults.get(k), dict) else None)]
+        elif a != b:
+            diffs.append(k)
+    return diffs
+
+
+def config_value(config: dict, name: str):
+    """The value of option ``name`` in ``config`` (``outer.inner`` for a nested one)."""
+    for part in name.split("."):
+        if not isinstance(config, dict):
+            return None
+        config = config.get(part)
+    return config
 
 
 class RunDir:
@@ -188,7 +210,8 @@ class RunDir:
         diffs = config_differences(old, self.config, self.resume_free, self.defaults)
         if diffs:
             detail = ", ".join(
-                f"{k}: {old.get(k)!r} -> {self.config.get(k)!r}" for k in sorted(diffs)
+                f"{k}: {config_value(old, k)!r} -> {config_value(self.config, k)!r}"
+                for k in diffs
             )
             raise CheckpointError(
                 f"{self.path}: cannot resume with different options ({detail})"

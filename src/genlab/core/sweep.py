@@ -43,7 +43,7 @@ from genlab.core.errors import ConfigError, GenlabError
 from genlab.core.files import read_json, write_json
 from genlab.core.progress import progress
 from genlab.core.registry import Registry, import_path
-from genlab.core.runs import config_differences
+from genlab.core.runs import config_differences, config_value
 
 FINISHED, SKIPPED, FAILED = "finished", "skipped", "failed"
 CONFIG, SUMMARY = "config.json", "summary.json"
@@ -115,12 +115,13 @@ def check_folder(spec: RunSpec) -> None:
     want = dict(spec.expect)
     filled = {**(spec.defaults or {}), **{k: summary[k] for k in want if k in summary}, **old}
     diffs = config_differences(filled, want)
-    diffs = [k for k in diffs if k in want]
+    diffs = [k for k in diffs if k.split(".")[0] in want]
     if diffs:
         state = "a finished" if spec.finished else "a started"
         raise ConfigError(
             f"{out} holds {state} run of {spec.name} with other options ("
-            + ", ".join(f"{k}: {filled.get(k)!r} -> {want[k]!r}" for k in diffs[:4])
+            + ", ".join(f"{k}: {config_value(filled, k)!r} -> {config_value(want, k)!r}"
+                        for k in diffs[:4])
             + "); choose another output folder or remove it")
 
 

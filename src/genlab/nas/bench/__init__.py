@@ -310,7 +310,8 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
                           "--retrain-epochs > 0")
     resolve_device(cfg.search.device)  # an unknown or absent device before the folder
     check_run_kind(out, "nas bench")
-    run = RunDir(out, asdict(cfg), resume=resume, resume_free=BENCH_RESUME_FREE)
+    run = RunDir(out, asdict(cfg), resume=resume, defaults=asdict(BenchConfig()),
+                 resume_free=BENCH_RESUME_FREE + tuple(f"search.{k}" for k in RESUME_FREE))
     sweep = {"executor": "inline" if (executor, workers) == ("local", 1) else executor,
              "workers": workers, "address": address, "progress_bar": progress_bar}
     settings, tuning = {}, []
