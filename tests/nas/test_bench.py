@@ -176,3 +176,24 @@ def test_searches_made_without_the_table_are_reused_and_judged_by_it(tmp_path, n
     assert (tmp_path / "b2" / "search" / "none-s0" / "summary.json").read_text() == before
     truth = NB201Table.load(nb201_table).lookup(rec["genotype"])
     assert {k: rec[k] for k in truth} == truth
+
+
+def test_a_bench_started_before_an_option_existed_resumes(tmp_path):
+    # a bench and its jobs whose config.json lack an option added since (checkpoint_cells):
+    # resumed, every job is read back as it finished
+    cfg = BenchConfig(regs=["none"], seeds=[0], random_archs=False, retrain_epochs=0,
+                      search=SearchConfig(channels=2, cells=1, steps=2, batch_size=16,
+                                          hessian_points=0, diag_batch=8))
+    first = run_bench(cfg, tmp_path / "b")
+    configs = [tmp_path / "b" / "config.json", tmp_path / "b" / "jobs" / "none-s0" / "config.json"]
+    for path in configs:
+        data = json.loads(path.read_text())
+        search = data["search"] if "search" in data else data["bench"]["search"]
+        del search["checkpoint_cells"]
+        path.write_text(json.dumps(data))
+    assert run_bench(cfg, tmp_path / "b", resume=True)["records"] == first["records"]
+    changed = BenchConfig(regs=["none"], seeds=[0], random_archs=False, retrain_epochs=0,
+                          search=SearchConfig(channels=2, cells=1, steps=3, batch_size=16,
+                                              hessian_points=0, diag_batch=8))
+    with pytest.raises(Exception, match=r"search\.steps: 2 -> 3"):
+        run_bench(changed, tmp_path / "b", resume=True)

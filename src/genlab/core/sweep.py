@@ -55,7 +55,8 @@ class RunSpec:
 
     ``after``: names of runs that must finish first. ``expect``: the config.json this run
     writes; a folder that holds a run with other options is refused (keys that the stored
-    config lacks are read from its summary, then from ``defaults``). ``result_errors``:
+    config lacks are read from its summary, then from ``defaults``; those named in ``free``,
+    ``outer.inner`` for a nested one, are not compared). ``result_errors``:
     exception classes that end the run with a summary instead of a failure.
     """
 
@@ -67,6 +68,7 @@ class RunSpec:
     after: tuple[str, ...] = ()
     expect: dict | None = None
     defaults: dict | None = None
+    free: tuple[str, ...] = ()
     result_errors: tuple[type[BaseException], ...] = ()
 
     @property
@@ -114,7 +116,7 @@ def check_folder(spec: RunSpec) -> None:
                           "another output folder") from exc
     want = dict(spec.expect)
     filled = {**(spec.defaults or {}), **{k: summary[k] for k in want if k in summary}, **old}
-    diffs = config_differences(filled, want)
+    diffs = config_differences(filled, want, spec.free, spec.defaults)
     diffs = [k for k in diffs if k.split(".")[0] in want]
     if diffs:
         state = "a finished" if spec.finished else "a started"

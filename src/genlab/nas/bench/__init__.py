@@ -239,6 +239,23 @@ class BenchJob:
 BENCH_RESUME_FREE = ("regs", "methods", "seeds", "tune", "tune_seeds", "collapse_edges")
 
 
+# A job's options that may differ from the run in its folder: the search's own (the table
+# that judges the cell, per-cell checkpointing).
+JOB_FREE = tuple(f"bench.search.{k}" for k in RESUME_FREE)
+
+
+def job_spec(job: BenchJob, folder: Path) -> RunSpec:
+    """The sweep's run of one bench job in ``folder``."""
+    return RunSpec(job.name, run_job, job, folder, expect=job_config(job), free=JOB_FREE,
+                   defaults=job_defaults())
+
+
+def job_defaults() -> dict:
+    """What a job's options newer than its run compare as: the bench's defaults."""
+    bench = asdict(BenchConfig())
+    return {"bench": {k: v for k, v in bench.items() if k not in BENCH_RESUME_FREE}}
+
+
 def job_config(job: BenchJob) -> dict:
     """A job's identity (its config.json): everything but the bench's list of rows and seeds."""
     config = asdict(job)
@@ -253,7 +270,8 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
     cfg, name = job.bench, job.name
     space = get_space(cfg.search.space)
     root = Path(job.folder)
-    run = RunDir(out, job_config(job), resume=resume)
+    run = RunDir(out, job_config(job), resume=resume, resume_free=JOB_FREE,
+                 defaults=job_defaults())
     table = space_table(space, cfg.search.nb201_table)
     if job.reg == RANDOM:
         record = random_record(space, job.seed)
@@ -325,8 +343,7 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
     for reg, seed in jobs:
         if f"{reg}-s{seed}" not in aliases:
             job = BenchJob(reg, seed, cfg, str(run.path), setting=settings.get(reg, {}))
-            specs.append(RunSpec(job.name, run_job, job, run.path / "jobs" / job.name,
-                                 expect=job_config(job)))
+            specs.append(job_spec(job, run.path / "jobs" / job.name))
     done = run_jobs(specs, f"nas bench {space.name}", sweep)
     records = []
     for reg, seed in jobs:
@@ -376,8 +393,7 @@ def tune_rows(cfg: BenchConfig, grids: dict[str, tuple[dict, ...]], run: RunDir,
                      name=f"tune-{row}-t{k}-s{seed}")
             for row, grid in grids.items() for k, setting in enumerate(grid)
             for seed in cfg.tune_seeds]
-    specs = [RunSpec(job.name, run_job, job, run.path / "jobs" / job.name,
-                     expect=job_config(job)) for job in jobs]
+    specs = [job_spec(job, run.path / "jobs" / job.name) for job in jobs]
     done = run_jobs(specs, f"nas bench {space.name} (tuning)", sweep)
     chosen, table = {}, []
     for row, grid in grids.items():
