@@ -126,6 +126,33 @@ def test_tiny_tuned_bench(tmp_path):
     assert 5 < sanity["val_acc_mean"] < 15  # digits: ten balanced classes
     again = run_bench(cfg, tmp_path / "b", resume=True)
     assert again["records"] == result["records"]
+    # the setting chosen here runs unchanged in another space (--settings-from)
+    other = BenchConfig(methods=["pc-darts"], seeds=[1], settings_from=str(tmp_path / "b"),
+                        search=SearchConfig(space="s2", channels=4, cells=3, steps=2,
+                                            hessian_points=0, diag_batch=16, batch_size=16),
+                        retrain_epochs=0, random_archs=False)
+    moved = run_bench(other, tmp_path / "s2")
+    job = json.loads((tmp_path / "s2" / "jobs" / "pc-darts-s1" / "config.json").read_text())
+    assert job["setting"] == grid[chosen["index"]]
+    search = json.loads((tmp_path / "s2" / "search" / "pc-darts-s1" / "config.json").read_text())
+    assert {k: search[k] for k in grid[chosen["index"]]} == grid[chosen["index"]]
+    assert moved["settings"] == {"pc-darts": chosen["setting"]}
+
+
+def test_settings_from_refuses_what_it_cannot_use(tmp_path):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "tuning.json").write_text(json.dumps({"chosen": {"darts": {}}}))
+    small = SearchConfig(channels=2, cells=1, steps=1)
+    with pytest.raises(ConfigError, match="chose no setting for beta"):
+        run_bench(BenchConfig(methods=["darts", "beta"], settings_from=str(tmp_path / "t"),
+                              search=small), tmp_path / "b")
+    with pytest.raises(ConfigError, match="give one of them"):
+        run_bench(BenchConfig(methods=["darts"], settings_from=str(tmp_path / "t"), tune=True,
+                              search=small), tmp_path / "b")
+    with pytest.raises(ConfigError, match="cannot read"):
+        run_bench(BenchConfig(methods=["darts"], settings_from=str(tmp_path / "none"),
+                              search=small), tmp_path / "b")
+    assert not (tmp_path / "b").exists()  # refused before the folder
 
 
 def _tiny_data(root, size, seed):

@@ -53,8 +53,8 @@ from genlab.core.parallel.distributed import broadcast_object, init_distributed,
 from genlab.version import __version__
 
 __all__ = ["CHECKPOINT", "CONFIG", "METRICS", "PREVIOUS", "SUMMARY", "RunDir",
-           "atomic_write_bytes", "config_differences", "config_value", "load_checkpoint", "read_json",
-           "save_checkpoint", "write_json"]
+           "atomic_write_bytes", "config_differences", "config_value", "load_checkpoint",
+           "read_json", "save_checkpoint", "write_json"]
 
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"

@@ -36,7 +36,14 @@ from genlab.core.report import figure, markdown_table, mean_std_text
 from genlab.core.runs import RunDir, atomic_write_bytes, write_json
 from genlab.core.sweep import RunSpec, run_one, run_sweep
 from genlab.core.trainer import resolve_device
-from genlab.nas.bench.tuning import SCORE, score_settings, setting_text, tuning_grid
+from genlab.nas.bench.tuning import (
+    SCORE,
+    TUNING_FILE,
+    chosen_settings,
+    score_settings,
+    setting_text,
+    tuning_grid,
+)
 from genlab.nas.data import load_image_data
 from genlab.nas.inputs import check_run_kind
 from genlab.nas.methods.reported import reported_rows, standing
@@ -93,6 +100,10 @@ class BenchConfig(Options):
     collapse_edges: int = option(2, ge=0, help="--tune: a setting whose cell has more "
                                  "parameter-free edges than this at any selection seed is "
                                  "not chosen (collapse).")
+    settings_from: str | None = option(None, help="A tuned bench's folder (or its "
+                                       "tuning.json): every row runs at the setting chosen "
+                                       "there, e.g. chosen on NB201 and used unchanged in "
+                                       "another space (not with --tune).")
 
     @property
     def rows(self) -> list[str]:
@@ -135,6 +146,7 @@ class BenchCommandConfig:
     tune: bool = _bench("tune")
     tune_seeds: list[int] = _bench("tune_seeds")
     collapse_edges: int = _bench("collapse_edges")
+    settings_from: str | None = _bench("settings_from")
     device: str = _template("device")
     threads: int = _template("threads")
     nb201_table: str | None = _template("nb201_table")
@@ -323,6 +335,12 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
                                      else {"method": None, "reg": row})
             for setting in grids[row]:
                 replace(cfg.row_search(row, cfg.tune_seeds[0]), **setting).validate(space)
+    if cfg.tune and cfg.settings_from:
+        raise ConfigError("--tune chooses each row's setting and --settings-from reads it from "
+                          "a tuned bench: give one of them")
+    settings = chosen_settings(cfg.settings_from, cfg.rows) if cfg.settings_from else {}
+    for row, setting in settings.items():
+        replace(cfg.row_search(row, cfg.seeds[0]), **setting).validate(space)
     if cfg.tune and cfg.retrain_epochs == 0:
         raise ConfigError("--tune scores each setting by its retrained cell: give "
                           "--retrain-epochs > 0")
@@ -332,13 +350,13 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
                  resume_free=BENCH_RESUME_FREE + tuple(f"search.{k}" for k in RESUME_FREE))
     sweep = {"executor": "inline" if (executor, workers) == ("local", 1) else executor,
              "workers": workers, "address": address, "progress_bar": progress_bar}
-    settings, tuning = {}, []
+    tuning = []
     if cfg.tune:
         settings, tuning = tune_rows(cfg, grids, run, space, sweep)
     jobs = list(itertools.product(cfg.rows, cfg.seeds))
     if cfg.random_archs:
         jobs += [(RANDOM, seed) for seed in cfg.seeds]
-    aliases = alias_jobs(cfg, jobs) if not cfg.tune else {}
+    aliases = alias_jobs(cfg, jobs) if not settings and not cfg.tune else {}
     specs = []
     for reg, seed in jobs:
         if f"{reg}-s{seed}" not in aliases:
@@ -361,7 +379,8 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
         result["standing"] = rank
     if cfg.tune:
         result["tuning"] = tuning
-        result["settings"] = {row: setting_text(s) for row, s in settings.items()}
+    if cfg.tune or cfg.settings_from:
+        result["settings"] = {row: setting_text(settings[row]) for row in cfg.rows}
     write_json(run.file("bench.json"), result)
     atomic_write_bytes(run.file("bench.md"), bench_markdown(result).encode())
     run.save_figure(plot_bench(records, cfg.rows, space), "bench.png")
@@ -403,8 +422,9 @@ def tune_rows(cfg: BenchConfig, grids: dict[str, tuple[dict, ...]], run: RunDir,
         chosen[row] = grid[best]
         table += rows
     table.append(constant_tuning_row(cfg.search, cfg.tune_seeds))
-    write_json(run.file("tuning.json"), {"rows": table, "tune_seeds": cfg.tune_seeds,
-                                         "collapse_edges": cfg.collapse_edges})
+    write_json(run.file(TUNING_FILE), {"rows": table, "tune_seeds": cfg.tune_seeds,
+                                         "collapse_edges": cfg.collapse_edges,
+                                         "space": space.name, "chosen": chosen})
     atomic_write_bytes(run.file("tuning.md"), tuning_markdown(table).encode())
     return chosen, table
 

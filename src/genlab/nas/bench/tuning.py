@@ -50,6 +50,35 @@ def check_setting_keys(row: str, grid: Sequence[dict]) -> None:
                               "are not search options")
 
 
+TUNING_FILE = "tuning.json"
+
+
+def chosen_settings(path: str, rows: Sequence[str]) -> dict[str, dict]:
+    """Each of ``rows``' setting as chosen by the tuned bench at ``path`` (its folder or its
+    tuning.json); ConfigError when the file is missing or unreadable or lacks a row."""
+    from pathlib import Path
+
+    from genlab.core.runs import read_json
+
+    file = Path(path)
+    if file.is_dir():
+        file = file / TUNING_FILE
+    try:
+        data = read_json(file)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--settings-from: cannot read {file} ({exc}); give a bench folder "
+                          "run with --tune") from exc
+    chosen = data.get("chosen") if isinstance(data, dict) else None
+    if not isinstance(chosen, dict):
+        raise ConfigError(f"--settings-from: {file} names no chosen settings (a bench's "
+                          "tuning.json written by --tune)")
+    missing = [row for row in rows if row not in chosen]
+    if missing:
+        raise ConfigError(f"--settings-from: {file} chose no setting for {', '.join(missing)} "
+                          f"(it tuned {', '.join(chosen) or 'nothing'})")
+    return {row: dict(chosen[row]) for row in rows}
+
+
 def setting_text(setting: dict) -> str:
     """{} -> 'preset'; {'drop_path': 0.2} -> 'drop_path=0.2' (nested mappings flattened)."""
     if not setting:
