@@ -59,6 +59,7 @@ from genlab.nas.cells import (
     EdgeOptions,
     OpReporter,
     PerEdgeCell,
+    drop_masks,
     edge_name,
 )
 from genlab.nas.nodesum import ChannelSplit, NodeTerms, memory_format_of, shuffle_join
@@ -242,15 +243,12 @@ class FusedCell(nn.Module):
             return weights.new_full((weights.shape[0],), beta).unbind()
         return (beta * edge_weights).unbind()
 
-    def _drop_masks(self, batch: int, like: torch.Tensor) -> list[torch.Tensor | None] | None:
-        """R-DARTS' drop-path: one (N, 1, 1, 1) mask / keep per edge, drawn in edge order as
-        genlab.nas.cells.drop_path draws them on the per-edge cell; None when off."""
-        prob = self.knobs.drop_prob
-        if not (self.options.drop_path and self.training and prob > 0.0):
+    def _drop_masks(self, batch: int, like: torch.Tensor) -> list[torch.Tensor] | None:
+        """R-DARTS' drop-path: one (N, 1, 1, 1) mask / keep per edge (genlab.nas.cells.
+        drop_masks), None when off."""
+        if not (self.options.drop_path and self.training):
             return None
-        keep = 1.0 - prob
-        return [torch.empty(batch, 1, 1, 1, dtype=like.dtype, device=like.device)
-                .bernoulli_(keep).div_(keep) for _ in self.topology.edges]
+        return drop_masks(len(self.topology.edges), batch, self.knobs.drop_prob, like)
 
     def _emit(self, s: int, h: torch.Tensor, step: _Step, sums: dict) -> None:
         """Add every op of source ``s`` to the terms of its target nodes."""
