@@ -14,11 +14,27 @@ benchmarks/nas_step.py):
 The conv biases of the reference (present there because its BN is not affine) are omitted: a
 per-channel constant before a batch-statistics BN cancels exactly.
 
-The methods' supernet options (genlab.nas.cells) use the per-edge cell: ``partial_channels``
-(DrNAS' 201-space partial-channel cell: no bypass pooling, NB201 cells keep the resolution),
-``edge_norm`` (ours: betas (6,) softmaxed over each node's inputs), ``aux_skip`` (identity on
-every edge), ``sampled`` (GDAS: AutoDL's ``forward_gdas``, the other ops' weights added as
-scalars), ``drop_path`` (on every edge's output).
+The methods' supernet options (genlab.nas.cells.EdgeOptions; the per-edge ``MixedOp`` is their
+definition, ``per_edge_cell`` builds it) are computed in the same layout, except GDAS' sampled
+edges (``sampled``: AutoDL's ``forward_gdas``, the other ops' weights added as scalars; per-edge
+cells):
+
+- DARTS-' auxiliary skip ``beta * x`` (``aux_skip``; identity on every edge, all of stride 1):
+  beta joins the weight of the edge's skip_connect term (one term, w + beta), or is a term of
+  its own when the ops have no skip_connect or under partial channels;
+- R-DARTS' drop-path (``drop_path``): one per-sample mask per edge, drawn at the start of the
+  cell in edge order as the per-edge cell draws them (genlab.nas.cells.drop_masks), and the
+  per-sample factor of every term of that edge in the node sum (``NodeSum``'s scale; the
+  pool's 1 / count map times the mask); nothing is drawn at probability 0 or in evaluation;
+- PC-DARTS' partial channels (``partial_channels`` K; DrNAS' 201-space partial-channel cell: no
+  bypass pooling, NB201 cells keep the resolution, convs without bias): every op runs on the
+  first C/K channels of its source, split off once per source (the stacked convs, BN and
+  window sums at C/K channels per out-edge); the bypassed channels are summed per node beside
+  the ops' sum, and ``partial_merge``'s channel shuffle is applied once per node to the two
+  sums (``shuffle_join``; a fixed permutation commutes with the sum);
+- edge normalisation (``edge_norm``, ours: betas (6,) softmaxed over each node's inputs):
+  the edge weights times the normalised beta (conv ops: in the BN scale), beta on the bypassed
+  channels and the auxiliary skip.
 """
 
 from __future__ import annotations
@@ -251,8 +267,9 @@ class SearchCell(nn.Module):
 class NB201SuperNet(AlphaSupernet):
     """NAS-Bench-201 macro skeleton with search cells sharing one (6, K) alpha named "cell".
 
-    ``per_edge=False`` (default) uses the fused ``SearchCell``; ``per_edge=True`` the textbook
-    per-edge cell of genlab.nas.cells (the reference the fused cell is tested against).
+    ``per_edge=False`` (default) uses the fused ``SearchCell`` (with every supernet option but
+    GDAS' ``sampled``, which is always per edge); ``per_edge=True`` the textbook per-edge cell
+    of genlab.nas.cells (the reference the fused cell is tested against).
     """
 
     def __init__(self, C: int = 16, N: int = 5, num_classes: int = 10, in_channels: int = 3,
