@@ -13,10 +13,10 @@ import genlab.nas.ops as ops_mod
 from genlab.core.runs import CHECKPOINT
 from genlab.nas.cells import channel_shuffle
 from genlab.nas.methods import search_method
-from genlab.nas.nodesum import channels_last
+from genlab.nas.nodesum import channels_last, shuffle_join
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
-from genlab.nas.spaces.darts.fused import FusedCell, shuffle_join
+from genlab.nas.spaces.darts.fused import FusedCell
 
 
 @pytest.fixture

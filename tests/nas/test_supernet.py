@@ -1,14 +1,16 @@
-"""NB201SuperNet (fused) equals the per-edge reference supernet (logits, gradients, BN state)."""
+"""NB201SuperNet (fused) equals the per-edge reference supernet (logits, gradients, BN state),
+with the methods' supernet options too (genlab.nas.cells.MixedOp is their definition)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
+from genlab.nas.methods import build_supernet
 from genlab.nas.ops import CONV_KERNELS, ResidualBlock
 from genlab.nas.probe import CellTraces
 from genlab.nas.spaces.nb201.genotype import NB201_EDGES, NB201_OPS, Genotype
-from genlab.nas.spaces.nb201.supernet import NB201SuperNet, NodeSum
+from genlab.nas.spaces.nb201.supernet import NB201SuperNet, NodeSum, SearchCell
 
 
 def _pair(ops=NB201_OPS, C=4, N=2, in_channels=3, seed=0, channels_last=True):
@@ -28,7 +30,8 @@ def _pair(ops=NB201_OPS, C=4, N=2, in_channels=3, seed=0, channels_last=True):
 
 def grads_by_name(ours, ref):
     """(name, fused grad, per-edge grad) for every parameter (cell convs per edge)."""
-    out = [("arch_params", ours.arch_params.grad, ref.arch_params.grad)]
+    out = [(f"arch{i}", p.grad, q.grad) for i, (p, q) in enumerate(
+        zip(ours.arch_parameters(), ref.arch_parameters(), strict=True))]
     for part in ("stem", "head"):
         for (n, p), (_, q) in zip(getattr(ours, part).named_parameters(),
                                   getattr(ref, part).named_parameters(), strict=True):
@@ -44,7 +47,7 @@ def grads_by_name(ours, ref):
             for name in CONV_KERNELS:
                 if name in ours.ops:
                     target, source = (int(v) for v in edge.split("<-"))
-                    slot, c = target - source - 1, mine.channels
+                    slot, c = target - source - 1, mine.width
                     g = mine.convs[f"{name}_from{source}"].grad[slot * c:(slot + 1) * c]
                     conv = theirs.edges[edge].ops[ours.ops.index(name)].op[1]
                     out.append((f"cell{k}.{edge}.{name}", g, conv.weight.grad))
@@ -175,3 +178,130 @@ def test_node_sum_gradcheck(n_plain, scaled):
         1.0 if scale is None else scale)
     torch.testing.assert_close(out, expected)
     assert torch.autograd.gradcheck(lambda *a: NodeSum.apply(n_plain, scales, *a), inputs)
+
+
+# the methods' supernet options (options, knobs): DARTS-' auxiliary skip, R-DARTS' drop-path,
+# PC-DARTS' partial channels and edge normalisation, alone and together
+OPTION_CASES = {
+    "darts-minus": ({"aux_skip": True}, {"aux_scale": 0.7}),
+    "darts-minus, no skip_connect op": (
+        {"aux_skip": True, "ops": ("none", "nor_conv_3x3", "avg_pool_3x3")}, {"aux_scale": 0.7}),
+    "rdarts-dp": ({"drop_path": True}, {"drop_prob": 0.4}),
+    "pc-darts": ({"partial_channels": 4, "edge_norm": True}, {}),
+    "partial channels alone": ({"partial_channels": 2}, {}),
+    "all together": ({"partial_channels": 2, "edge_norm": True, "aux_skip": True,
+                      "drop_path": True}, {"aux_scale": 0.3, "drop_prob": 0.5}),
+}
+
+
+def _option_pair(options, knobs, channels_last=True):
+    """Fused and per-edge supernets with ``options`` on the same weights, in float64."""
+    torch.manual_seed(0)
+    kw = dict(C=8, N=1, num_classes=5, in_channels=1, **options)
+    ref = NB201SuperNet(per_edge=True, **kw).double()
+    ours = NB201SuperNet(channels_last=channels_last, **kw).double()
+    assert ref.per_edge and not ours.per_edge
+    assert all(isinstance(c, SearchCell) for c in ours.search_cells())
+    with torch.no_grad():
+        for a in ref.arch_parameters():
+            a.normal_()  # far from uniform, betas included
+        for m in ref.modules():  # no conv bias: the running statistics agree exactly
+            if isinstance(m, torch.nn.Conv2d) and m.bias is not None:
+                m.bias.zero_()
+    ours.load_per_edge(ref)
+    for net in (ours, ref):
+        net.set_knobs(**knobs)
+    return ours, ref
+
+
+@pytest.mark.parametrize("case, channels_last", [(c, True) for c in OPTION_CASES]
+                         + [("all together", False)])
+def test_method_options_on_the_fused_cell_equal_per_edge(case, channels_last):
+    """Logits, every weight, alpha and beta gradient, and the evaluation logits (the BN
+    running statistics after the step) on the same weights, inputs and drop-path draws."""
+    options, knobs = OPTION_CASES[case]
+    ours, ref = _option_pair(options, knobs, channels_last)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(8, 1, 8, 8, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 5, (8,), generator=g)
+    torch.manual_seed(7)  # the same drop-path masks in both layouts
+    lo = ours(x)
+    torch.manual_seed(7)
+    lr = ref(x)
+    torch.testing.assert_close(lo, lr, atol=1e-10, rtol=1e-9)
+    F.cross_entropy(lo, y).backward()
+    F.cross_entropy(lr, y).backward()
+    for name, a, b in grads_by_name(ours, ref):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8, msg=name)
+    assert all(p.grad.abs().sum() > 0 for p in ours.arch_parameters())
+    assert len(ours.arch_parameters()) == 1 + bool(options.get("edge_norm"))
+    ours.eval()
+    ref.eval()
+    torch.testing.assert_close(ours(x), ref(x), atol=1e-10, rtol=1e-9)
+    if options.get("drop_path"):  # the masks did drop something: other masks, other logits
+        ours.train()
+        torch.manual_seed(8)
+        assert (ours(x) - lo).abs().max() > 1e-3
+
+
+def test_aux_skip_weight_moves_the_fused_logits_as_per_edge():
+    """beta 0 is the plain supernet; another beta changes the logits (the knob is read)."""
+    options, knobs = OPTION_CASES["darts-minus"]
+    ours, ref = _option_pair(options, {"aux_scale": 0.0})
+    plain, _ = _option_pair({}, {})
+    x = torch.randn(4, 1, 8, 8, dtype=torch.float64)
+    torch.testing.assert_close(ours(x), plain(x), atol=1e-10, rtol=1e-9)
+    ours.set_knobs(**knobs)
+    assert (ours(x) - plain(x)).abs().max() > 1e-3
+
+
+def test_second_order_gradients_through_the_fused_options():
+    """The alpha and beta gradients of a weight gradient's norm (what the second-order step
+    differentiates) agree: the fused backward is itself differentiable."""
+    ours, ref = _option_pair(*OPTION_CASES["all together"])
+    x = torch.randn(4, 1, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    out = []
+    for net in (ours, ref):
+        torch.manual_seed(3)
+        loss = net(x).square().mean()
+        w = list(net.stem.parameters())
+        grads = torch.autograd.grad(loss, w, create_graph=True)
+        out.append(torch.autograd.grad(sum(gr.square().sum() for gr in grads),
+                                       net.arch_parameters()))
+    for a, b in zip(*out, strict=True):
+        assert b.abs().sum() > 0
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
+
+
+def test_probe_reports_the_ops_of_the_fused_options_as_per_edge():
+    """Unscaled op outputs (PC-DARTS: on the first C/K channels) and nodes, and the logits
+    under the probe equal the fast path's."""
+    options, knobs = OPTION_CASES["all together"]
+    ours, ref = _option_pair(options, knobs)
+    x = torch.randn(5, 1, 8, 8, dtype=torch.float64)
+    p_ours, p_ref = CellTraces(ops=True), CellTraces(ops=True)
+    torch.manual_seed(4)
+    lo = ours(x, probe=p_ours)
+    torch.manual_seed(4)
+    torch.testing.assert_close(lo, ref(x, probe=p_ref), atol=1e-10, rtol=1e-9)
+    torch.manual_seed(4)
+    torch.testing.assert_close(lo, ours(x), atol=1e-10, rtol=1e-9)
+    for a, b in zip(p_ours.traces, p_ref.traces, strict=True):
+        for u, v in zip(a.nodes, b.nodes, strict=True):
+            torch.testing.assert_close(u, v, atol=1e-10, rtol=1e-9)
+    assert set(p_ours.ops) == set(p_ref.ops) and len(p_ours.ops) == 3 * 6 * 5
+    for key, value in p_ours.ops.items():
+        if value is None:
+            assert p_ref.ops[key] is None
+        else:
+            assert value.shape[1] == ours.search_cells()[key[1]].width
+            torch.testing.assert_close(value, p_ref.ops[key], atol=1e-10, rtol=1e-9)
+
+
+@pytest.mark.parametrize("method, fused", [("darts-minus", True), ("rdarts-dp", True),
+                                           ("pc-darts", True), ("gdas", False)])
+def test_methods_take_the_fused_cell(method, fused):
+    """The presets' supernets: every structural option but GDAS' sampled edges is fused."""
+    net = build_supernet("nb201", method, channels=8, cells=1)
+    assert net.per_edge is not fused
+    assert all(isinstance(c, SearchCell) for c in net.search_cells()) is fused

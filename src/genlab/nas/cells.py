@@ -104,6 +104,18 @@ def drop_path(x: torch.Tensor, prob: float) -> torch.Tensor:
     return x / keep * mask
 
 
+def drop_masks(count: int, batch: int, prob: float,
+               like: torch.Tensor) -> list[torch.Tensor] | None:
+    """``count`` per-sample drop-path factors (N, 1, 1, 1), mask / keep, drawn as ``count``
+    calls of ``drop_path`` draw their masks in turn (the fused cells draw one per edge, in
+    edge order, as the per-edge cells do); None at probability 0."""
+    if prob <= 0.0:
+        return None
+    keep = 1.0 - prob
+    return [torch.empty(batch, 1, 1, 1, dtype=like.dtype, device=like.device)
+            .bernoulli_(keep).div_(keep) for _ in range(count)]
+
+
 def partial_merge(y: torch.Tensor, x: torch.Tensor, k: int) -> torch.Tensor:
     """PC-DARTS: the ops' output ``y`` on x's first C/k channels, the rest of ``x`` appended
     (max-pooled 2x2 when ``y`` is smaller), channel-shuffled with k groups."""

@@ -6,6 +6,10 @@ drop-path mask; either of w_k and scale_k may be absent, not both).
 ``NodeSum`` accumulates it into one tensor in place, and its backward computes
 dL/dw_k = <g * scale_k, t_k> by a dot product instead of autograd's mul + sum. The backward
 is itself differentiable (double backward for the alpha Hessian and hypergradients).
+
+``NodeTerms`` collects one node's terms for it; ``ChannelSplit`` and ``shuffle_join`` are
+PC-DARTS' channel split and channel shuffle in the layout of the states (the fused cells of
+both cell spaces use them).
 """
 
 from __future__ import annotations
@@ -103,3 +107,55 @@ class NodeSum(torch.autograd.Function):
                 g_t = g.mul_(w) if in_place else g * w
             grads += [g_t, g_w]
         return (None, None, *grads)
+
+
+class NodeTerms:
+    """The terms of one node sum (``NodeSum``): plain tensors, and (tensor, weight) pairs with
+    an optional per-sample scale (a drop-path mask); a weight None: the scale alone."""
+
+    __slots__ = ("plain", "weighted", "scales")
+
+    def __init__(self):
+        self.plain, self.weighted, self.scales = [], [], []
+
+    def add(self, t: torch.Tensor, weight: torch.Tensor | None,
+            scale: torch.Tensor | None) -> None:
+        if weight is None and scale is None:
+            self.plain.append(t)
+        else:
+            self.weighted += [t, weight]
+            self.scales.append(scale)
+
+    def total(self) -> torch.Tensor:
+        return NodeSum.apply(len(self.plain), tuple(self.scales), *self.plain, *self.weighted)
+
+
+def shuffle_join(ops: torch.Tensor, rest: torch.Tensor, groups: int) -> torch.Tensor:
+    """``channel_shuffle(cat([ops, rest]), groups)`` (genlab.nas.cells) in one copy, in the
+    memory format of ``ops``: channel i * groups + g of the result is channel i of part g."""
+    parts = [ops, *rest.split(ops.shape[1], dim=1)]
+    if memory_format_of(ops) is torch.channels_last:
+        out = torch.stack([p.permute(0, 2, 3, 1) for p in parts], dim=-1)  # (N, H, W, C', G)
+        return out.flatten(3).permute(0, 3, 1, 2)
+    return torch.stack(parts, dim=2).flatten(1, 2)
+
+
+def memory_format_of(x: torch.Tensor) -> torch.memory_format:
+    """channels_last for a tensor dense in it (``channels_last``), else the default layout."""
+    return torch.channels_last if channels_last(x) else torch.contiguous_format
+
+
+class ChannelSplit(torch.autograd.Function):
+    """PC-DARTS' (x[:, :C'], x[:, C':]): the ops' channels dense in x's layout, the bypassed
+    ones a view; the backward joins their gradients in x's layout (slicing's own backward
+    gives an NCHW gradient, and the BN and conv backwards before it are 2-3x slower on CPU
+    when the layouts differ)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, width: int):
+        ctx.layout = memory_format_of(x)
+        return x[:, :width].contiguous(memory_format=ctx.layout), x[:, width:]
+
+    @staticmethod
+    def backward(ctx, g_ops: torch.Tensor, g_rest: torch.Tensor):  # unused: zeros
+        return torch.cat([g_ops, g_rest], dim=1).contiguous(memory_format=ctx.layout), None

@@ -59,9 +59,10 @@ from genlab.nas.cells import (
     EdgeOptions,
     OpReporter,
     PerEdgeCell,
+    drop_masks,
     edge_name,
 )
-from genlab.nas.nodesum import NodeSum, channels_last
+from genlab.nas.nodesum import ChannelSplit, NodeTerms, memory_format_of, shuffle_join
 from genlab.nas.ops import DIL_CONVS, SEP_CONVS, draw_noise, shifted
 
 BN_MOMENTUM, BN_EPS = 0.1, 1e-5
@@ -217,7 +218,8 @@ class FusedCell(nn.Module):
                      None if edge_weights is None else edge_weights.unbind(),
                      self._aux_weights(weights, edge_weights),
                      self._drop_masks(states[0].shape[0], weights), report)
-        sums = {t: (_Sum(), _Sum(), _Sum()) for t in range(first, first + topo.num_nodes)}
+        sums = {t: (NodeTerms(), NodeTerms(), NodeTerms())
+                for t in range(first, first + topo.num_nodes)}
         states = list(states)
         for s in range(first):
             self._emit(s, states[s], step, sums)
@@ -241,21 +243,18 @@ class FusedCell(nn.Module):
             return weights.new_full((weights.shape[0],), beta).unbind()
         return (beta * edge_weights).unbind()
 
-    def _drop_masks(self, batch: int, like: torch.Tensor) -> list[torch.Tensor | None] | None:
-        """R-DARTS' drop-path: one (N, 1, 1, 1) mask / keep per edge, drawn in edge order as
-        genlab.nas.cells.drop_path draws them on the per-edge cell; None when off."""
-        prob = self.knobs.drop_prob
-        if not (self.options.drop_path and self.training and prob > 0.0):
+    def _drop_masks(self, batch: int, like: torch.Tensor) -> list[torch.Tensor] | None:
+        """R-DARTS' drop-path: one (N, 1, 1, 1) mask / keep per edge (genlab.nas.cells.
+        drop_masks), None when off."""
+        if not (self.options.drop_path and self.training):
             return None
-        keep = 1.0 - prob
-        return [torch.empty(batch, 1, 1, 1, dtype=like.dtype, device=like.device)
-                .bernoulli_(keep).div_(keep) for _ in self.topology.edges]
+        return drop_masks(len(self.topology.edges), batch, self.knobs.drop_prob, like)
 
     def _emit(self, s: int, h: torch.Tensor, step: _Step, sums: dict) -> None:
         """Add every op of source ``s`` to the terms of its target nodes."""
         report, masks = step.report, step.masks
         k, edges = self.parts, self.topology.edges
-        xs, rest = (h, None) if k == 1 else _ChannelSplit.apply(h, self.width)
+        xs, rest = (h, None) if k == 1 else ChannelSplit.apply(h, self.width)
         relus = {}
 
         def relu_of(x):
@@ -319,7 +318,7 @@ class FusedCell(nn.Module):
             a = F.conv2d(relu, p[f"{key}_conv_1"], stride=2)
             b = F.conv2d(shifted(relu), p[f"{key}_conv_2"], stride=2)
             halves = [t.unflatten(1, (n, c // 2)) for t in (a, b)]  # (N, n, C/2, H, W)
-            if _format(relu) is torch.channels_last:  # stacked in the input's layout
+            if memory_format_of(relu) is torch.channels_last:  # stacked in the input's layout
                 y = torch.stack([t.permute(0, 3, 4, 1, 2) for t in halves], dim=4)
                 y = y.flatten(3).permute(0, 3, 1, 2)  # (N, H, W, n, 2, C/2) as (N, C', H, W)
             else:
@@ -394,27 +393,6 @@ class FusedCell(nn.Module):
         return {name: p.grad for name, p in self.params.items()}
 
 
-class _Sum:
-    """The terms of one node sum (``NodeSum``): plain tensors, and (tensor, weight) pairs with
-    an optional per-sample scale (a drop-path mask); a weight None: the scale alone."""
-
-    __slots__ = ("plain", "weighted", "scales")
-
-    def __init__(self):
-        self.plain, self.weighted, self.scales = [], [], []
-
-    def add(self, t: torch.Tensor, weight: torch.Tensor | None,
-            scale: torch.Tensor | None) -> None:
-        if weight is None and scale is None:
-            self.plain.append(t)
-        else:
-            self.weighted += [t, weight]
-            self.scales.append(scale)
-
-    def total(self) -> torch.Tensor:
-        return NodeSum.apply(len(self.plain), tuple(self.scales), *self.plain, *self.weighted)
-
-
 @dataclass
 class _Step:
     """What every source of one cell forward reads."""
@@ -425,36 +403,6 @@ class _Step:
     aux: tuple | None  # DARTS-' beta per edge, None without the auxiliary skip
     masks: list | None  # drop-path mask / keep per edge, None when off
     report: OpReporter | None
-
-
-def shuffle_join(ops: torch.Tensor, rest: torch.Tensor, groups: int) -> torch.Tensor:
-    """``channel_shuffle(cat([ops, rest]), groups)`` (genlab.nas.cells) in one copy, in the
-    memory format of ``ops``: channel i * groups + g of the result is channel i of part g."""
-    parts = [ops, *rest.split(ops.shape[1], dim=1)]
-    if _format(ops) is torch.channels_last:
-        out = torch.stack([p.permute(0, 2, 3, 1) for p in parts], dim=-1)  # (N, H, W, C', G)
-        return out.flatten(3).permute(0, 3, 1, 2)
-    return torch.stack(parts, dim=2).flatten(1, 2)
-
-
-def _format(x: torch.Tensor) -> torch.memory_format:
-    return torch.channels_last if channels_last(x) else torch.contiguous_format
-
-
-class _ChannelSplit(torch.autograd.Function):
-    """PC-DARTS' (x[:, :C'], x[:, C':]): the ops' channels dense in x's layout, the bypassed
-    ones a view; the backward joins their gradients in x's layout (slicing's own backward
-    gives an NCHW gradient, and the BN and conv backwards before it are 2-3x slower on CPU
-    when the layouts differ)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, width: int):
-        ctx.layout = _format(x)
-        return x[:, :width].contiguous(memory_format=ctx.layout), x[:, width:]
-
-    @staticmethod
-    def backward(ctx, g_ops: torch.Tensor, g_rest: torch.Tensor):  # unused: zeros
-        return torch.cat([g_ops, g_rest], dim=1).contiguous(memory_format=ctx.layout), None
 
 
 def depthwise(x: torch.Tensor, w: torch.Tensor, stride: int, dilation: int) -> torch.Tensor:

@@ -14,11 +14,27 @@ benchmarks/nas_step.py):
 The conv biases of the reference (present there because its BN is not affine) are omitted: a
 per-channel constant before a batch-statistics BN cancels exactly.
 
-The methods' supernet options (genlab.nas.cells) use the per-edge cell: ``partial_channels``
-(DrNAS' 201-space partial-channel cell: no bypass pooling, NB201 cells keep the resolution),
-``edge_norm`` (ours: betas (6,) softmaxed over each node's inputs), ``aux_skip`` (identity on
-every edge), ``sampled`` (GDAS: AutoDL's ``forward_gdas``, the other ops' weights added as
-scalars), ``drop_path`` (on every edge's output).
+The methods' supernet options (genlab.nas.cells.EdgeOptions; the per-edge ``MixedOp`` is their
+definition, ``per_edge_cell`` builds it) are computed in the same layout, except GDAS' sampled
+edges (``sampled``: AutoDL's ``forward_gdas``, the other ops' weights added as scalars; per-edge
+cells):
+
+- DARTS-' auxiliary skip ``beta * x`` (``aux_skip``; identity on every edge, all of stride 1):
+  beta joins the weight of the edge's skip_connect term (one term, w + beta), or is a term of
+  its own when the ops have no skip_connect or under partial channels;
+- R-DARTS' drop-path (``drop_path``): one per-sample mask per edge, drawn at the start of the
+  cell in edge order as the per-edge cell draws them (genlab.nas.cells.drop_masks), and the
+  per-sample factor of every term of that edge in the node sum (``NodeSum``'s scale; the
+  pool's 1 / count map times the mask); nothing is drawn at probability 0 or in evaluation;
+- PC-DARTS' partial channels (``partial_channels`` K; DrNAS' 201-space partial-channel cell: no
+  bypass pooling, NB201 cells keep the resolution, convs without bias): every op runs on the
+  first C/K channels of its source, split off once per source (the stacked convs, BN and
+  window sums at C/K channels per out-edge); the bypassed channels are summed per node beside
+  the ops' sum, and ``partial_merge``'s channel shuffle is applied once per node to the two
+  sums (``shuffle_join``; a fixed permutation commutes with the sum);
+- edge normalisation (``edge_norm``, ours: betas (6,) softmaxed over each node's inputs):
+  the edge weights times the normalised beta (conv ops: in the BN scale), beta on the bypassed
+  channels and the auxiliary skip.
 """
 
 from __future__ import annotations
@@ -38,10 +54,11 @@ from genlab.nas.cells import (
     EdgeOptions,
     OpReporter,
     PerEdgeCell,
+    drop_masks,
     edge_name,
     node_softmax,
 )
-from genlab.nas.nodesum import NodeSum
+from genlab.nas.nodesum import ChannelSplit, NodeSum, NodeTerms, shuffle_join
 from genlab.nas.ops import (
     CONV_KERNELS,
     Head,
@@ -70,32 +87,49 @@ def edge_index(target: int, source: int) -> int:
 
 
 class SearchCell(nn.Module):
-    """NB201 search cell; forward(x, weights) with weights the (6, K) softmax of arch params."""
+    """NB201 search cell; forward(x, weights) with weights the (6, K) softmax of arch params;
+    ``options``/``knobs``: the methods' supernet options and their moving values
+    (genlab.nas.cells), shared with the supernet (module docstring)."""
 
     def __init__(self, channels: int, ops: Sequence[str] = NB201_OPS,
                  track_running_stats: bool = True, bn_momentum: float = 0.1,
-                 bn_eps: float = 1e-5):
+                 bn_eps: float = 1e-5, options: EdgeOptions | None = None,
+                 knobs: EdgeKnobs | None = None):
         super().__init__()
+        options = options or EdgeOptions()
+        if options.sampled:
+            raise ConfigError("the fused NB201 cell runs every op; sampled edges (GDAS) use the "
+                              "per-edge cell")
+        if channels % options.partial_channels:
+            raise ConfigError(f"partial channels {options.partial_channels} must divide the "
+                              f"channels ({channels})")
+        self.options = options
+        self.knobs = knobs or EdgeKnobs()
         self.channels = channels
+        self.parts = options.partial_channels
+        self.width = channels // self.parts  # the ops' width (PC-DARTS: C / K)
         self.ops = tuple(ops)
         self.col = {name: k for k, name in enumerate(self.ops)}
+        # DARTS-' beta joins the weight of every edge's skip_connect (one term, w + beta)
+        self.aux_folded = options.aux_skip and self.parts == 1 and "skip_connect" in self.col
         self.track_running_stats = track_running_stats
         self.bn_momentum = bn_momentum
         self.bn_eps = bn_eps
+        width = self.width
         self.convs = nn.ParameterDict()
         for j in range(NB201_NODES):
-            fan_out = (NB201_NODES - j) * channels
+            fan_out = (NB201_NODES - j) * width
             for name, k in CONV_KERNELS.items():
                 if name not in self.col:
                     continue
-                w = torch.empty(fan_out, channels, k, k)
+                w = torch.empty(fan_out, width, k, k)
                 for s in range(NB201_NODES - j):  # same init as one nn.Conv2d per edge
-                    nn.init.kaiming_uniform_(w[s * channels:(s + 1) * channels], a=5 ** 0.5)
+                    nn.init.kaiming_uniform_(w[s * width:(s + 1) * width], a=5 ** 0.5)
                 self.convs[f"{name}_from{j}"] = nn.Parameter(w)
                 if track_running_stats:
                     self.register_buffer(f"{name}_from{j}_mean", torch.zeros(fan_out))
                     self.register_buffer(f"{name}_from{j}_var", torch.ones(fan_out))
-        self.register_buffer("pool_kernel", torch.ones(channels, 1, 3, 3), persistent=False)
+        self.register_buffer("pool_kernel", torch.ones(width, 1, 3, 3), persistent=False)
         # rows of the (6, K) weights for the out-edges of each source node, in slot order
         for j in range(NB201_NODES):
             rows = [edge_index(i, j) for i in range(j + 1, NB201_NODES + 1)]
@@ -105,23 +139,32 @@ class SearchCell(nn.Module):
         """View of the conv kernel of ``op`` on ``edge`` (e.g. '2<-0') inside the stacked one."""
         target, source = (int(v) for v in edge.split("<-"))
         slot = target - source - 1
-        c = self.channels
+        c = self.width
         return self.convs[f"{op}_from{source}"][slot * c:(slot + 1) * c]
 
-    def prepare(self, weights: torch.Tensor) -> dict:
-        """Per-forward views of the (6, K) weights: BN scales per source node, scalars per edge.
+    def prepare(self, weights: torch.Tensor, edge_weights: torch.Tensor | None = None) -> dict:
+        """Per-forward views of the (6, K) weights: BN scales per source node, scalars per edge;
+        ``edge_weights`` (6,): PC-DARTS' normalised betas, factors of the edges' outputs.
 
         Cells with the same channel count can share one result (the supernet does), which saves
         many tiny ops and autograd nodes per step.
         """
-        c = self.channels
+        if edge_weights is not None:
+            weights = weights * edge_weights[:, None]
+        c = self.width
         scales = {}
         for j in range(NB201_NODES):
             rows = getattr(self, f"rows_from{j}")
             for name in CONV_KERNELS:
                 if name in self.col:
                     scales[name, j] = weights[rows, self.col[name]].repeat_interleave(c)
-        return {"scales": scales, "scalars": weights.reshape(-1).unbind(), "k": weights.shape[1]}
+        aux = None  # DARTS-' beta per edge (times the edge's normalised beta)
+        if self.options.aux_skip:
+            beta = self.knobs.aux_scale
+            aux = (weights.new_full((len(NB201_EDGES),), beta) if edge_weights is None
+                   else beta * edge_weights).unbind()
+        return {"scales": scales, "scalars": weights.reshape(-1).unbind(), "k": weights.shape[1],
+                "aux": aux, "edge": None if edge_weights is None else edge_weights.unbind()}
 
     def _conv_bn(self, r: torch.Tensor, name: str, j: int, scale: torch.Tensor) -> torch.Tensor:
         """Stacked conv of node j for all its out-edges, then BN scaled per edge by ``scale``."""
@@ -135,7 +178,7 @@ class SearchCell(nn.Module):
 
     def _pool_sums(self, h: torch.Tensor) -> torch.Tensor:
         """3x3 window sums at stride 1 (zero padding), as a depthwise conv: faster than pooling."""
-        return F.conv2d(h, self.pool_kernel.to(h.dtype), padding=1, groups=self.channels)
+        return F.conv2d(h, self.pool_kernel.to(h.dtype), padding=1, groups=self.width)
 
     @staticmethod
     def _inverse_counts(h: torch.Tensor) -> torch.Tensor:
@@ -145,14 +188,19 @@ class SearchCell(nn.Module):
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor, prepared: dict | None = None,
                 report: OpReporter | None = None) -> list[torch.Tensor]:
-        """The intermediate nodes 1..3 (node 3 is the output); ``prepared`` = self.prepare(weights),
-        shareable by same-width cells; ``report(row, col, out)`` receives unscaled op outputs."""
+        """The intermediate nodes 1..3 (node 3 is the output); ``prepared`` = self.prepare(weights,
+        edge_weights), shareable by same-width cells; ``report(row, col, out)`` receives
+        unscaled op outputs."""
         if prepared is None:
             prepared = self.prepare(weights)
         bn_scales, scalars, k = prepared["scales"], prepared["scalars"], prepared["k"]
+        aux, edge = prepared["aux"], prepared["edge"]
         if report is not None:  # unscaled outputs wanted: BN without scale, weights applied after
             bn_scales = {key: None for key in bn_scales}
-        c = self.channels
+        masks = None  # R-DARTS' drop-path: per edge, a per-sample factor of all its terms
+        if self.options.drop_path and self.training:
+            masks = drop_masks(len(NB201_EDGES), x.shape[0], self.knobs.drop_prob, weights)
+        c, parts = self.width, self.parts
         col = self.col
         conv_names = [n for n in CONV_KERNELS if n in col]
         pool = "avg_pool_3x3" in col
@@ -162,43 +210,51 @@ class SearchCell(nn.Module):
                 prepared["inv_counts"] = self._inverse_counts(x)
             inv_counts = prepared["inv_counts"]
         nodes = [x]
-        sources = []  # per source node: (per conv op: outputs of its out-edges), window sums
+        sources = []  # per source node: the ops' input, per conv op the outputs of its
+        # out-edges, the window sums, the bypassed channels (PC-DARTS)
         for i in range(1, NB201_NODES + 1):
             h = nodes[i - 1]
-            r = F.relu(h) if conv_names else None
+            xs, rest = (h, None) if parts == 1 else ChannelSplit.apply(h, c)
+            r = F.relu(xs) if conv_names else None
             convs = [self._conv_bn(r, n, i - 1, bn_scales[n, i - 1]).split(c, dim=1)
                      for n in conv_names]
-            sums = self._pool_sums(h) if pool else None
-            sources.append((convs, sums))
-            plain, weighted, scales = [], [], []
+            sums = self._pool_sums(xs) if pool else None
+            sources.append((xs, convs, sums, rest))
+            ops, bypass, extra = NodeTerms(), NodeTerms(), NodeTerms()
             for j in range(i):
                 e = edge_index(i, j)
                 slot = i - j - 1
-                convs_j, sums_j = sources[j]
-                if report is None:
-                    plain.extend(parts[slot] for parts in convs_j)
-                else:
-                    self._report_edge(report, e, nodes[j], [p[slot] for p in convs_j], sums_j,
+                mask = None if masks is None else masks[e]
+                xs_j, convs_j, sums_j, rest_j = sources[j]
+                if report is not None:
+                    self._report_edge(report, e, xs_j, [p[slot] for p in convs_j], sums_j,
                                       inv_counts)
-                    for name, parts in zip(conv_names, convs_j, strict=True):
-                        weighted += [parts[slot], scalars[e * k + col[name]]]
-                        scales.append(None)
+                for name, outs in zip(conv_names, convs_j, strict=True):
+                    ops.add(outs[slot], None if report is None else scalars[e * k + col[name]],
+                            mask)
                 if "skip_connect" in col:
-                    weighted += [nodes[j], scalars[e * k + col["skip_connect"]]]
-                    scales.append(None)
+                    w = scalars[e * k + col["skip_connect"]]
+                    ops.add(xs_j, w + aux[e] if self.aux_folded else w, mask)
                 if pool:
-                    weighted += [sums_j, scalars[e * k + col["avg_pool_3x3"]]]
-                    scales.append(inv_counts)
-            if plain or weighted:
-                acc = NodeSum.apply(len(plain), tuple(scales), *plain, *weighted)
-            else:  # only `none` in the space
-                acc = torch.zeros_like(x)
-            nodes.append(acc)
+                    ops.add(sums_j, scalars[e * k + col["avg_pool_3x3"]],
+                            inv_counts if mask is None else inv_counts * mask)
+                if aux is not None and not self.aux_folded:  # the identity on the whole node
+                    (ops if parts == 1 else extra).add(nodes[j], aux[e], mask)
+                if parts > 1:
+                    bypass.add(rest_j, None if edge is None else edge[e], mask)
+            node = ops.total() if ops.plain or ops.weighted else torch.zeros_like(sources[0][0])
+            if parts > 1:  # partial_merge's shuffle, once for the node's two sums
+                node = shuffle_join(node, bypass.total(), parts)
+                if extra.weighted:
+                    extra.plain.insert(0, node)
+                    node = extra.total()
+            nodes.append(node)
         return nodes[1:]
 
     def _report_edge(self, report: OpReporter, row: int, source: torch.Tensor, convs: list,
                      sums: torch.Tensor | None, inv_counts: torch.Tensor | None) -> None:
-        """Unscaled output of every op on edge ``row`` (None for `none`)."""
+        """Unscaled output of every op on edge ``row`` (None for `none`); ``source``: the ops'
+        input (PC-DARTS: its first C/K channels)."""
         conv_names = [n for n in CONV_KERNELS if n in self.col]
         outputs = dict(zip(conv_names, convs, strict=True))
         outputs["skip_connect"] = source
@@ -211,8 +267,9 @@ class SearchCell(nn.Module):
 class NB201SuperNet(AlphaSupernet):
     """NAS-Bench-201 macro skeleton with search cells sharing one (6, K) alpha named "cell".
 
-    ``per_edge=False`` (default) uses the fused ``SearchCell``; ``per_edge=True`` the textbook
-    per-edge cell of genlab.nas.cells (the reference the fused cell is tested against).
+    ``per_edge=False`` (default) uses the fused ``SearchCell`` (with every supernet option but
+    GDAS' ``sampled``, which is always per edge); ``per_edge=True`` the textbook per-edge cell
+    of genlab.nas.cells (the reference the fused cell is tested against).
     """
 
     def __init__(self, C: int = 16, N: int = 5, num_classes: int = 10, in_channels: int = 3,
@@ -230,7 +287,7 @@ class NB201SuperNet(AlphaSupernet):
                                    "scalars" if sampled else None, bool(drop_path))
         self.edge_norm = bool(edge_norm)
         self.knobs = EdgeKnobs()
-        per_edge = per_edge or self.edge_norm or self.options != EdgeOptions()
+        per_edge = per_edge or self.options.sampled is not None
         require_positive("init_scale", init_scale, allow_zero=True)
         ops = tuple(ops)
         unknown = [o for o in ops if o not in NB201_OPS]
@@ -250,7 +307,8 @@ class NB201SuperNet(AlphaSupernet):
                 self.cells.append(per_edge_cell(c, ops, track_running_stats, self.options,
                                                 self.knobs))
             else:
-                self.cells.append(SearchCell(c, ops, track_running_stats))
+                self.cells.append(SearchCell(c, ops, track_running_stats,
+                                             options=self.options, knobs=self.knobs))
             c_prev = c
         self.head = Head(c_prev, num_classes)
         self.arch_params = nn.Parameter(init_scale * torch.randn(len(NB201_EDGES), len(ops)))
@@ -302,7 +360,8 @@ class NB201SuperNet(AlphaSupernet):
                                       rerun=report is None)
             else:
                 if cell.channels not in prepared:
-                    prepared[cell.channels] = cell.prepare(weights)
+                    prepared[cell.channels] = cell.prepare(
+                        weights, None if scales is None else scales["cell"])
                 nodes = self.run_cell(cell, cell, h, weights, prepared[cell.channels], report,
                                       rerun=report is None)
             if probe is not None:
@@ -326,10 +385,13 @@ class NB201SuperNet(AlphaSupernet):
 
     @torch.no_grad()
     def load_per_edge(self, ref: NB201SuperNet) -> None:
-        """Take every weight of the per-edge supernet ``ref`` (same sizes and ops)."""
+        """Take every weight of the per-edge supernet ``ref`` (same sizes, ops and options)."""
         if self.per_edge or not ref.per_edge:
             raise ConfigError("load_per_edge copies a per-edge supernet into a fused one")
-        self.arch_params.copy_(ref.arch_params)
+        if self.ops != ref.ops or self.edge_norm != ref.edge_norm:
+            raise ConfigError("load_per_edge needs a supernet of the same ops and edge betas")
+        for mine, theirs in zip(self.arch_parameters(), ref.arch_parameters(), strict=True):
+            mine.copy_(theirs)
         self.stem.load_state_dict(ref.stem.state_dict())
         self.head.load_state_dict(ref.head.state_dict())
         for mine, theirs in zip(self.cells, ref.cells, strict=True):
