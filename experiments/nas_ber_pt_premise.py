@@ -8,7 +8,7 @@ ber-pt search on the calibration seed and records, at the turn, every edge of th
 cell (NB201's cell, the DARTS spaces' normal cell): alpha's argmax, the leader, the rows'
 entropies; then what the finished search derived:
 
-    python experiments/nas_ber_pt_premise.py --spaces nb201,s2,s3 --seed 9 --out runs/ber_pt_premise
+    python experiments/nas_ber_pt_premise.py --spaces nb201,s2,s3 --seeds 9 --out runs/premise
 
 Writes premise.json and premise.md under --out (one search folder per space, resumable).
 """
@@ -29,6 +29,7 @@ from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
 
 SKIP = "skip_connect"
+MEASURE = commit.perturbation_leaders  # the measurement itself (each space's spy wraps it)
 
 
 def primary(space) -> tuple[str, object]:
@@ -38,17 +39,36 @@ def primary(space) -> tuple[str, object]:
     return name, specs[name]
 
 
-def turn_spy(seen: dict):
-    """perturbation_leaders wrapped: what alpha and the leaders were when it was called."""
-    measure = commit.perturbation_leaders
-
+def turn_spy(seen: dict, name_of):
+    """perturbation_leaders wrapped: what alpha and the leaders were when it was called, and
+    (what the signal resolves) each primary edge's masked losses on each batch alone."""
     def spy(net, batches):
-        leaders = measure(net, batches)
         seen["alpha"] = {k: a.detach().cpu().clone() for k, a in net.alphas().items()}
+        name = name_of(seen["alpha"])
+        rows = seen["alpha"][name].shape[0]
+        seen["per_batch"] = [[commit.masked_losses(net, name, r, [b]) for b in batches]
+                             for r in range(rows)]  # [edge][batch][op]
+        leaders = MEASURE(net, batches)
         seen["leaders"] = {k: v.cpu().clone() for k, v in leaders.items()}
         return leaders
 
     return spy
+
+
+def resolution(per_batch: list) -> dict:
+    """Whether the batches agree on each edge's leader, and the leader's margin over the
+    runner-up against the batches' disagreement on it (losses: [edge][batch][op])."""
+    agree, margins, spreads = 0, [], []
+    for edge in per_batch:
+        losses = torch.tensor(edge)  # (batches, ops)
+        agree += int(len(set(losses.argmax(1).tolist())) == 1)
+        mean = losses.mean(0)
+        top2 = mean.topk(2).indices
+        margins.append(float(mean[top2[0]] - mean[top2[1]]))
+        gap = losses[:, top2[0]] - losses[:, top2[1]]  # per batch
+        spreads.append(float(gap.max() - gap.min()))
+    return {"batches_agree": agree, "margin_median": float(torch.tensor(margins).median()),
+            "gap_spread_median": float(torch.tensor(spreads).median())}
 
 
 def edge_counts(spec, picks: torch.Tensor) -> dict:
@@ -59,12 +79,12 @@ def edge_counts(spec, picks: torch.Tensor) -> dict:
 
 def premise_row(space_name: str, seed: int, out: Path) -> dict:
     space = get_space(space_name)
-    folder = out / space_name
+    folder = out / f"{space_name}-s{seed}"
     done = folder / "premise.json"
     if done.is_file():
         return read_json(done)
     seen: dict = {}
-    commit.perturbation_leaders = turn_spy(seen)
+    commit.perturbation_leaders = turn_spy(seen, lambda alphas: primary(space)[0])
     summary = run_search(SearchConfig(space=space_name, reg="ber-pt", seed=seed, threads=1),
                          folder / "search", resume=(folder / "search").exists())
     name, spec = primary(space)
@@ -81,7 +101,8 @@ def premise_row(space_name: str, seed: int, out: Path) -> dict:
                    entropy_share=float(entropy.mean() / math.log(width)),
                    argmax=edge_counts(spec, alpha.argmax(-1)),
                    leaders=edge_counts(spec, seen["leaders"][name]),
-                   agree=int((alpha.argmax(-1) == seen["leaders"][name]).sum()))
+                   agree=int((alpha.argmax(-1) == seen["leaders"][name]).sum()),
+                   **resolution(seen["per_batch"]), per_batch=seen["per_batch"])
     else:
         row.update(turn=False)
     write_json(done, row)
@@ -91,20 +112,24 @@ def premise_row(space_name: str, seed: int, out: Path) -> dict:
 def markdown(rows: list[dict]) -> str:
     head = ("| space | seed | edges x ops | entropy at the turn / log K | skip edges: argmax "
             "| skip edges: leaders | p-free: argmax | p-free: leaders | uniform draw's skip "
-            "edges | argmax = leader | final derived cell: skip, p-free | final entropy |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "edges | argmax = leader | batches agree on the leader | leader's margin (median) "
+            "| its spread over batches (median) | final derived cell: skip, p-free | final "
+            "entropy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in rows:
         if not r.get("turn"):
             lines.append(f"| {r['space']} | {r['seed']} | {r['edges']} x {r['ops']} | no turn "
-                         f"| - | - | - | - | {r['uniform_skip']:.1f} | - | {r['final_skip']}, "
+                         f"| - | - | - | - | {r['uniform_skip']:.1f} | - | - | - | - | "
+                         f"{r['final_skip']}, "
                          f"{r['final_param_free']} | {r['final_entropy']:.3f} |")
             continue
         lines.append(
             f"| {r['space']} | {r['seed']} | {r['edges']} x {r['ops']} | "
             f"{r['entropy_share']:.3f} | {r['argmax']['skip']} | {r['leaders']['skip']} | "
             f"{r['argmax']['param_free']} | {r['leaders']['param_free']} | "
-            f"{r['uniform_skip']:.1f} | {r['agree']} of {r['edges']} | {r['final_skip']}, "
+            f"{r['uniform_skip']:.1f} | {r['agree']} of {r['edges']} | "
+            f"{r['batches_agree']} of {r['edges']} | {r['margin_median']:.4f} | "
+            f"{r['gap_spread_median']:.4f} | {r['final_skip']}, "
             f"{r['final_param_free']} | {r['final_entropy']:.3f} |")
     return head + "\n".join(lines) + "\n"
 
@@ -112,11 +137,13 @@ def markdown(rows: list[dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--spaces", default="nb201,s2,s3")
-    ap.add_argument("--seed", type=int, default=9, help="the calibration seed (default 9)")
+    ap.add_argument("--seeds", default="9", help="comma-separated (default 9, the calibration "
+                    "seed)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = [premise_row(s, args.seed, args.out) for s in args.spaces.split(",")]
+    rows = [premise_row(s, int(seed), args.out) for seed in args.seeds.split(",")
+            for s in args.spaces.split(",")]
     (args.out / "premise.json").write_text(json.dumps(rows, indent=1))
     text = markdown(rows)
     (args.out / "premise.md").write_text(text)

@@ -80,6 +80,10 @@ def test_perturbation_leaders_against_hand_losses():
 def test_settings_checked():
     with pytest.raises(ConfigError, match="rho"):
         make_regularizer("ber-pt", params={"rho": 1.5})
+    with pytest.raises(ConfigError, match="batches"):
+        make_regularizer("ber-pt", params={"batches": 2.5})
+    assert make_regularizer("ber-pt").penalty_object.val_batches_needed == 2
+    assert make_regularizer("ber-pt", params={"batches": 5}).penalty_object.val_batches_needed == 5
     pen = make_regularizer("ber-pt").penalty_object
     with pytest.raises(ConfigError, match="supernet and validation"):
         pen.lam(1.75, "constant", 0, 40, 1)

@@ -13,8 +13,8 @@ to alpha's argmax at the turn. Each part is replaced by one that no single space
   rho of uniform, whatever K and whatever the data's pull;
 - **the commitment** after the turn: to each edge's op whose masking raises the validation
   loss most on the supernet of the turn step (DARTS-PT's reading of op strength: every other
-  op of the edge keeps its mixing weight, nothing is fine-tuned), measured on
-  ``VAL_BATCHES`` validation batches, then R = sum over tensors of mean_e
+  op of the edge keeps its mixing weight, nothing is fine-tuned), measured on ``batches``
+  validation batches (default ``VAL_BATCHES``), then R = sum over tensors of mean_e
   -log softmax(alpha_e)[k*_e] at the given strength, as ber-anchor's.
 
 The search hands the penalty its supernet (``setup``) and the validation batches it asks
@@ -32,7 +32,7 @@ from genlab.core.errors import ConfigError
 from genlab.nas.regularizers.base import per_alpha_sum, register_penalty, zero_like
 from genlab.nas.regularizers.decay import PlateauTurn, TurnPenalty
 
-VAL_BATCHES = 2  # validation batches of each masking measurement
+VAL_BATCHES = 2  # validation batches of each masking measurement (the default of ``batches``)
 
 
 def entropy_hinge(alpha: torch.Tensor, rho: float) -> torch.Tensor:
@@ -74,19 +74,26 @@ class PerturbationCommit(TurnPenalty):
 
     name = "ber-pt"
     preset = {"strength": 1.75, "schedule": "constant"}
-    params = {"rho": 0.95, "hold": 100.0}
+    params = {"rho": 0.95, "hold": 100.0, "batches": float(VAL_BATCHES)}
     tuning = ({}, {"reg_strength": 0.875}, {"reg_strength": 3.5})
     kept_key = "leaders"
-    val_batches_needed = VAL_BATCHES
 
     def __init__(self, **params: float):
         super().__init__(**params)
         if not 0 < self.rho < 1 or not self.hold > 0:
             raise ConfigError(f"ber-pt needs 0 < rho < 1 and hold > 0, got rho {self.rho}, "
                               f"hold {self.hold}")
+        if self.batches < 1 or self.batches != int(self.batches):
+            raise ConfigError(f"ber-pt: batches is a count of validation batches (>= 1), got "
+                              f"{self.batches:g}")
         self.net = None
         self.val_batches: list | None = None
         self.turn = None  # made for the budget at the first lam()
+
+    @property
+    def val_batches_needed(self) -> int:
+        """Validation batches of each masking measurement (``--reg-param batches=N``)."""
+        return int(self.batches)
 
     def setup(self, net, x: torch.Tensor, space) -> None:
         self.net = net
