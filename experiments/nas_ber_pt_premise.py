@@ -56,19 +56,21 @@ def turn_spy(seen: dict, name_of):
 
 
 def resolution(per_batch: list) -> dict:
-    """Whether the batches agree on each edge's leader, and the leader's margin over the
-    runner-up against the batches' disagreement on it (losses: [edge][batch][op])."""
-    agree, margins, spreads = 0, [], []
+    """What the measurement resolves: per edge, the leader's margin over the runner-up (mean
+    over batches) against its standard error over the batches (losses: [edge][batch][op]);
+    an edge is resolved when the margin is over twice its standard error."""
+    margins, ratios = [], []
     for edge in per_batch:
-        losses = torch.tensor(edge)  # (batches, ops)
-        agree += int(len(set(losses.argmax(1).tolist())) == 1)
-        mean = losses.mean(0)
-        top2 = mean.topk(2).indices
-        margins.append(float(mean[top2[0]] - mean[top2[1]]))
+        losses = torch.tensor(edge, dtype=torch.float64)  # (batches, ops)
+        top2 = losses.mean(0).topk(2).indices
         gap = losses[:, top2[0]] - losses[:, top2[1]]  # per batch
-        spreads.append(float(gap.max() - gap.min()))
-    return {"batches_agree": agree, "margin_median": float(torch.tensor(margins).median()),
-            "gap_spread_median": float(torch.tensor(spreads).median())}
+        margins.append(float(gap.mean()))
+        se = float(gap.std() / len(gap) ** 0.5) if len(gap) > 1 else float("nan")
+        ratios.append(float(gap.mean()) / se if se > 0 else float("inf"))
+    ratios_t = torch.tensor(ratios)
+    return {"margin_median": float(torch.tensor(margins).median()),
+            "margin_over_se_median": float(ratios_t.median()),
+            "resolved": int((ratios_t > 2).sum())}
 
 
 def edge_counts(spec, picks: torch.Tensor) -> dict:
@@ -77,19 +79,25 @@ def edge_counts(spec, picks: torch.Tensor) -> dict:
             "param_free": sum(op in PARAM_FREE_OPS for op in ops), "ops": ops}
 
 
-def premise_row(space_name: str, seed: int, out: Path) -> dict:
+def premise_row(space_name: str, seed: int, out: Path, batches: int | None = None) -> dict:
     space = get_space(space_name)
-    folder = out / f"{space_name}-s{seed}"
+    folder = out / (f"{space_name}-s{seed}" + (f"-b{batches}" if batches else ""))
     done = folder / "premise.json"
-    if done.is_file():
-        return read_json(done)
+    if done.is_file():  # read back; its resolution computed from its stored losses
+        row = read_json(done)
+        if row.get("per_batch"):
+            row.update(resolution(row["per_batch"]))
+        return {"batches": commit.VAL_BATCHES, **row}
     seen: dict = {}
     commit.perturbation_leaders = turn_spy(seen, lambda alphas: primary(space)[0])
-    summary = run_search(SearchConfig(space=space_name, reg="ber-pt", seed=seed, threads=1),
+    params = {"batches": float(batches)} if batches else {}
+    summary = run_search(SearchConfig(space=space_name, reg="ber-pt", seed=seed, threads=1,
+                                      reg_params=params),
                          folder / "search", resume=(folder / "search").exists())
     name, spec = primary(space)
     rows, width = spec.shape
     row = {"space": space_name, "seed": seed, "edges": rows, "ops": width,
+           "batches": batches or commit.VAL_BATCHES,
            "uniform_skip": sum(o.count(SKIP) for o in spec.ops) / width,
            "final_skip": summary["skip_ops"], "final_param_free": summary["param_free_ops"],
            "final_entropy": summary["mean_entropy"], "genotype": summary["genotype"]}
@@ -110,26 +118,27 @@ def premise_row(space_name: str, seed: int, out: Path) -> dict:
 
 
 def markdown(rows: list[dict]) -> str:
-    head = ("| space | seed | edges x ops | entropy at the turn / log K | skip edges: argmax "
-            "| skip edges: leaders | p-free: argmax | p-free: leaders | uniform draw's skip "
-            "edges | argmax = leader | batches agree on the leader | leader's margin (median) "
-            "| its spread over batches (median) | final derived cell: skip, p-free | final "
-            "entropy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    head = ("| space | seed | batches | edges x ops | entropy at the turn / log K | skip "
+            "edges: argmax | skip edges: leaders | p-free: argmax | p-free: leaders | uniform "
+            "draw's skip edges | argmax = leader | leader's margin (median) | margin / its "
+            "standard error (median) | edges resolved (> 2 se) | final derived cell: skip, "
+            "p-free | final entropy |\n" + "|---" * 16 + "|\n")
     lines = []
     for r in rows:
         if not r.get("turn"):
-            lines.append(f"| {r['space']} | {r['seed']} | {r['edges']} x {r['ops']} | no turn "
+            lines.append(f"| {r['space']} | {r['seed']} | {r['batches']} | {r['edges']} x "
+                         f"{r['ops']} | no turn "
                          f"| - | - | - | - | {r['uniform_skip']:.1f} | - | - | - | - | "
                          f"{r['final_skip']}, "
                          f"{r['final_param_free']} | {r['final_entropy']:.3f} |")
             continue
         lines.append(
-            f"| {r['space']} | {r['seed']} | {r['edges']} x {r['ops']} | "
+            f"| {r['space']} | {r['seed']} | {r['batches']} | {r['edges']} x {r['ops']} | "
             f"{r['entropy_share']:.3f} | {r['argmax']['skip']} | {r['leaders']['skip']} | "
             f"{r['argmax']['param_free']} | {r['leaders']['param_free']} | "
             f"{r['uniform_skip']:.1f} | {r['agree']} of {r['edges']} | "
-            f"{r['batches_agree']} of {r['edges']} | {r['margin_median']:.4f} | "
-            f"{r['gap_spread_median']:.4f} | {r['final_skip']}, "
+            f"{r['margin_median']:.4f} | {r['margin_over_se_median']:.1f} | "
+            f"{r['resolved']} of {r['edges']} | {r['final_skip']}, "
             f"{r['final_param_free']} | {r['final_entropy']:.3f} |")
     return head + "\n".join(lines) + "\n"
 
@@ -139,10 +148,12 @@ def main() -> None:
     ap.add_argument("--spaces", default="nb201,s2,s3")
     ap.add_argument("--seeds", default="9", help="comma-separated (default 9, the calibration "
                     "seed)")
+    ap.add_argument("--batches", type=int, default=None,
+                    help="ber-pt's validation batches at the turn (default: its own)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = [premise_row(s, int(seed), args.out) for seed in args.seeds.split(",")
+    rows = [premise_row(s, int(seed), args.out, args.batches) for seed in args.seeds.split(",")
             for s in args.spaces.split(",")]
     (args.out / "premise.json").write_text(json.dumps(rows, indent=1))
     text = markdown(rows)
