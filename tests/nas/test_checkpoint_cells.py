@@ -120,3 +120,31 @@ def test_a_search_resumes_with_checkpointing_turned_on(tmp_path):
     resumed = run_search(SearchConfig(**cfg, checkpoint_cells=True), tmp_path / "part",
                          resume=True)
     assert resumed["alpha"] == full["alpha"] and resumed["genotype"] == full["genotype"]
+
+
+def test_a_search_checkpointed_on_the_per_edge_cells_resumes_on_them(tmp_path, monkeypatch,
+                                                                     capsys):
+    """A search checkpointed before its method's options were fused (its state the per-edge
+    cells') resumes on the per-edge cells and ends where an uninterrupted run on them ends;
+    a checkpoint that fits neither layout is refused in one line."""
+    from genlab.core.errors import CheckpointError
+
+    space = get_space("nb201")
+    fused = space.build_supernet
+    cfg = dict(space="nb201", method="darts-minus", channels=4, cells=1, steps=22,
+               batch_size=64, hessian_points=0, diag_batch=8, seed=2)
+    monkeypatch.setattr(space, "build_supernet",
+                        lambda **kw: fused(**{**kw, "per_edge": True}))  # the earlier layout
+    full = run_search(SearchConfig(**cfg), tmp_path / "full")
+    for part in ("part", "bad"):
+        run_search(SearchConfig(**cfg), tmp_path / part, stop_at=11)
+    monkeypatch.setattr(space, "build_supernet", fused)
+    assert not fused(num_classes=10, channels=4, cells=1, aux_skip=True).per_edge
+    resumed = run_search(SearchConfig(**cfg), tmp_path / "part", resume=True)
+    assert resumed["alpha"] == full["alpha"] and resumed["genotype"] == full["genotype"]
+    assert "per-edge cells of an earlier genlab" in capsys.readouterr().err
+    state = torch.load(tmp_path / "bad" / "checkpoint.pt", weights_only=True)
+    state["net"]["cells.0.stray"] = torch.zeros(1)
+    torch.save(state, tmp_path / "bad" / "checkpoint.pt")
+    with pytest.raises(CheckpointError, match="does not fit"):
+        run_search(SearchConfig(**cfg), tmp_path / "bad", resume=True)

@@ -26,11 +26,11 @@ import torch
 from genlab.core.amp import channels_last_input, make_precision
 from genlab.core.checkpoints import MODEL_RECORD, model_record
 from genlab.core.data import augment_images
-from genlab.core.errors import ConfigError, DivergedError, require_positive
+from genlab.core.errors import CheckpointError, ConfigError, DivergedError, require_positive
 from genlab.core.options import check_options, option
 from genlab.core.progress import progress
 from genlab.core.registry import path_of
-from genlab.core.runs import RunDir
+from genlab.core.runs import RunDir, warn
 from genlab.core.seeding import (
     capture_rng_state,
     fixed_threads,
@@ -286,6 +286,31 @@ def search_regularizer(cfg: SearchConfig) -> Regularizer:
     return make_regularizer(reg, cfg.reg_strength, cfg.reg_schedule, params=cfg.reg_params)
 
 
+def resumed_layout(state: dict, net, builder_args: dict, space, out) -> tuple | None:
+    """None when the checkpoint's supernet ``state`` fits ``net``; else (the builder's
+    arguments, the supernet) of the per-edge layout it fits: a search checkpointed before
+    its method's options were fused resumes on the per-edge cells (the same function,
+    slower), with a warning. CheckpointError when neither layout fits."""
+    theirs = set(state)
+    if theirs == set(net.state_dict()):
+        return None
+    args = {**builder_args, "options": {**builder_args["options"], "per_edge": True}}
+    try:
+        alt = build_space_supernet(**{**args, "space": space})
+    except (ConfigError, TypeError):
+        alt = None
+    if alt is not None and theirs == set(alt.state_dict()):
+        warn(f"{out}: this search was checkpointed on the per-edge cells of an earlier genlab; "
+             "it resumes on them (the same search, slower)")
+        return args, alt
+    mine = set(net.state_dict())
+    raise CheckpointError(
+        f"{out}: the checkpoint's supernet does not fit this search's ({len(theirs - mine)} "
+        f"weights it has and this one lacks, e.g. {sorted(theirs - mine)[:2]}; "
+        f"{len(mine - theirs)} the other way); resume it with the genlab that wrote it or "
+        "start a new run")
+
+
 def run_config(cfg: SearchConfig, reg: Regularizer | None = None) -> dict:
     """config.json of a search: its options and the regulariser they resolve to, so that a run
     of ``--reg ber`` is not resumed or reused after ``ber`` has come to name another setting."""
@@ -313,6 +338,13 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
         run.close()
         return done
+    if run.resumed_state is not None:
+        layout = resumed_layout(run.resumed_state["net"], net, builder_args, space, out)
+        if layout is not None:  # checkpointed on the per-edge cells: resumed on them
+            builder_args, net = layout
+            net = net.to(device)
+            net.checkpoint_cells = cfg.checkpoint_cells
+            method.attach(net)
     rebuild = model_record("nas search", path_of(build_space_supernet), builder_args,
                           state_key="net")
     precision = make_precision(cfg.amp, device)
