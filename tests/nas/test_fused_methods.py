@@ -7,7 +7,7 @@ one."""
 
 import pytest
 import torch
-import torch.nn.functional as F
+from fused_equality import assert_same_step
 
 import genlab.nas.ops as ops_mod
 from genlab.core.runs import CHECKPOINT
@@ -95,20 +95,7 @@ def test_partial_channels_in_channels_last(k, fixed_noise):
 
 def _equal_to_per_edge(space, options, knobs, C=8, channels_last=None):
     ours, ref = _pair(space, options, C=C, knobs=knobs, channels_last=channels_last)
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(8, 1, 8, 8, generator=g, dtype=torch.float64)
-    y = torch.randint(0, 5, (8,), generator=g)
-    torch.manual_seed(7)  # the same drop-path masks in both layouts
-    lo = ours(x)
-    torch.manual_seed(7)
-    lr = ref(x)
-    torch.testing.assert_close(lo, lr, atol=1e-10, rtol=1e-9)
-    F.cross_entropy(lo, y).backward()
-    F.cross_entropy(lr, y).backward()
-    _check_grads(ours, ref)
-    ours.eval()
-    ref.eval()
-    torch.testing.assert_close(ours(x), ref(x), atol=1e-10, rtol=1e-9)
+    x, lo = assert_same_step(ours, ref, _check_grads)
     if options.get("drop_path"):  # the masks did drop something: other masks, other logits
         ours.train()
         torch.manual_seed(8)
