@@ -45,8 +45,8 @@ def test_ber_lbe_gradient_on_alpha_matches_finite_differences():
     for r, k in [(0, 0), (1, 3), (3, 1), (5, 4), (4, 2)]:
         bump = torch.zeros_like(base)
         bump[r, k] = eps
-        plus = float(_lbe_loss(net, x, y, reg, base + bump))
-        minus = float(_lbe_loss(net, x, y, reg, base - bump))
+        plus = _lbe_loss(net, x, y, reg, base + bump).detach().item()
+        minus = _lbe_loss(net, x, y, reg, base - bump).detach().item()
         assert grad[r, k].item() == pytest.approx((plus - minus) / (2 * eps), rel=1e-5, abs=1e-9)
 
 

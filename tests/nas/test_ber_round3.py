@@ -32,6 +32,8 @@ def test_ber_xu_costs_by_hand_and_gradient_matches_finite_differences():
     c = reg.penalty_object.losses(net.alphas(), probe, y)["cell"]
 
     def cost(x_in, out):  # relu(H_B in - H_B out) + I_B(mean in; Y) - I_B(mean out; Y)
+        x_in = x_in.detach()
+        out = None if out is None else out.detach()
         h_out = 0.0 if out is None else float(batch_entropy(out))
         g_out = 0.0 if out is None else float(label_information(out.mean((2, 3)), y))
         return (max(0.0, float(batch_entropy(x_in)) - h_out)

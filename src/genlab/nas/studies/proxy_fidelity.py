@@ -213,8 +213,11 @@ FEW_PFREE = 3
 
 
 def _few_pfree_tau(records: list[dict]) -> float:
-    """Kendall's tau over the cells with at most FEW_PFREE parameter-free edges."""
+    """Kendall's tau over the cells with at most FEW_PFREE parameter-free edges (NaN when
+    fewer than two such cells were drawn: no ranking to compare)."""
     few = [r for r in records if r["param_free"] <= FEW_PFREE]
+    if len(few) < 2:
+        return float("nan")
     return float(kendalltau([r["val_acc"] for r in few],
                             [r["nb201_cifar10"] for r in few]).statistic)
 
