@@ -5,7 +5,8 @@ import json
 import pytest
 
 from genlab.core.errors import DataError
-from genlab.nas.bench import DEFAULT_REGS, BenchConfig, aggregate, cell_agreement, run_bench
+from genlab.nas.bench import DEFAULT_REGS, BenchConfig, run_bench
+from genlab.nas.bench.report import aggregate, cell_agreement
 from genlab.nas.search import SearchConfig
 from genlab.nas.spaces import get_space
 

@@ -82,7 +82,7 @@ def test_readings_without_an_nb201_table_compare_the_digits_accuracy():
 
 
 def test_bench_markdown_prints_no_interval_for_one_seed():
-    from genlab.nas.bench import bench_markdown
+    from genlab.nas.bench.report import bench_markdown
 
     res = result([record("none", 0, 4, 90.0), record("ber", 0, 2, 92.0),
                   record("ber", 1, 3, 94.0)])

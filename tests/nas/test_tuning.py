@@ -9,14 +9,13 @@ import torch
 
 from genlab.core.errors import ConfigError
 from genlab.nas.bench import (
-    CONSTANT,
     BenchConfig,
     constant_accuracy,
     constant_tuning_row,
     row_options,
     run_bench,
-    tuning_markdown,
 )
+from genlab.nas.bench.report import CONSTANT, tuning_markdown
 from genlab.nas.bench.tuning import score_settings, setting_text, tuning_grid
 from genlab.nas.methods import get_method, method_names, search_method
 from genlab.nas.methods.base import TUNING_MAX, build_parts, check_tuning

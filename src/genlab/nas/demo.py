@@ -8,7 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from genlab.core.report import Code, Report, mean_std
-from genlab.nas.bench import CONSTANT, RANDOM, TABLE_COLUMNS, BenchConfig, run_bench
+from genlab.nas.bench import RANDOM, BenchConfig, run_bench
+from genlab.nas.bench.report import CONSTANT, TABLE_COLUMNS
 from genlab.nas.search import SearchConfig
 from genlab.nas.spaces import get_space
 

@@ -32,10 +32,16 @@ import torch
 from genlab.core.data import majority_accuracy
 from genlab.core.errors import ConfigError, DataError, require_positive
 from genlab.core.options import Options, check_options, option, option_like
-from genlab.core.report import figure, markdown_table, mean_std_text
 from genlab.core.runs import RunDir, atomic_write_bytes, write_json
 from genlab.core.sweep import RunSpec, run_one, run_sweep
 from genlab.core.trainer import resolve_device
+from genlab.nas.bench.report import (
+    CONSTANT,
+    aggregate,
+    bench_markdown,
+    plot_bench,
+    tuning_markdown,
+)
 from genlab.nas.bench.tuning import (
     SCORE,
     TUNING_FILE,
@@ -46,7 +52,7 @@ from genlab.nas.bench.tuning import (
 )
 from genlab.nas.data import load_image_data
 from genlab.nas.inputs import check_run_kind
-from genlab.nas.methods.reported import reported_rows, standing
+from genlab.nas.methods.reported import standing
 from genlab.nas.retrain import RetrainConfig, fit_and_score_splits, retrain
 from genlab.nas.search import (
     PENALTY_NAMES,
@@ -59,11 +65,7 @@ from genlab.nas.search import (
 )
 from genlab.nas.spaces import get_space
 
-METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",
-           "test_acc", "hessian_eig", "force_ratio", "search_seconds")
-TABLE_COLUMNS = {"cifar10": "C10", "cifar100": "C100", "imagenet16": "IN16"}
 RANDOM = "random"
-CONSTANT = "constant (majority class)"  # the sanity row of every table
 # The default rows: DARTS, beta-DARTS, BER as chosen (docs/ber_round3.md), the earlier ber-kl
 # by its own name and round two's batch-entropy candidates at their presets.
 DEFAULT_REGS = ("none", "beta", "ber", "ber-kl", "ber-op", "ber-lbe", "ber-ib")
@@ -441,19 +443,6 @@ def constant_tuning_row(search: SearchConfig, seeds: list[int]) -> dict:
             "note": "sanity row: the train half's majority class"}
 
 
-def tuning_markdown(table: list[dict]) -> str:
-    """The tuning table: every row's settings, mean ± std validation accuracy over the
-    selection seeds, the worst count of parameter-free edges, eligibility and the choice
-    (the sanity row, which has no cell, shows "-" for the cell's columns)."""
-    rows = [{"row": r["row"], "setting": r["setting"],
-             "val acc": mean_std_text(r[f"{SCORE}_mean"], r[f"{SCORE}_std"], r["seeds"], 2),
-             "max p-free": "-" if r["max_param_free"] is None else r["max_param_free"],
-             "eligible": {True: "yes", False: "no", None: "-"}[r["eligible"]],
-             "chosen": "**chosen**" if r["chosen"] else "", "note": r["note"]} for r in table]
-    return ("### Tuning (selection seeds; validation accuracy of the retrained cell)\n\n"
-            + markdown_table(rows, digits=2))
-
-
 def same_search_key(scfg: SearchConfig) -> str:
     """Searches with equal keys are the same computation (``ber`` and the variant it names)."""
     reg = search_regularizer(scfg)
@@ -521,118 +510,3 @@ def constant_accuracy(search: SearchConfig, seed: int = 0, eval_on: str = "test"
                            size=search.resolved().size, seed=seed)
     fit, score = fit_and_score_splits(data, eval_on)
     return majority_accuracy(fit.labels, score.labels)
-
-
-def cell_agreement(genotypes: list[str], space=None) -> float | None:
-    """Mean fraction of decisions on which two derived architectures agree, over seed pairs."""
-    space = space or get_space("nb201")
-    cells = [space.choices(space.parse(g)) for g in genotypes]
-    pairs = list(itertools.combinations(cells, 2))
-    if not pairs:
-        return None
-    same = [sum(x == y for x, y in zip(a, b, strict=True)) / len(a) for a, b in pairs]
-    return sum(same) / len(same)
-
-
-def aggregate(records: list[dict], regs: list[str], space=None) -> dict:
-    """Per regulariser: mean and std of every metric, agreement across seeds."""
-    out = {}
-    for reg in regs:
-        rows = [r for r in records if r["reg"] == reg]
-        agg = {"runs": len(rows),
-               "agreement": cell_agreement([r["genotype"] for r in rows], space)}
-        for m in METRICS:
-            vals = [r[m] for r in rows if r.get(m) is not None]
-            if vals:
-                agg[f"{m}_mean"] = statistics.fmean(vals)
-                agg[f"{m}_std"] = statistics.stdev(vals) if len(vals) > 1 else 0.0
-        out[reg] = agg
-    return out
-
-
-def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
-    """Rows of the per-regulariser summary table and of the per-run table."""
-    space = get_space(result.get("space", "nb201"))
-    table_cols = TABLE_COLUMNS if space.table else {}
-    runs = []
-    for r in result["records"]:
-        row = {"reg": r["reg"], "seed": r["seed"],
-               "genotype": "`" + r["genotype"].replace("|", "\\|") + "`",  # escaped pipes
-               "p-free": r["param_free_ops"], "skip": r.get("skip_ops"),
-               "entropy": r.get("mean_entropy")}
-        row.update({col: r.get(key) for key, col in table_cols.items()})
-        row["digits test"] = r.get("test_acc")
-        runs.append(row)
-    summ = []
-    for reg, a in result["per_reg"].items():
-        def pm(m, d=2, a=a):
-            if m + "_mean" not in a:
-                return "-"  # one run prints its value; two or more mean ± std (n=N)
-            return mean_std_text(a[m + "_mean"], a.get(m + "_std"), a["runs"], d)
-
-        row = {"reg": reg, "runs": a["runs"]}  # "reg": the row (a method or a regulariser)
-        if "settings" in result:  # a tuned bench: each row's chosen setting
-            row["setting"] = result["settings"].get(reg, "-")
-        row.update({col: pm(key) for key, col in table_cols.items()})
-        row.update({"p-free ops": pm("param_free_ops", 1), "skip ops": pm("skip_ops", 1),
-                    "entropy": pm("mean_entropy", 3), "agreement": a["agreement"],
-                    "force ratio": pm("force_ratio", 3),
-                    "digits test": pm("test_acc"), "search s": pm("search_seconds", 0)})
-        summ.append(row)
-    if "constant_test_acc" in result:
-        summ.append({"reg": CONSTANT, "runs": "-",
-                     "digits test": f"{result['constant_test_acc']:.2f}"})
-    return summ, runs
-
-
-def bench_markdown(result: dict) -> str:
-    """Per-row summary table (with the cited reference rows of the space, apart), the tuning
-    table where the bench tuned, and the per-run table, in Markdown."""
-    summ, runs = bench_rows(result)
-    cited = reported_rows(result.get("space", "nb201"))
-    steps = f", {result['steps']} search steps each" if result.get("steps") else ""
-    text = (f"### Per method or regulariser (mean ± std over seeds where there are two or "
-            f"more{steps})\n\n" + markdown_table(summ, digits=2))
-    if cited:
-        text += ("\n### Reported by the authors (CIFAR-10 searches on GPUs; not comparable to "
-                 "the digits-proxy rows above; source in the last column)\n\n"
-                 + markdown_table(cited, digits=2))
-    if result.get("standing"):
-        rank = result["standing"]
-        text += (f"\nKendall's tau between the rows' proxy C10 means and their reported C10 "
-                 f"(the rows with both, n = {len(rank['rows'])}): {rank['tau']:.2f}\n")
-    if result.get("tuning"):
-        text += "\n" + tuning_markdown(result["tuning"])
-    return text + "\n### Per run\n\n" + markdown_table(runs, digits=2)
-
-
-def plot_bench(records: list[dict], regs: list[str], space=None):
-    """Entropy and parameter-free-op curves per regulariser, and an accuracy per run."""
-    fig, axes = figure(ncols=3, width=4.2, height=3.2)
-    palette = ["tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange"]
-    colors = {reg: palette[i % len(palette)] for i, reg in enumerate(regs)}
-    searched = [r for r in records if r.get("curve_steps")]
-    for r in searched:
-        c = colors.get(r["reg"], "k")
-        axes[0, 0].plot(r["curve_steps"], r["entropy_curve"], c=c, alpha=0.7,
-                        label=r["reg"] if r["seed"] == searched[0]["seed"] else None)
-        axes[0, 1].plot(r["curve_steps"], r["param_free_curve"], c=c, alpha=0.7)
-    axes[0, 0].set_title("mean edge entropy")
-    axes[0, 0].legend(fontsize=8)
-    axes[0, 1].set_title("parameter-free ops in argmax")
-    for ax in axes[0, :2]:
-        ax.set_xlabel("step")
-    ax = axes[0, 2]
-    key, title = ("cifar10", "NB201 CIFAR-10 test acc. (%) of the derived cell") \
-        if space is not None and space.table else ("test_acc", "retrained test acc. (%, digits)")
-    if all(r.get(key) is None for r in records):  # no NB201 table given: digits accuracy
-        key, title = ("test_acc", "retrained test acc. (%, digits)")
-    shown = sorted({r["reg"] for r in records}, key=lambda g: regs.index(g) if g in regs else 99)
-    for i, reg in enumerate(shown):
-        vals = [r.get(key) for r in records if r["reg"] == reg and r.get(key) is not None]
-        ax.scatter([i] * len(vals), vals, c=colors.get(reg, "k"))
-    ax.set_xticks(range(len(shown)), shown)
-    ax.set_ylabel("accuracy (%)")
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    return fig

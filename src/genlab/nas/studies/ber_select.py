@@ -29,7 +29,8 @@ import statistics
 from pathlib import Path
 
 from genlab.core.runs import atomic_write_bytes, read_json, write_json
-from genlab.nas.bench import cell_agreement, retrain_once, search_once
+from genlab.nas.bench import retrain_once, search_once
+from genlab.nas.bench.report import cell_agreement
 from genlab.nas.retrain import RetrainConfig
 from genlab.nas.search import SearchConfig
 from genlab.nas.studies.proxy_fidelity import PROXIES
