@@ -37,13 +37,16 @@ def per_op_forward(name, batch=6):
 
 def hand_costs(probe, sources, n_ops, cost) -> list[list[float]]:
     """A per-op cost table by hand: row r, op k = the mean over the traced cells of
-    cost(edge input, op k's output or None for `none`)."""
+    cost(edge input, op k's output or None for `none`), both detached (values only)."""
+    def detached(t):
+        return None if t is None else t.detach()
+
     table = []
     for r, s in enumerate(sources):
         row = []
         for k in range(n_ops):
-            per_cell = [float(cost((tr.inputs + tr.nodes)[s],
-                                   probe.ops.get(("cell", tr.index, r, k))))
+            per_cell = [float(cost(detached((tr.inputs + tr.nodes)[s]),
+                                   detached(probe.ops.get(("cell", tr.index, r, k)))))
                         for tr in probe.traces]
             row.append(sum(per_cell) / len(per_cell))
         table.append(row)

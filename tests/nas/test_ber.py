@@ -63,13 +63,14 @@ def test_ber_lbe_targets_start_at_the_step0_node_entropies_and_get_gradients():
     assert torch.allclose(h, torch.stack(by_hand))
     # at the step-0 targets the penalty and its gradient vanish; with a floor above them the
     # target is the floor: loss = CE x mean (H - h_min)^2
-    assert float(_lbe_loss(net, x, y, reg)) == pytest.approx(0.0, abs=1e-20)
+    assert float(_lbe_loss(net, x, y, reg).detach()) == pytest.approx(0.0, abs=1e-20)
     floored = make_regularizer("ber-lbe", strength=1.0, params={"h_min": 5.0})
     floored.setup(net, x, space)
     probe = floored.make_probe()
     ce = F.cross_entropy(net(x, probe=probe), y)
-    expected = float(ce) * float(torch.stack([(b - 5.0) ** 2 for b in by_hand]).mean())
-    assert float(floored(net.alphas(), 0, 10, probe, ce)) == pytest.approx(expected, rel=1e-9)
+    expected = float(ce.detach()) * float(torch.stack([(b - 5.0) ** 2 for b in by_hand]).mean())
+    value = floored(net.alphas(), 0, 10, probe, ce).detach()
+    assert float(value) == pytest.approx(expected, rel=1e-9)
     loss = floored(net.alphas(), 0, 10, probe, ce)
     (g,) = torch.autograd.grad(loss, floored.parameters())
     assert torch.all(g == 0)  # below the floor the targets get no gradient (max(h_min, |h|))
