@@ -115,8 +115,9 @@ def check_folder(spec: RunSpec) -> None:
         raise ConfigError(f"{out}: unreadable run folder ({exc}); remove it or choose "
                           "another output folder") from exc
     want = dict(spec.expect)
-    filled = {**(spec.defaults or {}), **{k: summary[k] for k in want if k in summary}, **old}
+    filled = {**{k: summary[k] for k in want if k in summary}, **old}
     diffs = config_differences(filled, want, spec.free, spec.defaults)
+    filled = {**(spec.defaults or {}), **filled}  # what the message shows
     diffs = [k for k in diffs if k.split(".")[0] in want]
     if diffs:
         state = "a finished" if spec.finished else "a started"

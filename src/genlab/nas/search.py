@@ -286,24 +286,23 @@ def search_regularizer(cfg: SearchConfig) -> Regularizer:
     return make_regularizer(reg, cfg.reg_strength, cfg.reg_schedule, params=cfg.reg_params)
 
 
-def resumed_layout(state: dict, net, builder_args: dict, space, out) -> tuple | None:
-    """None when the checkpoint's supernet ``state`` fits ``net``; else (the builder's
-    arguments, the supernet) of the per-edge layout it fits: a search checkpointed before
-    its method's options were fused resumes on the per-edge cells (the same function,
-    slower), with a warning. CheckpointError when neither layout fits."""
-    theirs = set(state)
-    if theirs == set(net.state_dict()):
+def resumed_layout(state: dict, net, builder_args: dict, space, out) -> dict | None:
+    """None when the checkpoint's supernet ``state`` fits ``net``; else the builder's
+    arguments of the per-edge layout it fits: a search checkpointed before its method's
+    options were fused resumes on the per-edge cells (the same function, slower), with a
+    warning. CheckpointError when neither layout fits."""
+    theirs, mine = set(state), set(net.state_dict())
+    if theirs == mine:
         return None
     args = {**builder_args, "options": {**builder_args["options"], "per_edge": True}}
     try:
-        alt = build_space_supernet(**{**args, "space": space})
-    except (ConfigError, TypeError):
-        alt = None
-    if alt is not None and theirs == set(alt.state_dict()):
+        fits = theirs == set(build_space_supernet(**{**args, "space": space}).state_dict())
+    except (ConfigError, TypeError):  # a space without a per-edge layout
+        fits = False
+    if fits:
         warn(f"{out}: this search was checkpointed on the per-edge cells of an earlier genlab; "
              "it resumes on them (the same search, slower)")
-        return args, alt
-    mine = set(net.state_dict())
+        return args
     raise CheckpointError(
         f"{out}: the checkpoint's supernet does not fit this search's ({len(theirs - mine)} "
         f"weights it has and this one lacks, e.g. {sorted(theirs - mine)[:2]}; "
@@ -329,9 +328,14 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
                     "in_channels": data.in_channels, "channels": cfg.channels,
                     "cells": cfg.cells,
                     "options": {**space.proxy.options, **method.supernet_options}}
-    net = build_space_supernet(**{**builder_args, "space": space}).to(device)
-    net.checkpoint_cells = cfg.checkpoint_cells
-    method.attach(net)
+
+    def supernet(args: dict):
+        net = build_space_supernet(**{**args, "space": space}).to(device)
+        net.checkpoint_cells = cfg.checkpoint_cells
+        method.attach(net)
+        return net
+
+    net = supernet(builder_args)
     check_input_size(net, data.in_channels, cfg.size, f"the {space.name} supernet",
                      cfg.channels, cfg.cells)
     run = RunDir(out, config, resume=resume, resume_free=RESUME_FREE)  # after every check
@@ -341,10 +345,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     if run.resumed_state is not None:
         layout = resumed_layout(run.resumed_state["net"], net, builder_args, space, out)
         if layout is not None:  # checkpointed on the per-edge cells: resumed on them
-            builder_args, net = layout
-            net = net.to(device)
-            net.checkpoint_cells = cfg.checkpoint_cells
-            method.attach(net)
+            builder_args, net = layout, supernet(layout)
     rebuild = model_record("nas search", path_of(build_space_supernet), builder_args,
                           state_key="net")
     precision = make_precision(cfg.amp, device)

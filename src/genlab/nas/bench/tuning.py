@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from pathlib import Path
 
 from genlab.core.errors import ConfigError
+from genlab.core.files import read_json
 from genlab.nas.methods import get_method
 from genlab.nas.methods.base import check_tuning
 from genlab.nas.regularizers import PENALTIES
@@ -25,6 +27,8 @@ from genlab.nas.search import SearchConfig
 
 #: a tuning record's score (the retrained cell's validation accuracy, percent)
 SCORE = "val_acc"
+#: a tuned bench's tuning table and chosen settings (``--settings-from`` reads it)
+TUNING_FILE = "tuning.json"
 
 
 def tuning_grid(row: str, options: dict) -> tuple[dict, ...]:
@@ -50,16 +54,10 @@ def check_setting_keys(row: str, grid: Sequence[dict]) -> None:
                               "are not search options")
 
 
-TUNING_FILE = "tuning.json"
-
 
 def chosen_settings(path: str, rows: Sequence[str]) -> dict[str, dict]:
     """Each of ``rows``' setting as chosen by the tuned bench at ``path`` (its folder or its
     tuning.json); ConfigError when the file is missing or unreadable or lacks a row."""
-    from pathlib import Path
-
-    from genlab.core.runs import read_json
-
     file = Path(path)
     if file.is_dir():
         file = file / TUNING_FILE
@@ -118,4 +116,5 @@ def score_settings(row: str, grid: Sequence[dict], records: Sequence[dict],
     return rows, best["index"]
 
 
-__all__ = ["SCORE", "check_setting_keys", "score_settings", "setting_text", "tuning_grid"]
+__all__ = ["SCORE", "TUNING_FILE", "check_setting_keys", "chosen_settings", "score_settings",
+           "setting_text", "tuning_grid"]
