@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import math
 import pickle
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,7 +189,9 @@ def safe_unpickle(path: Path) -> dict:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     try:
-        data = _RestrictedUnpickler(io.BytesIO(path.read_bytes()), encoding="latin1").load()
+        with warnings.catch_warnings():  # a damaged batch that numpy only warns about is damaged
+            warnings.simplefilter("error")
+            data = _RestrictedUnpickler(io.BytesIO(path.read_bytes()), encoding="latin1").load()
     except Exception as exc:  # noqa: BLE001
         raise DataError(f"{path}: not a readable CIFAR-style pickle batch ({exc})") from exc
     if not isinstance(data, dict):
