@@ -54,7 +54,6 @@ def check_setting_keys(row: str, grid: Sequence[dict]) -> None:
                               "are not search options")
 
 
-
 def chosen_settings(path: str, rows: Sequence[str]) -> dict[str, dict]:
     """Each of ``rows``' setting as chosen by the tuned bench at ``path`` (its folder or its
     tuning.json); ConfigError when the file is missing or unreadable or lacks a row."""
