@@ -67,6 +67,9 @@ def test_space_bench_with_sanity_rows(tmp_path):
     assert 5 < result["constant_test_acc"] < 15  # digits: 10 balanced classes
     md = (tmp_path / "b" / "bench.md").read_text()
     assert "constant (majority class)" in md and "| C10 |" not in md and "skip ops" in md
+    for r in runs.values():  # S3's reference network: DARTS' CIFAR-10 network of the cell
+        assert r == {**r, **space.reference_size(r["genotype"])}
+    assert "| params M | MACs M |" in md
 
 
 def test_an_alias_reuses_the_search_it_names_and_forces_are_tabled(tmp_path, monkeypatch):

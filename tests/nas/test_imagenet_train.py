@@ -18,6 +18,7 @@ from PIL import Image
 from torch import nn
 
 from genlab.core.checkpoints import load_checkpoint
+from genlab.core.model_cost import count_macs, parameter_counts
 from genlab.nas.spaces import build_space_network
 from genlab.nas.transfer.classify import imagefolder
 from genlab.nas.transfer.classify.imagefolder import (
@@ -26,7 +27,7 @@ from genlab.nas.transfer.classify.imagefolder import (
     train_transform,
 )
 from genlab.nas.transfer.classify.imagenet import ImageNetTrainConfig, train_imagenet
-from genlab.nas.transfer.classify.measures import count_macs, parameter_counts, topk_correct
+from genlab.nas.transfer.classify.measures import topk_correct
 from genlab.nas.transfer.classify.recipes import lr_at, network_options, parameter_groups
 
 REPO = Path(__file__).resolve().parents[2]

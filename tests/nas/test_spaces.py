@@ -92,3 +92,27 @@ def test_unknown_space_names_the_token_and_the_choices():
     with pytest.raises(ConfigError) as info:
         get_space("darts8")
     assert "'darts8'" in str(info.value) and "nb201" in str(info.value)
+
+
+def test_reference_sizes_by_hand():
+    """The size of a derived network as its papers report it: DARTS_V2's CIFAR-10 network
+    has the upstream count (3,349,342 parameters without the auxiliary head), and one
+    MobileNet block 5x5_MBConv6 instead of `zero` adds its hand-counted weights and
+    multiply-adds at ImageNet's 224x224."""
+    from genlab.nas.spaces.darts.genotype import DARTS_V2
+
+    darts = get_space("darts")
+    assert darts.reference_size(DARTS_V2)["params_m"] == pytest.approx(3.349342, abs=1e-9)
+    assert get_space("nb201").reference_size("|none~0|+|none~0|none~1|+|none~0|none~1|none~2|") \
+        is None  # the table gives NB201's figures
+    mobile = get_space("mobilenet")
+    skipped = ["3x3_MBConv3"] * 21
+    skipped[1] = "zero"  # block 1: 24 -> 24 channels, stride 1, at 56x56 (stem and block 0: /4)
+    full = list(skipped)
+    full[1] = "5x5_MBConv6"
+    a, b = (mobile.reference_size(",".join(g)) for g in (skipped, full))
+    mid = 24 * 6
+    weights = 24 * mid + 2 * mid + mid * 25 + 2 * mid + mid * 24 + 2 * 24  # convs and BNs
+    macs = 56 * 56 * (24 * mid + mid * 25 + mid * 24)  # expand, depthwise, project
+    assert (b["params_m"] - a["params_m"]) * 1e6 == pytest.approx(weights, abs=1e-3)
+    assert (b["macs_m"] - a["macs_m"]) * 1e6 == pytest.approx(macs, abs=1e-3)

@@ -365,10 +365,14 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
             job = BenchJob(reg, seed, cfg, str(run.path), setting=settings.get(reg, {}))
             specs.append(job_spec(job, run.path / "jobs" / job.name))
     done = run_jobs(specs, f"nas bench {space.name}", sweep)
-    records = []
+    records, sizes = [], {}
     for reg, seed in jobs:
         name = f"{reg}-s{seed}"
         record = dict(done[aliases.get(name, name)], run=name, reg=reg, seed=seed)
+        genotype = record["genotype"]
+        if genotype not in sizes:  # the derived network's size, from its genotype
+            sizes[genotype] = space.reference_size(genotype) or {}
+        record.update(sizes[genotype])
         records.append(record)
         run.log({k: v for k, v in record.items() if not k.endswith(("_curve", "_steps"))})
 

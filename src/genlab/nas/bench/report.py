@@ -12,8 +12,9 @@ from genlab.nas.methods.reported import reported_rows
 from genlab.nas.spaces import get_space
 
 METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",
-           "test_acc", "hessian_eig", "force_ratio", "search_seconds")
+           "params_m", "macs_m", "test_acc", "hessian_eig", "force_ratio", "search_seconds")
 TABLE_COLUMNS = {"cifar10": "C10", "cifar100": "C100", "imagenet16": "IN16"}
+SIZE_COLUMNS = {"params_m": "params M", "macs_m": "MACs M"}  # spaces with a reference network
 CONSTANT = "constant (majority class)"  # the sanity row of every table
 
 
@@ -61,13 +62,14 @@ def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
     """Rows of the per-regulariser summary table and of the per-run table."""
     space = get_space(result.get("space", "nb201"))
     table_cols = TABLE_COLUMNS if space.table else {}
+    size_cols = SIZE_COLUMNS if space.reference else {}
     runs = []
     for r in result["records"]:
         row = {"reg": r["reg"], "seed": r["seed"],
                "genotype": "`" + r["genotype"].replace("|", "\\|") + "`",  # escaped pipes
                "p-free": r["param_free_ops"], "skip": r.get("skip_ops"),
                "entropy": r.get("mean_entropy")}
-        row.update({col: r.get(key) for key, col in table_cols.items()})
+        row.update({col: r.get(key) for key, col in {**table_cols, **size_cols}.items()})
         row["digits test"] = r.get("test_acc")
         runs.append(row)
     summ = []
@@ -82,7 +84,9 @@ def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
             row["setting"] = result["settings"].get(reg, "-")
         row.update({col: pm(key) for key, col in table_cols.items()})
         row.update({"p-free ops": pm("param_free_ops", 1), "skip ops": pm("skip_ops", 1),
-                    "entropy": pm("mean_entropy", 3), "agreement": a["agreement"],
+                    "entropy": pm("mean_entropy", 3)})
+        row.update({col: pm(key) for key, col in size_cols.items()})
+        row.update({"agreement": a["agreement"],
                     "force ratio": pm("force_ratio", 3),
                     "digits test": pm("test_acc"), "search s": pm("search_seconds", 0)})
         summ.append(row)

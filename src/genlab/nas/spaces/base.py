@@ -16,6 +16,9 @@ know about one family of architectures:
 - ``build_network(genotype, num_classes, ...)``: the discrete network to retrain, and
   ``retrain``, the space's training recipe (scaled by flags for CPU proxies);
 - ``proxy``: the digits-proxy defaults of a search (input size, width, depth, steps);
+- ``reference``: the derived network whose parameters and multiply-adds its papers report
+  (a ``ReferenceNetwork``; None where a table gives the cell's figures), and
+  ``reference_size(genotype)``, those two of a genotype;
 - ``feature_layout(genotype, ...)``: the discrete network as a detection backbone's stages
   (a ``FeatureLayout``; None for a space without one; genlab.nas.spaces.backbone).
 
@@ -38,6 +41,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from genlab.core.errors import ConfigError, SpecError
+from genlab.core.model_cost import count_macs, parameter_counts
 from genlab.core.registry import Registry
 
 
@@ -94,6 +98,20 @@ class RetrainRecipe:
 
 
 @dataclass(frozen=True)
+class ReferenceNetwork:
+    """The derived network its papers report the size of (parameters, multiply-adds): the
+    task, its class count and input side, the width and depth (None: the space's
+    ``build_network`` defaults) and more ``build_network`` options."""
+
+    task: str
+    num_classes: int
+    size: int
+    channels: int | None = None
+    cells: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class FeatureTap:
     """One stage feature a discrete network offers: the output of step ``step`` of its
     ``FeatureLayout.run``, with its channels, its reduction (input size / feature size) and
@@ -130,6 +148,7 @@ class SearchSpace(ABC):
     retrain: RetrainRecipe
     table: str | None = None  # name of the tabular benchmark that judges its genotypes
     table_env: str | None = None  # environment variable naming that table's file
+    reference: ReferenceNetwork | None = None  # the network whose size its papers report
 
     @abstractmethod
     def alpha_specs(self) -> dict[str, AlphaSpec]:
@@ -166,6 +185,17 @@ class SearchSpace(ABC):
                       channels: int | None = None, cells: int | None = None,
                       **options) -> nn.Module:
         """The discrete network of ``genotype`` (or its text) for retraining."""
+
+    def reference_size(self, genotype: Any) -> dict[str, float] | None:
+        """{'params_m', 'macs_m'}: parameters (no auxiliary head) and multiply-adds of one
+        image, in millions, of ``genotype``'s reference network; None without one."""
+        ref = self.reference
+        if ref is None:
+            return None
+        net = self.build_network(genotype, ref.num_classes, channels=ref.channels,
+                                 cells=ref.cells, **ref.options)
+        return {"params_m": parameter_counts(net)[1] / 1e6,
+                "macs_m": count_macs(net, ref.size) / 1e6}
 
     def check_size_options(self, channels: int | None, cells: int | None) -> None:
         """ConfigError for a size option this space does not have (default: it has both)."""

@@ -27,6 +27,7 @@ from genlab.nas.ops import PARAM_FREE_OPS
 from genlab.nas.spaces.base import (
     AlphaSpec,
     ProxyDefaults,
+    ReferenceNetwork,
     RetrainRecipe,
     SearchSpace,
     register_space,
@@ -64,6 +65,9 @@ class DartsFamilySpace(SearchSpace):
 
     upstream = {"channels": 16, "cells": 8}
     retrain = DARTS_RETRAIN
+    # DARTS' CIFAR-10 network (36 channels, 20 cells: build_network's defaults), no
+    # auxiliary head: DARTS_V2 is 3.3M parameters there.
+    reference = ReferenceNetwork("CIFAR-10", 10, 32)
 
     def __init__(self, name: str, description: str, normal: Sequence[Sequence[str]],
                  reduce: Sequence[Sequence[str]], proxy: ProxyDefaults = DARTS_PROXY):

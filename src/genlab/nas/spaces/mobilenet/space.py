@@ -18,6 +18,7 @@ from torch import nn
 from genlab.nas.spaces.base import (
     AlphaSpec,
     ProxyDefaults,
+    ReferenceNetwork,
     RetrainRecipe,
     SearchSpace,
     register_space,
@@ -45,6 +46,8 @@ class MobileNetSpace(SearchSpace):
     upstream = {"channels": 32, "cells": None}
     # Digits proxy (ours): first width 8 (all widths / 4), CIFAR stem, 16x16 inputs.
     proxy = ProxyDefaults(size=16, channels=8, cells=None, steps=200, options={"stem": "cifar"})
+    # ProxylessNAS' mobile setting: ImageNet-1k at 224x224, width multiplier 1.
+    reference = ReferenceNetwork("ImageNet-1k", 1000, 224, options={"stem": "imagenet"})
     retrain = RetrainRecipe(channels=16, cells=None, epochs=30, lr=0.05, nesterov=True,
                             weight_decay=4e-5, extra={"stem": "cifar"})
 

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from genlab.core.checkpoints import model_record
 from genlab.core.errors import ConfigError
+from genlab.core.model_cost import count_macs, parameter_counts
 from genlab.core.options import check_options, option, option_like
 from genlab.core.parallel.distributed import global_sum, init_distributed
 from genlab.core.registry import path_of
@@ -31,7 +32,7 @@ from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, pa
 from genlab.nas.retrain import ClippedSGD, RetrainConfig
 from genlab.nas.spaces import build_space_network, get_space
 from genlab.nas.transfer.classify import imagefolder as folders
-from genlab.nas.transfer.classify.measures import count_macs, parameter_counts, topk_correct
+from genlab.nas.transfer.classify.measures import topk_correct
 from genlab.nas.transfer.classify.recipes import (
     RECIPES,
     SCHEDULES,

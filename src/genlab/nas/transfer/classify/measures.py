@@ -1,15 +1,7 @@
-"""What an ImageNet run reports: top-k accuracy, parameters, multiply-adds.
+"""What an ImageNet run reports besides the network's size (genlab.core.model_cost):
 
 - ``topk_correct(logits, targets, ks)``: per k, how many targets are among the k largest
-  logits (k above the class count is the class count: every target is then counted);
-- ``parameter_counts(model)``: (trained, inference): every trainable parameter, and those
-  without the auxiliary head (the size DARTS reports: DARTS_V2's ImageNet network at 1000
-  classes is 4,718,752 without the head and 5,979,528 with it);
-- ``count_macs(model, size)``: multiply-adds of one ``size`` x ``size`` RGB image in eval
-  mode (no auxiliary head), counted by forward hooks on Conv2d and Linear layers: a conv
-  costs (output elements) x (input channels / groups) x kernel area, a linear layer
-  (output elements) x (input features); BatchNorm, activations, pooling and additions are
-  not counted (the DARTS papers' "multi-adds" convention). FLOPs are about twice that.
+  logits (k above the class count is the class count: every target is then counted).
 """
 
 from __future__ import annotations
@@ -17,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from torch import nn
 
 
 def topk_correct(logits: torch.Tensor, targets: torch.Tensor, ks: Sequence[int]) -> list[int]:
@@ -26,42 +17,3 @@ def topk_correct(logits: torch.Tensor, targets: torch.Tensor, ks: Sequence[int])
     top = logits.topk(kmax, dim=1).indices  # (n, kmax), largest first
     hit = top == targets.view(-1, 1)
     return [int(hit[:, :min(k, kmax)].any(dim=1).sum()) for k in ks]
-
-
-def parameter_counts(model: nn.Module) -> tuple[int, int]:
-    """(trainable parameters, those outside the auxiliary head)."""
-    params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    trained = sum(p.numel() for _, p in params)
-    inference = sum(p.numel() for name, p in params if "auxiliary" not in name)
-    return trained, inference
-
-
-def count_macs(model: nn.Module, size: int, in_channels: int = 3) -> int:
-    """Multiply-adds of one forward pass of a ``size`` x ``size`` image in eval mode."""
-    total = [0]
-
-    def conv_hook(module: nn.Conv2d, inputs, output):
-        kh, kw = module.kernel_size
-        per_output = (module.in_channels // module.groups) * kh * kw
-        total[0] += output.numel() // output.shape[0] * per_output
-
-    def linear_hook(module: nn.Linear, inputs, output):
-        total[0] += output.numel() // output.shape[0] * module.in_features
-
-    hooks = []
-    for module in model.modules():
-        if isinstance(module, nn.Conv2d):
-            hooks.append(module.register_forward_hook(conv_hook))
-        elif isinstance(module, nn.Linear):
-            hooks.append(module.register_forward_hook(linear_hook))
-    was_training = model.training
-    device = next(model.parameters()).device
-    model.eval()
-    try:
-        with torch.no_grad():
-            model(torch.zeros(1, in_channels, size, size, device=device))
-    finally:
-        for hook in hooks:
-            hook.remove()
-        model.train(was_training)
-    return total[0]
