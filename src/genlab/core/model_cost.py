@@ -1,13 +1,13 @@
 """The size of a network: its parameters and its multiply-adds.
 
 - ``parameter_counts(model)``: (trained, inference): every trainable parameter, and those
-  without the auxiliary head (the size DARTS reports: DARTS_V2's ImageNet network at 1000
-  classes is 4,718,752 without the head and 5,979,528 with it);
+  outside a child module named ``auxiliary`` (an auxiliary head trains but is not deployed,
+  so the size a paper reports leaves it out);
 - ``count_macs(model, size)``: multiply-adds of one ``size`` x ``size`` RGB image in eval
-  mode (no auxiliary head), counted by forward hooks on Conv2d and Linear layers: a conv
-  costs (output elements) x (input channels / groups) x kernel area, a linear layer
-  (output elements) x (input features); BatchNorm, activations, pooling and additions are
-  not counted (the DARTS papers' "multi-adds" convention). FLOPs are about twice that.
+  mode (an auxiliary head is idle then), counted by forward hooks on Conv2d and Linear
+  layers: a conv costs (output elements) x (input channels / groups) x kernel area, a linear
+  layer (output elements) x (input features); BatchNorm, activations, pooling and additions
+  are not counted (the "multi-adds" convention of the NAS papers). FLOPs are about twice that.
 """
 
 from __future__ import annotations
