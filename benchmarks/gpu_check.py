@@ -226,8 +226,8 @@ def check_imagenet_step(device, out: Path, quick: bool) -> dict:
     steps at batch 64 on synthetic 224x224 tensors, bf16 and channels_last, with the recipe's
     loss and optimiser: step time, images per second, peak memory. On CPU: skipped, or with
     --quick a toy size (C=8, batch 2, 32x32, float32) that only exercises the code."""
-    from genlab.core.model_cost import count_macs, parameter_counts
     from genlab.core.trainer import Trainer
+    from genlab.nas.model_cost import count_macs, parameter_counts
     from genlab.nas.retrain import ClippedSGD
     from genlab.nas.spaces import build_space_network
     from genlab.nas.transfer.classify.imagenet import smoothed_loss

@@ -41,8 +41,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from genlab.core.errors import ConfigError, SpecError
-from genlab.core.model_cost import count_macs, parameter_counts
 from genlab.core.registry import Registry
+from genlab.nas.model_cost import count_macs, parameter_counts
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,9 @@ class RetrainRecipe:
 @dataclass(frozen=True)
 class ReferenceNetwork:
     """The derived network its papers report the size of (parameters, multiply-adds): the
-    task, its class count and input side, the width and depth (None: the space's
+    task's class count and input side, the width and depth (None: the space's
     ``build_network`` defaults) and more ``build_network`` options."""
 
-    task: str
     num_classes: int
     size: int
     channels: int | None = None

@@ -67,7 +67,7 @@ class DartsFamilySpace(SearchSpace):
     retrain = DARTS_RETRAIN
     # DARTS' CIFAR-10 network (36 channels, 20 cells: build_network's defaults), no
     # auxiliary head: DARTS_V2 is 3.3M parameters there.
-    reference = ReferenceNetwork("CIFAR-10", 10, 32)
+    reference = ReferenceNetwork(num_classes=10, size=32)
 
     def __init__(self, name: str, description: str, normal: Sequence[Sequence[str]],
                  reduce: Sequence[Sequence[str]], proxy: ProxyDefaults = DARTS_PROXY):

@@ -47,7 +47,7 @@ class MobileNetSpace(SearchSpace):
     # Digits proxy (ours): first width 8 (all widths / 4), CIFAR stem, 16x16 inputs.
     proxy = ProxyDefaults(size=16, channels=8, cells=None, steps=200, options={"stem": "cifar"})
     # ProxylessNAS' mobile setting: ImageNet-1k at 224x224, width multiplier 1.
-    reference = ReferenceNetwork("ImageNet-1k", 1000, 224, options={"stem": "imagenet"})
+    reference = ReferenceNetwork(num_classes=1000, size=224, options={"stem": "imagenet"})
     retrain = RetrainRecipe(channels=16, cells=None, epochs=30, lr=0.05, nesterov=True,
                             weight_decay=4e-5, extra={"stem": "cifar"})
 

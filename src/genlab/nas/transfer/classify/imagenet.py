@@ -21,7 +21,6 @@ import torch.nn.functional as F
 
 from genlab.core.checkpoints import model_record
 from genlab.core.errors import ConfigError
-from genlab.core.model_cost import count_macs, parameter_counts
 from genlab.core.options import check_options, option, option_like
 from genlab.core.parallel.distributed import global_sum, init_distributed
 from genlab.core.registry import path_of
@@ -29,6 +28,7 @@ from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, resolve_device
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, parse_genotype
+from genlab.nas.model_cost import count_macs, parameter_counts
 from genlab.nas.retrain import ClippedSGD, RetrainConfig
 from genlab.nas.spaces import build_space_network, get_space
 from genlab.nas.transfer.classify import imagefolder as folders
