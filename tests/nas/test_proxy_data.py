@@ -86,3 +86,36 @@ def test_search_and_retraining_run_on_the_harder_proxies(tmp_path, name):
     r = retrain(RetrainConfig(arch=s["genotype"], dataset=name, size=16, channels=2, epochs=1,
                               eval_on="val"), tmp_path / "r", progress_bar=False)
     assert 0 <= r["val_acc"] <= 100
+
+
+def test_shapes_splits_are_the_digits_shares_and_the_size_is_its_own():
+    from genlab.nas.data import default_size
+    from genlab.nas.retrain import RetrainConfig
+    from genlab.nas.search import SearchConfig
+
+    d = load_image_data("shapes", size=16, seed=1)
+    assert (len(d.train), len(d.val), len(d.test)) == (2000, 2000, 1000)
+    assert d.in_channels == 3 and d.num_classes == 10 and d.train.images.shape[1:] == (3, 16, 16)
+    assert torch.equal(torch.bincount(d.test.labels), torch.full((10,), 100))
+    assert default_size("shapes") == 32 and default_size("digits") is None
+    assert SearchConfig(dataset="shapes").resolved().size == 32
+    assert SearchConfig(dataset="shapes", size=16).resolved().size == 16
+    assert RetrainConfig(arch="|none~0|+|none~0|none~1|+|none~0|none~1|none~2|",
+                         dataset="shapes").resolved().size == 32
+
+
+def test_shapes_through_search_train_and_bench(tmp_path):
+    from genlab.nas.bench import BenchConfig, run_bench
+    from genlab.nas.retrain import RetrainConfig, retrain
+    from genlab.nas.search import SearchConfig, run_search
+
+    s = run_search(SearchConfig(dataset="shapes", size=12, steps=3, channels=2, batch_size=16,
+                                hessian_points=0), tmp_path / "s", progress_bar=False)
+    r = retrain(RetrainConfig(arch=s["genotype"], dataset="shapes", size=12, channels=2,
+                              epochs=1, batch_size=256, eval_on="val"), tmp_path / "r",
+                progress_bar=False)
+    assert 0 <= r["val_acc"] <= 100
+    b = run_bench(BenchConfig(regs=["none"], seeds=[0], search=SearchConfig(
+        dataset="shapes", size=12, steps=2, channels=2, batch_size=16, hessian_points=0),
+        retrain_epochs=1), tmp_path / "b")
+    assert b

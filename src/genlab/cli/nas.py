@@ -1,5 +1,6 @@
-"""`genlab nas ...`: search, train, lookup, bench, detect, spaces, methods, table convert. Thin
-wrappers over genlab.nas; every option is declared by the command's config (docs/cli.md)."""
+"""`genlab nas ...`: search, train, lookup, bench, score, fidelity, detect, spaces, methods,
+table convert. Thin wrappers over genlab.nas; every option is declared by the command's config
+(docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -108,6 +109,39 @@ def _bench(cfg, out: Path, resume: bool) -> None:
 
 config_command(app, "bench", "genlab.nas.bench:BenchCommandConfig", _bench,
                resume_help=BENCH_RESUME_HELP)
+
+
+def _score(cfg, out: Path, resume: bool) -> None:
+    """Score NB201 cells with zero-cost proxies (params, synflow, NWOT, snip, ZiCo); with the
+    NB201 table, their Kendall tau against it (scores.csv, scores.md)."""
+    from genlab.nas.fidelity.score import run_score
+
+    result = run_score(cfg, out, resume=resume)
+    if "taus" in result:
+        typer.echo((Path(out) / "scores.md").read_text())
+    typer.echo(f"{result['cells']} cells scored: {Path(out) / 'scores.csv'}")
+    options.closing(out)
+
+
+config_command(app, "score", "genlab.nas.fidelity.score:ScoreConfig", _score)
+
+
+def _fidelity(cfg, out: Path, resume: bool) -> None:
+    """Retrain a seeded draw of NB201 cells on a proxy and report how well it ranks them
+    against the NB201 table (cells.csv, fidelity.md, fidelity.png; docs/nas_proxy.md)."""
+    from genlab.nas.fidelity.train import run_fidelity
+
+    result = run_fidelity(cfg, out, resume=resume)
+    if (Path(out) / "fidelity.md").exists():
+        typer.echo((Path(out) / "fidelity.md").read_text())
+    typer.echo(f"{result['trainings']} of {result['planned']} trainings in "
+               f"{Path(out) / 'cells.csv'}" + (f"; {result['failed']} failed, first: "
+                                               f"{result['first_failure']}"
+                                               if result["failed"] else ""))
+    options.closing(out)
+
+
+config_command(app, "fidelity", "genlab.nas.fidelity.train:FidelityConfig", _fidelity)
 
 
 @app.command()

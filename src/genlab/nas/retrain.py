@@ -33,7 +33,7 @@ from genlab.core.report import figure
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
-from genlab.nas.data import check_dataset, load_image_data
+from genlab.nas.data import check_dataset, default_size, load_image_data
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, parse_genotype
 from genlab.nas.search import SPACES, SearchConfig
 from genlab.nas.spaces import build_space_network, get_space
@@ -59,7 +59,8 @@ class RetrainConfig:
     dataset: str = option_like(SearchConfig, "dataset")
     data_root: str | None = option_like(SearchConfig, "data_root")
     size: int | None = option(None, help="Input side: the networks take squares, N or NxN "
-                              "(default: the search proxy's).", gt=0, parse="square")
+                              "(default: the data set's own side, else the search proxy's).",
+                              gt=0, parse="square")
     channels: int | None = option(None, help=f"Width ({RECIPE}).", gt=0, flags=("-C",))
     cells: int | None = option(None, help=f"Depth ({RECIPE}).", gt=0, flags=("-N",))
     epochs: int | None = option(None, help=f"Epochs ({RECIPE}).", gt=0)
@@ -96,7 +97,7 @@ class RetrainConfig:
         space = get_space(self.space)
         fill = {k: getattr(space.retrain, k) for k in RECIPE_KEYS if getattr(self, k) is None}
         if self.size is None:
-            fill["size"] = space.proxy.size
+            fill["size"] = default_size(self.dataset) or space.proxy.size
         return replace(self, **fill)
 
     def validate(self) -> None:

@@ -41,7 +41,7 @@ from genlab.core.seeding import (
 from genlab.core.trainer import resolve_device
 from genlab.nas import diagnostics as diag
 from genlab.nas.architect import bilevel_step
-from genlab.nas.data import StepBatches, check_dataset, load_image_data
+from genlab.nas.data import StepBatches, check_dataset, default_size, load_image_data
 from genlab.nas.ddp import SearchParallel
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind
 from genlab.nas.methods import (
@@ -193,6 +193,8 @@ class SearchConfig:
         proxy = (space or get_space(self.space)).proxy
         fill = {k: getattr(proxy, k) for k in ("size", "channels", "cells", "steps")
                 if getattr(self, k) is None}
+        if self.size is None and (native := default_size(self.dataset)) is not None:
+            fill["size"] = native  # a data set made at its own side keeps it
         method = method or get_method(self.method or DEFAULT_METHOD)
         fill["method"] = method.name
         if self.reg is None:

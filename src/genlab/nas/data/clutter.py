@@ -2,7 +2,8 @@
 
 Natural images have a power spectrum that falls about as 1/f^2 with spatial frequency f
 (Field, JOSA A 1987; van der Schaaf & van Hateren, Vision Research 1996). ``pink_noise`` draws
-backgrounds with that spectrum (random phases, amplitude 1/f^(exponent/2)). ``on_clutter``
+backgrounds with that spectrum (random phases, amplitude 1/f^(exponent/2); it lives in
+genlab.core.data.shapes, whose objects sit on such clutter too). ``on_clutter``
 paints grey figures (values in [0, 1], e.g. digit strokes) in a random colour and polarity onto
 such coloured backgrounds at a random position: the class is carried by the figure's shape
 only, and the clutter has edges at every scale, so telling figure from ground needs oriented
@@ -18,21 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-
-def pink_noise(n: int, channels: int, size: int, generator: torch.Generator,
-               exponent: float = 2.0) -> torch.Tensor:
-    """(n, channels, size, size) noise with power ~ 1/f^exponent, each map standardised."""
-    fy = torch.fft.fftfreq(size).view(-1, 1)
-    fx = torch.fft.rfftfreq(size).view(1, -1)
-    f = torch.sqrt(fx ** 2 + fy ** 2).clamp_min(1.0 / size)
-    amplitude = f ** (-exponent / 2)
-    amplitude[0, 0] = 0.0  # no constant component
-    shape = (n, channels, size, size // 2 + 1)
-    spectrum = torch.complex(torch.randn(shape, generator=generator),
-                             torch.randn(shape, generator=generator)) * amplitude
-    maps = torch.fft.irfft2(spectrum, s=(size, size))
-    maps = maps - maps.mean(dim=(2, 3), keepdim=True)
-    return maps / maps.std(dim=(2, 3), keepdim=True).clamp_min(1e-8)
+from genlab.core.data.shapes import pink_noise
 
 
 def on_clutter(figures: torch.Tensor, generator: torch.Generator, *, size: int,

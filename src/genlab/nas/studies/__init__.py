@@ -2,7 +2,6 @@
 
 - ``ber_select``: the selection protocol that defines ``--reg ber`` (docs/ber.md, "Selection
   protocol");
-- ``proxy_fidelity``: how well cheap retraining proxies rank NB201 cells (Kendall tau);
 - ``repro``: how far one search moves with threads and last-bit noise;
 - ``entropy_peak``: where the node batch entropy of a search peaks and when alpha commits.
 

@@ -33,7 +33,6 @@ from genlab.nas.bench import retrain_once, search_once
 from genlab.nas.bench.report import cell_agreement
 from genlab.nas.retrain import RetrainConfig
 from genlab.nas.search import SearchConfig
-from genlab.nas.studies.proxy_fidelity import PROXIES
 
 SEEDS, RETRAIN_SEEDS = (3, 4, 5), (0, 1)
 MAX_ENTROPY, MAX_PFREE, HESSIAN_GROWTH = 1.3, 2.0, 1.3
@@ -50,6 +49,16 @@ def parse_grid(text: str) -> list[tuple[str, float]]:
 
 def setting_name(reg: str, strength: float) -> str:
     return f"{reg}-l{strength:g}"
+
+
+# The retraining proxies the selection scores settings with (name -> RetrainConfig budget):
+# the two digits proxies measured by the 30-cell fidelity study of docs/ber.md; genlab nas
+# fidelity (docs/nas_proxy.md) measures any proxy the same way.
+PROXIES = {
+    "digits": {"dataset": "digits", "size": 8, "channels": 16, "cells": 1, "epochs": 30},
+    "digits-clutter": {"dataset": "digits-clutter", "size": 16, "channels": 8, "cells": 1,
+                       "epochs": 20},
+}
 
 
 def search_one(out: Path, reg: str, strength: float, seed: int, hmin: float | None) -> dict:
@@ -152,7 +161,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--grid", required=True, help="reg:s1,s2,...;reg2:...")
-    ap.add_argument("--proxy", default=None, help="retraining proxy (nas_proxy_fidelity names); "
+    ap.add_argument("--proxy", default=None, help="retraining proxy (PROXIES); "
                                                   "without it only the searches run")
     ap.add_argument("--hmin", type=float, default=None)
     ap.add_argument("--shard", default=None, help="i/n: run every n-th job only, no aggregate")
