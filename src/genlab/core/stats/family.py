@@ -7,6 +7,9 @@ A verdict is one of
 - "no difference larger than <margin>": the interval lies inside [-margin, margin];
 - "undecided": neither;
 - "not testable": the comparison cannot be made (the reason is given).
+The classes are tried in this order: an interval that excludes 0 and lies inside the margin
+reads "better" or "worse". For a test whose p-value and interval can disagree at the edge
+(the bootstrap's percentiles are interpolated), "better" or "worse" needs both.
 
 Holm's correction (Holm 1979, "A simple sequentially rejective multiple test procedure",
 Scand. J. Statist. 6): with alpha = 1 - level and the m p-values ordered p_(1) <= ... <=
