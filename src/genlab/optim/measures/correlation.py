@@ -4,7 +4,8 @@
       tau_b = (P - Q) / sqrt((P + Q + T_x)(P + Q + T_y)),
   P / Q the concordant / discordant pairs, T_x (T_y) the pairs tied only in x (only in y).
 - Interval of tau (ours): the 2.5 and 97.5 percentiles of tau over bootstrap resamples of
-  the trainings (1,000 by default, seeded); resamples with a constant variable are skipped.
+  the trainings (1,000 by default, seeded); resamples with a constant variable are skipped
+  (genlab.core.stats.ranks computes it, as it computes the paired bootstrap below).
 - Granulated tau (Jiang et al. 2020, "Fantastic generalization measures and where to find
   them", eq. 4): for hyper-parameter i, psi_i is the mean over the groups of trainings that
   share every other hyper-parameter value of the tau within the group (only i varies), and
@@ -27,6 +28,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from genlab.core.errors import ConfigError, DataError
+from genlab.core.stats import ranks
+from genlab.core.stats.ranks import (
+    bootstrap_counts,
+    percentile_interval,
+    sign_matrix,
+    weighted_tau_b,
+)
+from genlab.core.stats.ranks import tau_b as _tau_b  # noqa: F401 - the name tests import
 
 
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
@@ -55,31 +64,19 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
     return (concordant - discordant) / denom if denom > 0 else math.nan
 
 
-def _tau_b(x: np.ndarray, y: np.ndarray) -> float:
-    """Kendall tau-b by sign matrices: S / sqrt(pairs untied in x * pairs untied in y)."""
-    sx = np.sign(x[:, None] - x[None, :])
-    sy = np.sign(y[:, None] - y[None, :])
-    denom = math.sqrt(float(np.abs(sx).sum()) * float(np.abs(sy).sum()))
-    return float((sx * sy).sum()) / denom if denom > 0 else math.nan
-
-
 def kendall_tau_interval(x: Sequence[float], y: Sequence[float], *, resamples: int = 1000,
                          level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of Kendall tau-b over resampled pairs (nan if undefined)."""
+    """Percentile bootstrap interval of Kendall tau-b over resampled pairs (nan if undefined;
+    :func:`genlab.core.stats.ranks.kendall_tau_interval`). Pairs where either value is not
+    a finite number are left out; fewer than two pairs give (nan, nan)."""
     if len(x) != len(y):
         raise DataError(f"kendall_tau_interval needs equal lengths, got {len(x)} and {len(y)}")
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    rng = np.random.default_rng(seed)
-    taus = []
-    for _ in range(resamples):
-        idx = rng.integers(0, len(xs), len(xs))
-        t = _tau_b(xs[idx], ys[idx])
-        if not math.isnan(t):
-            taus.append(t)
-    if not taus:
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    if keep.sum() < 2:
         return math.nan, math.nan
-    tail = 100 * (1 - level) / 2
-    return float(np.percentile(taus, tail)), float(np.percentile(taus, 100 - tail))
+    return ranks.kendall_tau_interval(xs[keep], ys[keep], resamples=resamples, level=level,
+                                      seed=seed)
 
 
 def granulated_tau(records: Sequence[dict], measure: str, gap: str,
@@ -174,56 +171,8 @@ def _usable(records: Sequence[dict], values: Sequence[str], keys: Sequence[str],
     return usable
 
 
-def _check_bootstrap(resamples: int, level: float) -> None:
-    if not isinstance(resamples, int) or resamples < 1:
-        raise ConfigError(f"resamples must be a positive integer, got {resamples!r}")
-    if not 0 < level < 1:
-        raise ConfigError(f"level must lie in (0, 1), got {level}")
-
-
 def _column(records: Sequence[dict], key: str) -> np.ndarray:
     return np.array([float(r[key]) for r in records])
-
-
-def _sign_matrix(v: np.ndarray) -> np.ndarray:
-    """S[i, j] = sgn(v_i - v_j)."""
-    return np.sign(v[:, None] - v[None, :])
-
-
-def _weighted_tau_b(w: np.ndarray, s_m: np.ndarray, s_g: np.ndarray) -> np.ndarray:
-    """Kendall tau-b of the sample holding training i w[r, i] times, for every row r of w.
-
-    Two copies of one training form a pair tied in both variables, which tau-b leaves out,
-    so the sums over the ordered pairs of that sample are quadratic forms in w:
-    tau_b = w'(S_m * S_g)w / sqrt(w'|S_m|w * w'|S_g|w) (nan where a variable is constant).
-    """
-    num = ((w @ (s_m * s_g)) * w).sum(axis=1)
-    den = ((w @ np.abs(s_m)) * w).sum(axis=1) * ((w @ np.abs(s_g)) * w).sum(axis=1)
-    out = np.full(len(w), np.nan)
-    ok = den > 0
-    out[ok] = num[ok] / np.sqrt(den[ok])
-    return out
-
-
-def bootstrap_counts(n: int, resamples: int, seed: int) -> np.ndarray:
-    """(resamples, n) array: how often each of n trainings is drawn in each resample.
-
-    Resample r is row r of ``np.random.default_rng(seed).integers(0, n, (resamples, n))``,
-    so every paired statistic computed with the same (n, resamples, seed) sees the same
-    resamples.
-    """
-    idx = np.random.default_rng(seed).integers(0, n, (resamples, n))
-    flat = (np.arange(resamples)[:, None] * n + idx).ravel()
-    return np.bincount(flat, minlength=resamples * n).reshape(resamples, n).astype(float)
-
-
-def _interval(values: np.ndarray, level: float) -> tuple[float | None, float | None]:
-    """Percentile interval of the finite ``values`` (None, None when there are none)."""
-    v = values[np.isfinite(values)]
-    if not len(v):
-        return None, None
-    tail = 100 * (1 - level) / 2
-    return float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail))
 
 
 def _number(value: float) -> float | None:
@@ -244,19 +193,11 @@ def paired_tau_difference(records: Sequence[dict], measure_a: str, measure_b: st
     "high", "tau_a", "tau_b", "n", "resamples"} (resamples: those that gave a difference;
     an undefined value is None).
     """
-    _check_bootstrap(resamples, level)
+    ranks.check_bootstrap(resamples, level)
     recs = _usable(records, (measure_a, measure_b, gap), (), "paired_tau_difference")
-    s_g = _sign_matrix(_column(recs, gap))
-    s_a, s_b = (_sign_matrix(_column(recs, m)) for m in (measure_a, measure_b))
-    n = len(recs)
-    ones = np.ones((1, n))
-    tau_a, tau_b = _weighted_tau_b(ones, s_a, s_g)[0], _weighted_tau_b(ones, s_b, s_g)[0]
-    counts = bootstrap_counts(n, resamples, seed)
-    diffs = _weighted_tau_b(counts, s_a, s_g) - _weighted_tau_b(counts, s_b, s_g)
-    low, high = _interval(diffs, level)
-    return {"difference": _number(tau_a - tau_b), "low": low, "high": high,
-            "tau_a": _number(tau_a), "tau_b": _number(tau_b), "n": n,
-            "resamples": int(np.isfinite(diffs).sum())}
+    return ranks.paired_tau_difference(_column(recs, measure_a), _column(recs, measure_b),
+                                       _column(recs, gap), resamples=resamples, seed=seed,
+                                       level=level)
 
 
 def jackknife_tau_difference(records: Sequence[dict], measure_a: str, measure_b: str,
@@ -274,12 +215,12 @@ def jackknife_tau_difference(records: Sequence[dict], measure_a: str, measure_b:
     n = len(recs)
     if n < 3:
         raise DataError(f"jackknife_tau_difference: needs at least three trainings, got {n}")
-    s_g = _sign_matrix(_column(recs, gap))
-    s_a, s_b = (_sign_matrix(_column(recs, m)) for m in (measure_a, measure_b))
+    s_g = sign_matrix(_column(recs, gap))
+    s_a, s_b = (sign_matrix(_column(recs, m)) for m in (measure_a, measure_b))
     full = np.ones((1, n))
-    difference = (_weighted_tau_b(full, s_a, s_g) - _weighted_tau_b(full, s_b, s_g))[0]
+    difference = (weighted_tau_b(full, s_a, s_g) - weighted_tau_b(full, s_b, s_g))[0]
     leave_one_out = 1.0 - np.eye(n)
-    leaves = _weighted_tau_b(leave_one_out, s_a, s_g) - _weighted_tau_b(leave_one_out, s_b, s_g)
+    leaves = weighted_tau_b(leave_one_out, s_a, s_g) - weighted_tau_b(leave_one_out, s_b, s_g)
     leaves = leaves[np.isfinite(leaves)]
     m = len(leaves)
     se = math.sqrt((m - 1) / m * float(((leaves - leaves.mean()) ** 2).sum())) if m > 1 else None
@@ -340,8 +281,8 @@ def _weighted_granulated(w: np.ndarray, s_m: np.ndarray, s_g: np.ndarray,
                          ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """psi_h (per axis) and Psi for every row of w, as granulated_tau computes them on the
     sample holding training i w[r, i] times: a group counts in a row when at least two of
-    its values of h are drawn and its tau is defined (the :func:`_weighted_tau_b` forms,
-    all groups at once)."""
+    its values of h are drawn and its tau is defined (the forms of
+    :func:`genlab.core.stats.ranks.weighted_tau_b`, all groups at once)."""
     per: dict[str, np.ndarray] = {}
     for h, grouped in groups.items():
         if grouped is None:
@@ -378,12 +319,12 @@ def paired_granulated_difference(records: Sequence[dict], measure_a: str, measur
     Returns {"difference", "low", "high", "granulated_a", "granulated_b", "n", "resamples",
     "per_axis": {h: {"difference", "low", "high", "psi_a", "psi_b"}}} (None: undefined).
     """
-    _check_bootstrap(resamples, level)
+    ranks.check_bootstrap(resamples, level)
     recs = _usable(records, (measure_a, measure_b, gap), axes, "paired_granulated_difference")
     n = len(recs)
     groups = _axis_groups(_axis_codes(recs, axes)[0], axes)
-    s_g = _sign_matrix(_column(recs, gap))
-    s_a, s_b = (_sign_matrix(_column(recs, m)) for m in (measure_a, measure_b))
+    s_g = sign_matrix(_column(recs, gap))
+    s_a, s_b = (sign_matrix(_column(recs, m)) for m in (measure_a, measure_b))
     ones, counts = np.ones((1, n)), bootstrap_counts(n, resamples, seed)
     per_a, gran_a = _weighted_granulated(ones, s_a, s_g, groups)
     per_b, gran_b = _weighted_granulated(ones, s_b, s_g, groups)
@@ -391,12 +332,12 @@ def paired_granulated_difference(records: Sequence[dict], measure_a: str, measur
     boot_per_b, boot_b = _weighted_granulated(counts, s_b, s_g, groups)
     per_axis = {}
     for h in axes:
-        low, high = _interval(boot_per_a[h] - boot_per_b[h], level)
+        low, high = percentile_interval(boot_per_a[h] - boot_per_b[h], level)
         per_axis[h] = {"difference": _number(per_a[h][0] - per_b[h][0]), "low": low,
                        "high": high, "psi_a": _number(per_a[h][0]),
                        "psi_b": _number(per_b[h][0])}
     diffs = boot_a - boot_b
-    low, high = _interval(diffs, level)
+    low, high = percentile_interval(diffs, level)
     return {"difference": _number(gran_a[0] - gran_b[0]), "low": low, "high": high,
             "granulated_a": _number(gran_a[0]), "granulated_b": _number(gran_b[0]), "n": n,
             "resamples": int(np.isfinite(diffs).sum()), "per_axis": per_axis}

@@ -1,0 +1,98 @@
+"""Power: the minimum detectable effect of a planned comparison and the seeds it needs, from
+the variances of a pilot.
+
+Paired design (n seeds, sd the standard deviation of the per-seed differences), for a
+two-sided paired t test at significance alpha with the wanted power:
+
+    MDE = (t_{1 - alpha/2, n - 1} + t_{power, n - 1}) * sd / sqrt(n)
+
+Unpaired design (n_a and n_b runs, sd the pooled standard deviation, Student's t test):
+
+    MDE = (t_{1 - alpha/2, n_a + n_b - 2} + t_{power, n_a + n_b - 2}) * sd * sqrt(1/n_a + 1/n_b)
+
+This is the usual t approximation of the power of the t test: the noncentral t of the test
+statistic under the effect is replaced by a central t shifted by its noncentrality, and the
+far tail is neglected (Julious 2004, "Sample sizes for clinical trials with normal data",
+Statistics in Medicine 23; Cohen 1988, "Statistical Power Analysis for the Behavioral
+Sciences", 2nd ed., ch. 2). With the z quantiles in place of t it is the normal formula
+n = (z_{1-alpha/2} + z_{power})^2 sd^2 / MDE^2. :func:`seeds_needed` inverts it: the
+fewest seeds (runs per group) whose MDE is at most the wanted effect.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from genlab.core.errors import ConfigError
+from genlab.core.stats import checks
+
+DESIGNS = ("paired", "unpaired")
+#: the most seeds (runs per group) seeds_needed looks at
+MAX_SEEDS = 1_000_000
+
+
+def minimum_detectable_effect(sd: float, n: int, *, alpha: float = 0.05, power: float = 0.8,
+                              design: str = "paired", n_b: int | None = None) -> float:
+    """The smallest true effect that a two-sided t test at ``alpha`` finds with probability
+    ``power``: paired over ``n`` seeds, or unpaired with ``n`` and ``n_b`` runs (n_b
+    defaults to n)."""
+    checks.positive("sd", sd, allow_zero=True)
+    checks.level(alpha, "alpha")
+    checks.level(power, "power")
+    if design not in DESIGNS:
+        raise ConfigError(f"design must be one of {', '.join(DESIGNS)}, got {design!r}")
+    checks.count("n", n, minimum=2)
+    if design == "paired":
+        df, scale = n - 1, 1 / math.sqrt(n)
+    else:
+        n_b = n if n_b is None else checks.count("n_b", n_b, minimum=2)
+        df, scale = n + n_b - 2, math.sqrt(1 / n + 1 / n_b)
+    factor = scipy_stats.t.ppf(1 - alpha / 2, df) + scipy_stats.t.ppf(power, df)
+    return float(factor * sd * scale)
+
+
+def seeds_needed(sd: float, effect: float, *, alpha: float = 0.05, power: float = 0.8,
+                 design: str = "paired") -> int:
+    """The fewest seeds (paired) or runs per group (unpaired, equal groups) whose minimum
+    detectable effect is at most ``effect``."""
+    checks.positive("effect", effect)
+    checks.positive("sd", sd, allow_zero=True)
+
+    def mde(n: int) -> float:
+        return minimum_detectable_effect(sd, n, alpha=alpha, power=power, design=design)
+
+    if mde(2) <= effect:
+        return 2
+    high = 4
+    while mde(high) > effect:
+        high *= 2
+        if high > MAX_SEEDS:
+            raise ConfigError(f"effect {effect:g} needs more than {MAX_SEEDS:,} seeds at "
+                              f"sd {sd:g}; expected a larger effect or a smaller sd")
+    low = high // 2  # mde(low) > effect >= mde(high); the MDE falls as n grows
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if mde(mid) <= effect else (mid, high)
+    return high
+
+
+def pilot_sd(a: Sequence[float], b: Sequence[float] | None = None) -> float:
+    """The standard deviation (n - 1 in the denominator) of a pilot's paired differences
+    a - b (of ``a`` itself when ``b`` is None): the sd of the paired formulas."""
+    if b is None:
+        d = checks.sample("a", a, minimum=2)
+    else:
+        xa, xb = checks.paired("a", a, "b", b, minimum=2)
+        d = xa - xb
+    return float(np.std(d, ddof=1))
+
+
+def pooled_sd(a: Sequence[float], b: Sequence[float]) -> float:
+    """The pooled standard deviation of two pilot samples: the sd of the unpaired formula."""
+    xa, xb = checks.sample("a", a, minimum=2), checks.sample("b", b, minimum=2)
+    na, nb = len(xa), len(xb)
+    return math.sqrt(((na - 1) * xa.var(ddof=1) + (nb - 1) * xb.var(ddof=1)) / (na + nb - 2))
