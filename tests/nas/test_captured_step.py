@@ -3,6 +3,7 @@ host (run under a dispatch mode that refuses every device-to-host read), it step
 step does (10 steps on the CPU; on CUDA the replayed graph against the eager step), and the
 option refuses or falls back in one line where the step cannot be captured."""
 
+import copy
 import json
 
 import pytest
@@ -214,6 +215,39 @@ def test_a_blocked_capture_warns_once_and_runs_eagerly(monkeypatch, capsys):
     fn = captured.search_step("auto", torch.device("cpu"), net, a_opt, w_opt, reg, parts,
                               order=1, amp="off", checkpoint_cells=False, parallel=False)
     assert isinstance(fn, captured.CapturedStep)
+
+
+def test_a_captured_searchs_optimiser_state_resumes_eagerly_on_the_cpu(cpu_capturable,
+                                                                       monkeypatch):
+    """The checkpoint of a captured search holds a capturable Adam (its step counts on the
+    device); resumed with the eager step (here on the CPU, where torch refuses a capturable
+    Adam) it goes back to the eager form and steps as an Adam that never was capturable."""
+    cfg, net, a_opt, w_opt, reg, parts, batches = build("darts", "darts")
+    step = captured.CapturedStep(net, a_opt, w_opt, reg, torch.device("cpu"), capture=False)
+    step(net, a_opt, w_opt, *batches[0], reg, 5, 10, cfg.grad_clip, 1, None, parts)
+    saved = a_opt.state_dict()
+    assert saved["param_groups"][0]["capturable"]
+    monkeypatch.undo()  # torch's own rule again: no capturable Adam on the CPU
+    runs = []
+    for resumed in (True, False):
+        torch.manual_seed(3)
+        _, net2, a2, w2, reg2, parts2, _ = build("darts", "darts")
+        net2.load_state_dict(net.state_dict())
+        a2.load_state_dict(copy.deepcopy(saved))  # as a checkpoint read back
+        if resumed:
+            fn = captured.search_step("off", torch.device("cpu"), net2, a2, w2, reg2, parts2,
+                                      order=1, amp="off", checkpoint_cells=False,
+                                      parallel=False)
+            assert fn is bilevel_step and not a2.param_groups[0]["capturable"]
+        else:  # the reference: the same state as an eager Adam would have saved it
+            for group in a2.param_groups:
+                group["capturable"] = False
+            for st in a2.state.values():
+                st["step"] = torch.tensor(float(st["step"]))
+        bilevel_step(net2, a2, w2, *batches[1], reg2, 6, 10, cfg.grad_clip, 1, None, parts2)
+        runs.append([a.detach().clone() for a in net2.arch_parameters()])
+    for a, b in zip(*runs, strict=True):
+        assert torch.equal(a, b)
 
 
 def test_the_search_loop_with_the_captured_code(tmp_path, cpu_capturable, monkeypatch):

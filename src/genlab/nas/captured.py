@@ -111,11 +111,13 @@ def search_step(mode: str, device: torch.device, net, a_opt, w_opt, reg, method,
     or a ``CapturedStep`` (the same call) when ``mode`` asks for capture and nothing blocks
     it; a blocked capture warns once, naming what blocks it, and the search runs eagerly."""
     if not wanted(mode, device):
+        make_eager(a_opt)
         return eager
     blockers = capture_blockers(order, amp, checkpoint_cells, method, reg, net, parallel)
     if blockers:
         warn(f"--cuda-graph {mode}: the step runs eagerly, not captured: "
              f"{'; '.join(blockers)}")
+        make_eager(a_opt)
         return eager
     return CapturedStep(net, a_opt, w_opt, reg, device, eager=eager)
 
@@ -168,6 +170,20 @@ def make_capturable(a_opt, device: torch.device) -> None:
     for state in a_opt.state.values():
         if "step" in state and state["step"].device != device:
             state["step"] = state["step"].to(device=device, dtype=torch.float32)
+
+
+def make_eager(a_opt) -> None:
+    """Adam back to its eager form where it was made capturable (a search resumed from the
+    checkpoint of a captured one, on any device): step counts on the host. A no-op for an
+    optimiser that never was."""
+    for group in a_opt.param_groups:
+        if not group.get("capturable"):
+            continue
+        group["capturable"] = False
+        for p in group["params"]:
+            state = a_opt.state.get(p, {})
+            if torch.is_tensor(state.get("step")):
+                state["step"] = state["step"].detach().to("cpu", torch.float32)
 
 
 class CapturedStep:
