@@ -190,6 +190,41 @@ def test_captured_code_steps_as_the_eager_step(cpu_capturable, method, reg):
                                                      .parameters(), strict=True))
 
 
+def test_warm_up_then_one_capture_then_replays_with_the_eager_steps_between(cpu_capturable,
+                                                                            monkeypatch):
+    """What runs when (CUDA's graph replaced by a stand-in whose replay runs the captured code
+    again): WARMUP_STEPS eager runs, one capture, then replays; a step that records the
+    forces and PC-DARTS' warm-up steps take the eager step; the losses come back as numbers."""
+    recorded, eager_steps = [], []
+
+    class Replay:
+        def replay(self):
+            step.outputs = step.body()
+
+    def record(self):
+        recorded.append(len(eager_steps))
+        self.graph = Replay()
+
+    def eager(*args):
+        eager_steps.append(args[6])
+        return bilevel_step(*args)
+
+    monkeypatch.setattr(captured.CapturedStep, "_run_eagerly", lambda self: self.body())
+    monkeypatch.setattr(captured.CapturedStep, "_record", record)
+    cfg, net, a_opt, w_opt, reg, parts, batches = build("darts", "pc-darts")
+    step = captured.CapturedStep(net, a_opt, w_opt, reg, torch.device("cpu"), eager=eager)
+    step.capture = True  # as on CUDA
+    for s in range(10):
+        forces = {} if s == 6 else None
+        tl, vl = step(net, a_opt, w_opt, *batches[s], reg, s, 10, cfg.grad_clip, 1, forces,
+                      parts)
+        assert isinstance(tl, float) and isinstance(vl, float)
+    # steps 0-2: PC-DARTS' warm-up (alpha still), the eager step; 3-5: the warm-up runs of
+    # the captured code; 6: forces, the eager step; 7: the one capture, and replays at 7-9
+    assert eager_steps == [0, 1, 2, 6] and step.eager_runs == captured.WARMUP_STEPS == 3
+    assert recorded == [4] and step.replays == 3
+
+
 def test_cuda_graph_option_on_the_cpu_is_refused_in_one_line():
     with pytest.raises(ConfigError, match=r"^--cuda-graph on needs a CUDA device") as err:
         SearchConfig(cuda_graph="on", device="cpu").validate()
