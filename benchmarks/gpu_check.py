@@ -10,11 +10,14 @@ the CUDA RNG state in checkpoints and an exact resume on CUDA (deterministic ker
 times a few steps of the DARTS ImageNet network (batch 64, 224x224, bf16, channels_last;
 skipped on CPU, where --quick runs it at toy sizes), every search method's bilevel step in
 the DARTS space at the upstream size, fp32 and bf16, as ratios to DARTS' step beside issue
-35's targets, and a RetinaNet step on the DARTS backbone (bf16, cuda only); prints step
-times. Every check prints PASS, SKIP (why) or FAIL with its figures, one line; the exit code
-is 1 when one fails. gpu_check.json in --out holds everything. Each check starts from
-PyTorch's backend defaults (TF32, cuDNN, deterministic algorithms), whatever the one before
-it set.
+35's targets, and a RetinaNet step on the DARTS backbone (bf16, cuda only); on CUDA, the
+search step captured in a CUDA graph against the eager one (step times, the GPU's busy share,
+and the CUDA-marked tests of tests/nas/test_captured_step.py) and, given the authors'
+checkouts (--darts-src, --pc-darts-src, --darts-minus-src, --autodl-src), the side by side of
+benchmarks/nas_side_by_side.py on the device; prints step times. Every check prints PASS, SKIP
+(why) or FAIL with its figures, one line; the exit code is 1 when one fails. gpu_check.json in
+--out holds everything. Each check starts from PyTorch's backend defaults (TF32, cuDNN,
+deterministic algorithms), whatever the one before it set.
 
 On a machine without CUDA it prints a "no GPU" line and exits 0. ``--device cpu``
 runs the same checks on the CPU (CPU against CPU): a dry run of this script. It needs
@@ -26,8 +29,11 @@ beside it, provides the method steps.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -383,6 +389,133 @@ def check_nas_step_profile(device, out: Path, quick: bool) -> dict:
     return {"summary": summary, "table": rows}
 
 
+# the search step captured in a CUDA graph against the eager one: (space, method) rows at the
+# upstream size, and the steps per row (after WARMUP_STEPS eager runs, the capture and a replay)
+CAPTURED_ROWS = (("darts", "darts"), ("darts", "pc-darts"), ("nb201", "darts"))
+CAPTURED_TIMED = 20
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _gpu_busy(step, device) -> dict:
+    """One step under torch.profiler: wall ms, the CUDA kernels it saw, their summed time and
+    its share of the wall time (None where the profiler saw no kernel)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    _sync(device)
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        _sync(device)
+    wall = time.perf_counter() - t0
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    kernel_s = sum(e.time_range.elapsed_us() for e in kernels) / 1e6
+    return {"wall_ms": wall * 1e3, "kernels": len(kernels), "kernel_ms": kernel_s * 1e3,
+            "gpu_busy": kernel_s / wall if kernels else None}
+
+
+def _env_with_genlab() -> dict:
+    """This process's environment with the genlab it imports first on PYTHONPATH (for the
+    subprocesses: genlab may be on PYTHONPATH=src, not installed)."""
+    import genlab
+
+    here = str(Path(genlab.__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+
+
+def _cuda_tests() -> dict:
+    """The CUDA-marked tests of the captured step (pytest -m cuda), where pytest and the
+    repository's tests are at hand."""
+    tests = REPO / "tests" / "nas" / "test_captured_step.py"
+    if importlib.util.find_spec("pytest") is None or not tests.is_file():
+        return {"cuda_tests": "not run (needs pytest and the repository's tests/)"}
+    env = _env_with_genlab()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
+                           "cuda", str(tests)], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=900)
+    last = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+    assert proc.returncode == 0, f"pytest -m cuda {tests.name}: {last}\n{proc.stdout[-3000:]}"
+    return {"cuda_tests": last}
+
+
+def check_captured_step(device, out: Path, quick: bool) -> dict:
+    """The search step captured in one CUDA graph and replayed (genlab.nas.captured, `nas search
+    --cuda-graph on`) against the eager step, at the upstream size (DARTS space C=16, 8 cells;
+    NB201 C=16, 5 cells per stage; 32x32, batch 64, fp32), each with benchmarks/
+    nas_methods_step.py's setup: per row the median synchronised wall ms of CAPTURED_TIMED eager
+    and replayed steps and their ratio (below 1: the capture is faster, what AUTO_ON_CUDA waits
+    for), the share of DARTS' step the GPU is busy, eager and captured (profiler kernel time /
+    wall; issue 50's goal >= 0.8); then the CUDA-marked tests (the replayed graph equals the
+    eager step over 10 steps for every method that claims capture). cuda only (the captured
+    code's CPU checks are tests/nas/test_captured_step.py)."""
+    _benchmarks_on_path()
+    from nas_methods_step import setup, timed
+
+    from genlab.nas.captured import WARMUP_STEPS
+
+    if device.type != "cuda":
+        return {"skipped": "cuda only (on the CPU: tests/nas/test_captured_step.py)"}
+    warm, n = WARMUP_STEPS + 2, 3 if quick else CAPTURED_TIMED
+    sizes = NAS_METHOD_QUICK if quick else None
+    table: dict = {}
+    for space, method in CAPTURED_ROWS:
+        row: dict = {}
+        for mode in ("eager", "captured"):
+            net, step = setup(space, method, True, str(device), sizes=sizes,
+                              cuda_graph=mode == "captured")
+            for _ in range(warm):
+                step()
+            row[f"{mode}_ms"] = 1e3 * statistics.median(timed(step, str(device))
+                                                        for _ in range(n))
+            if space == "darts" and method == "darts":
+                row[f"{mode}_profile"] = _gpu_busy(step, device)
+            if mode == "captured":
+                assert step.bilevel.replays >= n, "the captured step did not replay"
+            del net, step
+        row["ratio"] = row["captured_ms"] / row["eager_ms"]
+        table[f"{space} {method}"] = row
+    busy = {mode: table["darts darts"][f"{mode}_profile"]["gpu_busy"]
+            for mode in ("eager", "captured")}
+    summary = "; ".join(f"{label} eager {r['eager_ms']:.1f}ms captured {r['captured_ms']:.1f}ms "
+                        f"x{r['ratio']:.2f}" for label, r in table.items())
+    return {"summary": summary, "gpu_busy_eager": busy["eager"],
+            "gpu_busy_captured": busy["captured"],
+            "captured_faster": all(r["ratio"] < 1 for r in table.values()),
+            **_cuda_tests(), "table": table}
+
+
+# the authors' checkouts for the side by side (gpu_check's --darts-src ... options)
+SIDE_BY_SIDE: dict[str, str | None] = {}
+
+
+def check_side_by_side(device, out: Path, quick: bool) -> dict:
+    """benchmarks/nas_side_by_side.py on this device when the authors' checkouts are given
+    (--darts-src, --pc-darts-src, --darts-minus-src, --autodl-src; kept outside the repository,
+    unedited on CUDA): genlab's step against quark0/darts', PC-DARTS', DARTS-' and AutoDL's
+    NB-201 DARTS in one process, at the upstream size (batch 64 on CUDA; --quick batch 2, two
+    rounds), the ratios beside issue 50's goals. The script's output goes to side_by_side.txt,
+    its figures to side_by_side.json."""
+    given = {k: v for k, v in SIDE_BY_SIDE.items() if v}
+    if not given:
+        return {"skipped": "no checkouts given (--darts-src, --pc-darts-src, --darts-minus-src, "
+                           "--autodl-src)"}
+    figures = out / "side_by_side.json"
+    cmd = [sys.executable, str(REPO / "benchmarks" / "nas_side_by_side.py"), "--device",
+           device.type, "--rounds", "2" if quick else "10", "--threads", "1", "--out",
+           str(figures), *(["--batch", "2"] if quick else [])]
+    for key, path in given.items():
+        cmd += [f"--{key.replace('_', '-')}", path]
+    env = _env_with_genlab()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    (out / "side_by_side.txt").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, f"nas_side_by_side.py exited {proc.returncode}: " \
+        f"{(proc.stderr.strip().splitlines() or [''])[-1]}"
+    result = json.loads(figures.read_text())
+    return {"summary": "; ".join(f"{row} {r:.2f}" for row, r in result["ratios"].items()),
+            "device_name": result.get("device_name"), "batch": result["batch"],
+            "median_ms": {k: 1e3 * v for k, v in result["median"].items()},
+            "ratios": result["ratios"]}
+
+
 def _detection_batch(n: int, side: int, seed: int = 0):
     """Packed (images, targets) of n random side x side images, 1-4 random boxes each."""
     from genlab.nas.transfer.detection.records import pack
@@ -444,6 +577,8 @@ CHECKS = {
     "imagenet_step": check_imagenet_step,
     "nas_methods_step": check_nas_methods,
     "nas_step_profile": check_nas_step_profile,
+    "captured_step": check_captured_step,
+    "side_by_side": check_side_by_side,
     "detection_retinanet_bf16": check_detection,
 }
 
@@ -502,7 +637,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu (dry run).")
     ap.add_argument("--quick", action="store_true", help="Smallest sizes (a smoke test).")
     ap.add_argument("--only", default="", help=f"Comma-separated checks of: {', '.join(CHECKS)}.")
+    for name, what in (("darts", "quark0/darts' cnn folder"), ("pc-darts", "PC-DARTS"),
+                       ("darts-minus", "DARTS-"), ("autodl", "AutoDL-Projects")):
+        ap.add_argument(f"--{name}-src", default=None,
+                        help=f"The {what} checkout for the side_by_side check (unedited).")
     args = ap.parse_args(argv)
+    SIDE_BY_SIDE.update(darts_src=args.darts_src, pc_darts_src=args.pc_darts_src,
+                        darts_minus_src=args.darts_minus_src, autodl_src=args.autodl_src)
     only = [c.strip() for c in args.only.split(",") if c.strip()]
     unknown = sorted(set(only) - set(CHECKS))
     if unknown:

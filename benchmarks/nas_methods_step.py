@@ -47,8 +47,9 @@ from pathlib import Path
 import torch
 
 from genlab.core.amp import make_precision
-from genlab.core.errors import require_choice
+from genlab.core.errors import ConfigError, require_choice
 from genlab.nas.architect import bilevel_step
+from genlab.nas.captured import CapturedStep, capture_blockers
 from genlab.nas.methods import method_names, search_method
 from genlab.nas.search import (
     SEARCH_PRECISIONS,
@@ -89,14 +90,16 @@ def setup_row(space: str, label: str, args, **overrides):
 
 def setup(space_name: str, method: str, upstream: bool, device: str, seed: int = 0,
           order: int = 1, amp: str = "off", sizes: dict | None = None, reg: str | None = None,
-          checkpoint_cells: bool = False):
+          checkpoint_cells: bool = False, cuda_graph: bool = False):
     """(net, step function) of one method's search step on a fixed batch, as the search runs
     it: the bilevel step under the autocast of ``amp`` (SearchConfig.amp: off or bf16).
 
     ``upstream``: the space's upstream width and depth at 32x32, batch 64; else its digits
     proxy. ``sizes`` overrides any of size, batch, in_channels, channels, cells. ``reg``: a
     regulariser other than the method's own (``ber``: genlab's default search).
-    ``checkpoint_cells``: SearchConfig.checkpoint_cells."""
+    ``checkpoint_cells``: SearchConfig.checkpoint_cells. ``cuda_graph``: the step captured in
+    a CUDA graph (genlab.nas.captured.CapturedStep: its first steps eager, then replays;
+    ConfigError naming what blocks capture)."""
     space = get_space(space_name)
     if upstream:
         dims = {**UPSTREAM, **space.upstream}
@@ -129,12 +132,20 @@ def setup(space_name: str, method: str, upstream: bool, device: str, seed: int =
     if penalty.needs_probe:  # as the search: the candidate reads the network on a val batch
         penalty.setup(net, batches[1][0], space)
     a_opt, w_opt = search_optimizers(net, cfg, penalty)
+    fn = bilevel_step
+    if cuda_graph:
+        blockers = capture_blockers(cfg.order, cfg.amp, cfg.checkpoint_cells, parts, penalty, net)
+        if blockers:
+            raise ConfigError(f"{method} cannot be captured: {'; '.join(blockers)}")
+        fn = CapturedStep(net, a_opt, w_opt, penalty, torch.device(device))
 
     def step():
         parts.begin_step(net, AT, TOTAL)
         with precision.autocast():  # as genlab.nas.search wraps it
-            bilevel_step(net, a_opt, w_opt, batches[0], batches[1], penalty, AT, TOTAL,
-                         cfg.grad_clip, cfg.order, None, parts)
+            fn(net, a_opt, w_opt, batches[0], batches[1], penalty, AT, TOTAL, cfg.grad_clip,
+               cfg.order, None, parts)
+
+    step.bilevel = fn  # the step function (a CapturedStep with cuda_graph)
 
     return net, step
 

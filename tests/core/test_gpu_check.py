@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from benchmark_scripts import BENCHMARKS, load  # tests/ is on the path
+from benchmark_scripts import BENCHMARKS, fake_autodl, load  # tests/ is on the path
 
 from genlab.core.errors import ConfigError
 
@@ -63,15 +63,19 @@ def test_unknown_check_is_refused():
 def test_dry_run_of_every_check_without_the_extras(tmp_path):
     """Every check runs on the CPU at toy sizes, so that none rots unseen between GPU runs,
     in a Python without the optional packages (as on a bare GPU machine); the CUDA-only
-    detection step is skipped, after its imports."""
+    detection step and captured step are skipped, after their imports, and the side by side
+    without checkouts."""
     proc = _run("--device", "cpu", "--quick", "--out", str(tmp_path), blocked=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     checks = json.loads((tmp_path / "gpu_check.json").read_text())["checks"]
     status = {name: c["status"] for name, c in checks.items()}
     assert status.pop("detection_retinanet_bf16") == "SKIP"
+    assert status.pop("captured_step") == "SKIP" and status.pop("side_by_side") == "SKIP"
     assert set(status.values()) == {"PASS"}, checks
     assert re.search(r"^SKIP  detection_retinanet_bf16 +skipped cuda only", proc.stdout, re.M)
-    assert f"{len(status)} passed, 0 failed, 1 skipped" in proc.stdout
+    assert re.search(r"^SKIP  captured_step +skipped cuda only", proc.stdout, re.M)
+    assert re.search(r"^SKIP  side_by_side +skipped no checkouts given", proc.stdout, re.M)
+    assert f"{len(status)} passed, 0 failed, 3 skipped" in proc.stdout
 
     # every search method's step, DARTS with BER, DARTS second order and DARTS with per-cell
     # checkpointing (the benchmark's rows), in both precisions
@@ -102,6 +106,22 @@ def test_dry_run_of_every_check_without_the_extras(tmp_path):
     tags = re.findall(r"\(<= [0-9.]+ (?:met|missed)\)", line)
     # issue 35's targets (8 of its own, DARTS- and R-DARTS (DP) at 1.2x), in both precisions
     assert len(tags) == 2 * 10 == 2 * len(_nas_methods_step().TARGETS)
+
+
+def test_side_by_side_check_runs_the_script_on_the_checkouts(tmp_path):
+    """Given a checkout, the check runs benchmarks/nas_side_by_side.py on the device and reads
+    its figures back: here a stand-in AutoDL checkout, NB-201 DARTS against genlab's."""
+    autodl = fake_autodl(tmp_path / "AutoDL")
+    out = tmp_path / "out"
+    proc = _run("--device", "cpu", "--quick", "--only", "side_by_side", "--autodl-src",
+                str(autodl), "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    check = json.loads((out / "gpu_check.json").read_text())["checks"]["side_by_side"]
+    assert check["status"] == "PASS" and check["batch"] == 2
+    mine, theirs = check["median_ms"]["genlab nb201-darts"], \
+        check["median_ms"]["authors nb201-darts"]
+    assert check["ratios"]["genlab NB201 DARTS / AutoDL's"] == pytest.approx(mine / theirs)
+    assert "authors nb201-darts" in (out / "side_by_side.txt").read_text()
 
 
 def _nas_methods_step():

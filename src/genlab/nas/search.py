@@ -41,6 +41,7 @@ from genlab.core.seeding import (
 from genlab.core.trainer import resolve_device
 from genlab.nas import diagnostics as diag
 from genlab.nas.architect import bilevel_step
+from genlab.nas.captured import CUDA_GRAPH_MODES, search_step, wanted
 from genlab.nas.data import StepBatches, check_dataset, default_size, load_image_data
 from genlab.nas.ddp import SearchParallel
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind
@@ -185,6 +186,13 @@ class SearchConfig:
                                     "step; the same search (docs/nas_performance.md).")
     force_every: int = option(0, help="Also log the alpha forces every this many steps "
                               "(forces.jsonl; 0: never).", ge=0)
+    cuda_graph: str = option("auto", help="on | off | auto: capture the whole bilevel step in "
+                             "one CUDA graph and replay it (docs/scale.md). on: CUDA only "
+                             "(refused on the CPU); a search that cannot be captured (second "
+                             "order, GDAS' and DrNAS' sampling, SDARTS, DARTS-, R-DARTS (DP), "
+                             "--reg ber, bf16, ...) runs eagerly with a one-line warning. auto: "
+                             "off for now, on for CUDA once a GPU has measured the captured "
+                             "step faster.", choices=CUDA_GRAPH_MODES)
 
     def resolved(self, space=None, method=None) -> SearchConfig:
         """A copy with every None size option filled from the space's proxy defaults and
@@ -216,6 +224,9 @@ class SearchConfig:
                               "passes (alpha, then the weights) have no loss scaling; use "
                               "--amp bf16 (float32's range, no scaler needed)")
         check_options(self)  # types, choices and limits as the fields declare them
+        if self.cuda_graph == "on" and self.device == "cpu":
+            raise ConfigError("--cuda-graph on needs a CUDA device, not --device cpu; use "
+                              "--cuda-graph off or auto")
         space = space or get_space(self.space)
         space.check_size_options(self.channels, self.cells)
         check_limits(size=self.size, channels=self.channels, cells=self.cells,
@@ -322,6 +333,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
                 out, *, resume: bool, progress_bar, stop_at: int | None = None) -> dict:
     table = space_table(space, cfg.nb201_table)
     device = resolve_device(cfg.device)
+    wanted(cfg.cuda_graph, device)  # --cuda-graph on without CUDA: refused before the run
     config = run_config(cfg, reg)
 
     seed_everything(cfg.seed)
@@ -385,6 +397,10 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
         restore_rng_state(st["rng"])
         start, elapsed = int(st["step"]), float(st["elapsed"])
 
+    # bilevel_step, or the same step captured in a CUDA graph (genlab.nas.captured)
+    step_fn = search_step(cfg.cuda_graph, device, net, a_opt, w_opt, reg, method,
+                          order=cfg.order, amp=cfg.amp, checkpoint_cells=cfg.checkpoint_cells,
+                          parallel=par.active, eager=bilevel_step)
     t0 = time.perf_counter() - elapsed
     sums = [0.0, 0.0, 0]
     with progress(cfg.steps, f"search {cfg.space} {cfg.reg} seed {cfg.seed}", progress_bar,
@@ -405,7 +421,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
             xt, yt, xv, yv = par.shard(xt, yt, xv, yv)
             xt, xv = (channels_last_input(x, cfg.channels_last) for x in (xt, xv))
             with par.step(), precision.autocast():
-                tl, vl = bilevel_step(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, step,
+                tl, vl = step_fn(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, step,
                                       cfg.steps, cfg.grad_clip, cfg.order, forces, method)
             tl, vl = par.global_losses(tl, vl)
             if not (math.isfinite(tl) and math.isfinite(vl)):

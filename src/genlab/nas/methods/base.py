@@ -63,6 +63,9 @@ class Relaxation:
     """Mixing weights of one row of alpha per forward; softmax unless a subclass says else."""
 
     name: ClassVar[str] = "softmax"
+    # this class's forward reads no host value (genlab.nas.captured reads the claim from the
+    # class's own body: a subclass does not inherit it)
+    capturable: ClassVar[bool] = True
 
     def __init__(self, **params):
         self.params = params
@@ -88,6 +91,9 @@ class Perturbation:
     """The weights of the weight step (None: the relaxation's, as in DARTS)."""
 
     name: ClassVar[str] = "none"
+    # this class's forward reads no host value (genlab.nas.captured reads the claim from the
+    # class's own body: a subclass does not inherit it)
+    capturable: ClassVar[bool] = True
 
     def __init__(self, **params):
         self.params = params

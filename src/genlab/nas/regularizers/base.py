@@ -69,6 +69,10 @@ class Penalty:
     default_strength: ClassVar[float] = 1.0
     params: ClassVar[dict[str, float]] = {}  # its own settings and their defaults
     val_batches_needed: ClassVar[int] = 0  # validation batches the search hands it
+    # True where the penalty and its lambda_t read no value on the host, so that the search
+    # step may be captured in a CUDA graph (genlab.nas.captured); a class claims it in its own
+    # body, a subclass does not inherit it
+    capturable: ClassVar[bool] = False
     # the settings `nas bench --tune` tries for a row of this penalty on DARTS (search
     # options over its preset, which is {}; genlab.nas.bench.tuning)
     tuning: ClassVar[tuple[dict[str, Any], ...]] = ({},)

@@ -19,6 +19,7 @@ class NoPenalty(Penalty):
     """DARTS: no regulariser."""
 
     name = "none"
+    capturable = True
     default_strength = 0.0
 
     def lam(self, strength, schedule, step, total_steps, steps_per_epoch) -> float:
@@ -33,6 +34,7 @@ class BetaDecay(Penalty):
     """beta-DARTS: mean logsumexp of every edge's alphas, strength * epoch / 100."""
 
     name = "beta"
+    capturable = True
     default_strength = 50.0
 
     def lam(self, strength, schedule, step, total_steps, steps_per_epoch) -> float:

@@ -22,6 +22,7 @@ class KLToUniform(Penalty):
     """ber-kl: the mean KL divergence of the edges' op distributions from uniform."""
 
     name = "ber-kl"
+    capturable = True
     preset = {"strength": 0.3, "schedule": "down"}
 
     def penalty(self, alphas, probe=None, val_loss=None, labels=None) -> torch.Tensor:
