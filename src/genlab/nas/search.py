@@ -69,8 +69,9 @@ PROXY_ARCH_LR = 3e-2  # the digits proxy's alpha learning rate for DARTS (docs/b
 # weights) and on the unrolled gradient; bf16 has float32's range and needs none.
 SEARCH_PRECISIONS = ("off", "bf16")
 # Options a search may change on resume beside core's own: the table only judges the result;
-# per-cell checkpointing trades memory for time and leaves the search as it is.
-RESUME_FREE = ("nb201_table", "checkpoint_cells")
+# per-cell checkpointing trades memory for time and leaves the search as it is; so does the
+# captured step (equal to the eager one to float32 tolerance), and an older run has no such key.
+RESUME_FREE = ("nb201_table", "checkpoint_cells", "cuda_graph")
 
 
 PROXY = "default: the space's digits proxy"
