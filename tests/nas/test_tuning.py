@@ -209,6 +209,27 @@ def test_standing_tau_by_hand():
     assert standing({"darts": {"cifar10_mean": 1.0}}) is None
 
 
+def test_standing_interval_over_seeds():
+    from genlab.nas.methods.reported import standing
+
+    rows = ("darts", "pc-darts", "gdas", "drnas")
+    means = {"darts": 50.0, "pc-darts": 60.0, "gdas": 70.0, "drnas": 80.0}
+    per_row = {r: {"cifar10_mean": means[r]} for r in rows}
+    # seeds that never overlap between rows: every resample keeps the order, tau 1 throughout
+    apart = {r: [means[r] - 1, means[r] + 1] for r in rows}
+    rank = standing(per_row, apart)
+    assert (rank["low"], rank["high"], rank["seeds"]) == (1.0, 1.0, 2)
+    # overlapping seeds: a row's resampled mean is its low seed, the midpoint or its high seed
+    # with chances 1/4, 1/2, 1/4. gdas (60.5 / 70 / 79.5) lands above drnas (70.5 / 80 / 89.5)
+    # in 1/16 of the redraws and below pc-darts (59 / 60 / 61) in another 1/16, never both:
+    # one discordant pair of six (tau (5 - 1) / 6) in 1/8 of the resamples, so the 5% point
+    # of the 90% interval is 4/6 and the 95% point 1
+    overlap = dict(apart, gdas=[60.5, 79.5], drnas=[70.5, 89.5])
+    rank = standing(per_row, overlap)
+    assert rank["high"] == 1.0 and rank["low"] == pytest.approx(4 / 6)
+    assert "low" not in standing(per_row)  # no seeds given: no interval
+
+
 def test_method_plus_regulariser_rows_tune_the_regulariser():
     assert tuning_grid("darts+ber", row_options("darts+ber")) == PENALTIES.get("ber").tuning
     assert tuning_grid("beta", row_options("beta")) == get_method("beta").tuning

@@ -381,7 +381,9 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
               "per_reg": aggregate(records, regs, space),
               "constant_test_acc": constant_accuracy(cfg.search),
               "steps": cfg.search.resolved(space).steps}
-    if (rank := standing(result["per_reg"])) is not None:
+    per_seed = {row: [r["cifar10"] for r in records
+                      if r["reg"] == row and r.get("cifar10") is not None] for row in regs}
+    if (rank := standing(result["per_reg"], per_seed)) is not None:
         result["standing"] = rank
     if cfg.tune:
         result["tuning"] = tuning

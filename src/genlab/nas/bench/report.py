@@ -110,8 +110,12 @@ def bench_markdown(result: dict) -> str:
                  + markdown_table(cited, digits=2))
     if result.get("standing"):
         rank = result["standing"]
-        text += (f"\nKendall's tau between the rows' proxy C10 means and their reported C10 "
-                 f"(the rows with both, n = {len(rank['rows'])}): {rank['tau']:.2f}\n")
+        interval = "" if rank.get("low") is None else (
+            f" [{rank['low']:.2f}, {rank['high']:.2f}] ({100 * rank['level']:.0f}% bootstrap "
+            f"over seeds, at least {rank['seeds']} a row)")
+        text += (f"\nKendall's tau-b between the rows' proxy C10 means and their reported C10 "
+                 f"(the rows with both, n = {len(rank['rows'])}): {rank['tau']:.2f}"
+                 f"{interval}\n")
     if result.get("tuning"):
         text += "\n" + tuning_markdown(result["tuning"])
     return text + "\n### Per run\n\n" + markdown_table(runs, digits=2)

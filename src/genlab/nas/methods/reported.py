@@ -30,20 +30,42 @@ def reported_rows(space: str) -> list[dict]:
             for name, (c10, c100, in16, source) in REPORTED_NB201.items()]
 
 
-def standing(per_row: dict[str, dict]) -> dict | None:
-    """How the bench's rows rank against their published standing: Kendall's tau between
+STANDING_RESAMPLES, STANDING_LEVEL, STANDING_SEED = 2000, 0.90, 1
+
+
+def standing(per_row: dict[str, dict], per_seed: dict[str, list[float]] | None = None
+             ) -> dict | None:
+    """How the bench's rows rank against their published standing: Kendall's tau-b between
     each row's mean CIFAR-10 accuracy through the table (``per_row``: bench.aggregate's) and
-    its reported figure, over the rows that have both (None under three such rows)."""
-    from scipy.stats import kendalltau
+    its reported figure, over the rows that have both (None under three such rows).
+
+    With ``per_seed`` (row -> its seeds' CIFAR-10 accuracies), a percentile bootstrap
+    interval over seeds (``STANDING_LEVEL``): each resample redraws every row's seeds with
+    replacement, within the row, and recomputes the rows' means and tau; resamples where tau
+    is undefined are left out (genlab.core.stats.ranks)."""
+    import numpy as np
+
+    from genlab.core.stats.ranks import percentile_interval, tau_b
 
     pairs = [(row, agg["cifar10_mean"], REPORTED_NB201[row][0])
              for row, agg in per_row.items()
              if row in REPORTED_NB201 and agg.get("cifar10_mean") is not None]
     if len(pairs) < 3:
         return None
-    tau = kendalltau([p[1] for p in pairs], [p[2] for p in pairs]).statistic
-    return {"tau": float(tau), "rows": [{"row": r, "proxy C10": c, "reported C10": rep}
-                                        for r, c, rep in pairs]}
+    reported = np.array([p[2] for p in pairs])
+    tau = tau_b(np.array([p[1] for p in pairs]), reported)
+    out = {"tau": float(tau), "rows": [{"row": r, "proxy C10": c, "reported C10": rep}
+                                       for r, c, rep in pairs]}
+    if per_seed and all(per_seed.get(r) for r, _, _ in pairs):
+        rng = np.random.default_rng(STANDING_SEED)
+        seeds = [np.asarray(per_seed[r], float) for r, _, _ in pairs]
+        boot = np.array([tau_b(np.array([v[rng.integers(0, len(v), len(v))].mean()
+                                         for v in seeds]), reported)
+                         for _ in range(STANDING_RESAMPLES)])
+        low, high = percentile_interval(boot, STANDING_LEVEL)
+        out.update(low=low, high=high, level=STANDING_LEVEL,
+                   seeds=min(len(v) for v in seeds))
+    return out
 
 
 __all__ = ["REPORTED_NB201", "reported_rows", "standing"]
