@@ -1,0 +1,356 @@
+"""What a generated region is made of: the parts of a cell and the kinds of region.
+
+A cell of a generated table is a list of parts: a string is written as it is (words, never
+figures), a one-key object is a part of that kind (PARTS), rendered from the results files:
+
+- ``seeds`` {file, metric, row}: the row's per-seed values;
+- ``mean`` {file, metric, row}: mean ± std (n) of its seeds (or as recorded);
+- ``count`` {file, metric, row, above}: how many seeds lie above a threshold;
+- ``compare`` {file, metric, a, b, label, test, higher_is_better, margin, a_file, b_file}:
+  a - b judged through :mod:`genlab.core.stats`: paired by seed (``sign-flip``, the
+  default, or ``bootstrap``) on the seeds both rows have, or unpaired (``permutation``)
+  over every seed of each; all the ``compare`` parts of one claims row form one family under
+  Holm's correction, and each prints effect, interval, n, test and verdict class;
+- ``chance`` {file, of: {file, metric, row}}: an exact chance distribution (a results file's
+  ``chance``) and how often a random member is at least the row's mean;
+- ``figure`` {file, key}: a single recorded figure;
+- ``recorded`` {file, key, unit}: an interval recorded without its seeds ({effect, low, high,
+  n, test}), classed on its own (uncorrected, and said so);
+- ``room`` {file, key, claim}: a world's room ({baseline, target}: baseline minus
+  trained-on-target in % of the baseline) beside a claimed reduction, "not testable in this
+  world" where the room is below the claim;
+- ``undecided`` {rerun}: a verdict with no per-seed data on record;
+- ``not testable`` {reason}.
+
+A region's kind (REGION_KINDS) says how its specification becomes Markdown: ``claims`` (a
+table of paper, claim, verdict, figures), ``values`` (one results file's per-seed table with
+its command and commit), ``verdicts`` (every comparison of a claims region with its p-values)
+and ``chance`` (a chance distribution's summary).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+
+from genlab.core.errors import ConfigError, DataError
+from genlab.core.registry import Registry
+from genlab.core.results.files import ResultFile
+from genlab.core.stats import (
+    Verdict,
+    classify,
+    distribution_of,
+    holm,
+    judge,
+    paired_difference,
+    unpaired_difference,
+)
+from genlab.core.stats.family import BETTER, UNDECIDED, WORSE
+
+LEVEL = 0.95
+#: a part kind -> f(spec, files, verdict or None) -> Markdown
+PARTS: Registry[Callable[..., str]] = Registry("results part")
+#: a region kind -> f(spec, files, all region specs) -> Markdown
+REGION_KINDS: Registry[Callable[..., str]] = Registry("results region")
+
+Files = Mapping[str, ResultFile]
+
+
+def _file(files: Files, name) -> ResultFile:
+    if name not in files:
+        raise DataError(f"no results file {name!r}; the folder holds "
+                        f"{', '.join(sorted(files)) or 'none'}")
+    return files[name]
+
+
+def _need(spec: Mapping, *keys: str, part: str) -> None:
+    missing = [k for k in keys if k not in spec]
+    if missing:
+        raise ConfigError(f"results part {part!r} needs {', '.join(missing)}, got "
+                          f"{', '.join(sorted(spec)) or 'nothing'}")
+
+
+def number(value, digits: int | None = None) -> str:
+    """An integer as it is, anything else to ``digits`` decimals (2 by default)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return f"{float(value):.{2 if digits is None else digits}f}"
+
+
+def mean_text(mean: float, std: float | None, n: int, digits: int = 2) -> str:
+    if n == 1 or std is None:
+        return f"{mean:.{digits}f} (n={n})"
+    return f"{mean:.{digits}f} ± {std:.{digits}f} (n={n})"
+
+
+def _seed_order(seeds: Mapping[str, float]) -> list[str]:
+    return sorted(seeds, key=lambda s: (len(s), s))
+
+
+def seeds_part(spec: Mapping, files: Files, verdict=None) -> str:
+    _need(spec, "file", "metric", "row", part="seeds")
+    seeds = _file(files, spec["file"]).seeds(spec["metric"], spec["row"])
+    return ", ".join(number(seeds[s], spec.get("digits")) for s in _seed_order(seeds))
+
+
+def mean_part(spec: Mapping, files: Files, verdict=None) -> str:
+    _need(spec, "file", "metric", "row", part="mean")
+    return mean_text(*_file(files, spec["file"]).summary(spec["metric"], spec["row"]),
+                     digits=spec.get("digits", 2))
+
+
+def count_part(spec: Mapping, files: Files, verdict=None) -> str:
+    _need(spec, "file", "metric", "row", "above", part="count")
+    seeds = _file(files, spec["file"]).seeds(spec["metric"], spec["row"])
+    above = sum(v > spec["above"] for v in seeds.values())
+    return f"{above} of {len(seeds)} seeds above {number(spec['above'])}"
+
+
+def estimate(spec: Mapping, files: Files):
+    """The :class:`~genlab.core.stats.Estimate` of a ``compare`` part."""
+    _need(spec, "file", "metric", "a", "b", part="compare")
+    a = _file(files, spec.get("a_file", spec["file"])).seeds(spec["metric"], spec["a"])
+    b = _file(files, spec.get("b_file", spec["file"])).seeds(spec["metric"], spec["b"])
+    test = spec.get("test", "sign-flip")
+    if test == "permutation":
+        return unpaired_difference(list(a.values()), list(b.values()), test="permutation")
+    common = [s for s in _seed_order(a) if s in b]
+    if len(common) < 2:
+        raise DataError(f"compare {spec['a']} - {spec['b']} ({spec['metric']}): fewer than two "
+                        f"seeds in common ({common}); use test 'permutation' for unpaired runs")
+    return paired_difference([a[s] for s in common], [b[s] for s in common], test=test)
+
+
+def family_verdicts(specs: list[Mapping], files: Files, level: float = LEVEL) -> list[Verdict]:
+    """The verdicts of a family of ``compare`` parts: Holm's correction over all of them (a
+    family of one is judged alone); each keeps its own margin and direction."""
+    estimates = [estimate(s, files) for s in specs]
+    if len(estimates) == 1:
+        base = [judge(estimates[0], level=level)]
+    else:
+        base = holm(estimates, level=level)
+    out = []
+    for spec, v in zip(specs, base, strict=True):
+        margin = spec.get("margin")
+        kind = classify(v.low, v.high, margin=margin,
+                        higher_is_better=spec.get("higher_is_better", True))
+        if kind in (BETTER, WORSE) and v.kind not in (BETTER, WORSE):
+            kind = UNDECIDED  # the interval excludes 0 while the test does not reject
+        out.append(dataclasses.replace(v, kind=kind, margin=margin))
+    return out
+
+
+def verdict_text(v: Verdict, digits: int = 2, unit: str = "") -> str:
+    """effect [low, high] unit (n, test, correction) class."""
+    def f(x):
+        return "-inf" if x == -math.inf else "+inf" if x == math.inf else f"{x:+.{digits}f}"
+    about = ", ".join(x for x in (f"n={v.n}", v.test, v.correction) if x)
+    return f"{f(v.effect)} [{f(v.low)}, {f(v.high)}]{unit} ({about}) {v.label}"
+
+
+def compare_part(spec: Mapping, files: Files, verdict: Verdict | None = None) -> str:
+    if verdict is None:
+        verdict = family_verdicts([spec], files)[0]
+    label = spec.get("label", f"{spec['a']} - {spec['b']}")
+    return f"{label}: {verdict_text(verdict, spec.get('digits', 2), spec.get('unit', ''))}"
+
+
+def chance_part(spec: Mapping, files: Files, verdict=None) -> str:
+    _need(spec, "file", part="chance")
+    source = _file(files, spec["file"])
+    if not source.chance:
+        raise DataError(f"results file {source.name} holds no chance distribution")
+    dist = distribution_of(source.chance["values"], source.chance["counts"])
+    digits = spec.get("digits", 2)
+    low, high = dist.interval(LEVEL)
+    text = (f"a random cell (exact over the {source.chance['population']:,} cells of the "
+            f"table): mean {dist.mean():.{digits}f}, 95 % of cells in [{low:.{digits}f}, "
+            f"{high:.{digits}f}]")
+    of = spec.get("of")
+    if of:
+        _need(of, "file", "metric", "row", part="chance.of")
+        mean = _file(files, of["file"]).summary(of["metric"], of["row"])[0]
+        share = 100 * dist.at_least(mean)
+        text += (f"; one at least as good as {of.get('label', of['row'])}'s mean "
+                 f"({mean:.{digits}f}): {share:.1f} % of cells")
+    return text
+
+
+def figure_part(spec: Mapping, files: Files, verdict=None) -> str:
+    _need(spec, "file", "key", part="figure")
+    value = _file(files, spec["file"]).figure(spec["key"])
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return number(value, spec.get("digits")) + spec.get("unit", "")
+    return str(value)
+
+
+def recorded_part(spec: Mapping, files: Files, verdict=None) -> str:
+    _need(spec, "file", "key", part="recorded")
+    fig = _file(files, spec["file"]).figure(spec["key"])
+    try:
+        effect, low, high = float(fig["effect"]), float(fig["low"]), float(fig["high"])
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"results file {spec['file']}: figure {spec['key']!r} must hold "
+                        "effect, low and high") from None
+    kind = classify(low, high, margin=spec.get("margin"),
+                    higher_is_better=spec.get("higher_is_better", True))
+    v = Verdict(effect, low, high, LEVEL, fig.get("n"), fig.get("test", ""), kind,
+                correction="recorded interval, uncorrected", margin=spec.get("margin"))
+    label = spec.get("label")
+    text = verdict_text(v, spec.get("digits", 2), spec.get("unit", ""))
+    return f"{label}: {text}" if label else text
+
+
+def room_part(spec: Mapping, files: Files, verdict=None) -> str:
+    _need(spec, "file", "key", "claim", part="room")
+    fig = _file(files, spec["file"]).figure(spec["key"])
+    try:
+        baseline, target = float(fig["baseline"]), float(fig["target"])
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"results file {spec['file']}: figure {spec['key']!r} must hold "
+                        "baseline and target") from None
+    room = 100 * (baseline - target) / baseline
+    claim = float(spec["claim"])
+    text = (f"{spec.get('label', spec['key'])}: room {room:.1f} % (baseline {baseline:.2f}, "
+            f"trained on the target {target:.2f}) against the claimed {claim:g} %")
+    return text + (": not testable in this world" if room < claim else "")
+
+
+def undecided_part(spec: Mapping, files: Files, verdict=None) -> str:
+    _need(spec, "rerun", part="undecided")
+    return f"undecided (no per-seed data recorded; rerun: `{spec['rerun']}`)"
+
+
+def not_testable_part(spec: Mapping, files: Files, verdict=None) -> str:
+    _need(spec, "reason", part="not testable")
+    return f"not testable: {spec['reason']}"
+
+
+for _name, _fn in (("seeds", seeds_part), ("mean", mean_part), ("count", count_part),
+                   ("compare", compare_part), ("chance", chance_part),
+                   ("figure", figure_part), ("recorded", recorded_part),
+                   ("room", room_part), ("undecided", undecided_part),
+                   ("not testable", not_testable_part)):
+    PARTS.register(_name, _fn)
+
+
+def _part(item) -> tuple[str, Mapping]:
+    if not isinstance(item, Mapping) or len(item) != 1:
+        raise ConfigError(f"a cell part must be a string or a one-key object, got {item!r}")
+    (kind, spec), = item.items()
+    return kind, spec
+
+
+def render_cell(parts, files: Files, verdicts: Mapping[int, Verdict] | None = None) -> str:
+    """A cell's Markdown: its parts in order (``verdicts`` by the part's id, for compares
+    judged as a family)."""
+    if isinstance(parts, str):
+        return parts
+    out = []
+    for item in parts:
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        kind, spec = _part(item)
+        v = (verdicts or {}).get(id(spec))
+        out.append(PARTS.get(kind)(spec, files, v))
+    return "".join(out).replace("|", "\\|").replace("\n", " ")
+
+
+def compares(parts) -> list[Mapping]:
+    """The ``compare`` parts of a cell, in order."""
+    if isinstance(parts, str):
+        return []
+    return [spec for kind, spec in (_part(p) for p in parts if not isinstance(p, str))
+            if kind == "compare"]
+
+
+def row_verdicts(row: Mapping, files: Files) -> dict[int, Verdict]:
+    """A claims row's family: every ``compare`` of its cells under one Holm correction."""
+    specs = [s for col in ("verdict",) for s in compares(row.get(col, []))]
+    if not specs:
+        return {}
+    return {id(s): v for s, v in zip(specs, family_verdicts(specs, files), strict=True)}
+
+
+def claims_region(spec: Mapping, files: Files, regions: Mapping) -> str:
+    columns = ("paper", "claim", "verdict", "figures")
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    for row in spec.get("rows", []):
+        verdicts = row_verdicts(row, files)
+        lines.append("| " + " | ".join(render_cell(row.get(c, ""), files, verdicts)
+                                       for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _p(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def verdicts_region(spec: Mapping, files: Files, regions: Mapping) -> str:
+    source = regions.get(spec.get("from"))
+    if source is None or source.get("kind") != "claims":
+        raise ConfigError(f"a verdicts region names the claims region it reads ('from'), got "
+                          f"{spec.get('from')!r}")
+    lines = ["| claim | comparison | effect | interval | level | n | test | p | p (Holm) | "
+             "verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in source.get("rows", []):
+        specs = compares(row.get("verdict", []))
+        if not specs:
+            continue
+        for s, v in zip(specs, family_verdicts(specs, files), strict=True):
+            d = s.get("digits", 2)
+            lines.append(
+                f"| {row.get('paper', '')}: {row.get('claim', '')} | "
+                f"{s.get('label', s['a'] + ' - ' + s['b'])} ({s['metric']}) | "
+                f"{v.effect:+.{d}f} | [{v.low:+.{d}f}, {v.high:+.{d}f}] | {v.level:.4f} | "
+                f"{v.n} | {v.test} | {_p(v.p)} | {_p(v.p_corrected)} | {v.label} |")
+    return "\n".join(lines).replace("inf", "∞") + "\n"
+
+
+def values_region(spec: Mapping, files: Files, regions: Mapping) -> str:
+    source = _file(files, spec.get("file"))
+    metrics = spec.get("metrics") or list(source.values)
+    rows: list[str] = []
+    for m in metrics:
+        rows += [r for r in source.values.get(m, {}) if r not in rows]
+    digits = spec.get("digits", {})
+    head = ["row"] + [f"{m}: per seed" for m in metrics] + [f"{m}: mean ± std" for m in metrics]
+    lines = [f"{source.title}. From {source.source}.", ""]
+    seeds_line = {m: sorted({s for r in source.values.get(m, {}).values() for s in r},
+                            key=lambda s: (len(s), s)) for m in metrics}
+    lines.append("Seeds: " + "; ".join(f"{m} {', '.join(seeds_line[m])}" for m in metrics)
+                 + ". " + "; ".join(f"{m}: {source.metrics.get(m, m)}" for m in metrics) + ".")
+    lines += ["", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in rows:
+        cells = [r]
+        have = {m: r in source.values.get(m, {}) for m in metrics}
+        for m in metrics:
+            cells.append(seeds_part({"file": source.name, "metric": m, "row": r,
+                                     "digits": digits.get(m)}, files) if have[m] else "-")
+        for m in metrics:
+            cells.append(mean_text(*source.summary(m, r), digits=max(2, digits.get(m) or 0))
+                         if have[m] else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def chance_region(spec: Mapping, files: Files, regions: Mapping) -> str:
+    source = _file(files, spec.get("file"))
+    return (f"{source.title}. From {source.source}.\n\n"
+            + chance_part({"file": source.name}, files) + ".\n")
+
+
+for _name, _fn in (("claims", claims_region), ("verdicts", verdicts_region),
+                   ("values", values_region), ("chance", chance_region)):
+    REGION_KINDS.register(_name, _fn)
+
+
+def render_region(name: str, regions: Mapping, files: Files) -> str:
+    """The Markdown of region ``name`` of the specification ``regions``."""
+    if name not in regions:
+        raise ConfigError(f"no region {name!r} in the specification; it has "
+                          f"{', '.join(sorted(regions)) or 'none'}")
+    spec = regions[name]
+    return REGION_KINDS.get(spec.get("kind", ""))(spec, files, regions)
