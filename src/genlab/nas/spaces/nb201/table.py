@@ -201,7 +201,7 @@ def _parse_rows(p: Path, reader: csv.DictReader) -> dict[str, dict[str, float]]:
 def chance_record(table: NB201Table, dataset: str = "cifar10", *, command: str,
                   commit: str) -> dict:
     """The results file (genlab.core.results) of a random cell's exact accuracy distribution
-    on ``dataset``: every distinct accuracy of the table and how many cells have it."""
+    on ``dataset``: every distinct accuracy of the table (to 4 decimals) and how many cells have it."""
     dist = table.chance(dataset)
     counts = [round(p * len(table)) for p in dist.probabilities]
     return {
@@ -209,5 +209,5 @@ def chance_record(table: NB201Table, dataset: str = "cifar10", *, command: str,
         "command": command, "commit": commit,
         "metrics": {dataset: f"{dataset} test accuracy through the NB201 table (%)"},
         "chance": {"metric": dataset, "population": len(table),
-                   "values": [float(v) for v in dist.values], "counts": counts},
+                   "values": [round(float(v), 4) for v in dist.values], "counts": counts},
     }
