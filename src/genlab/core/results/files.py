@@ -76,11 +76,11 @@ class ResultFile:
 
     @property
     def source(self) -> str:
-        """Where the figures come from, in one line of Markdown."""
+        """Where the figures come from, in one line of Markdown (links relative to docs/,
+        where the tables of results files are generated)."""
         text = f"`{self.command}` at commit {self.commit}"
         if self.recovered_from:
-            links = ", ".join(f"[{r}](../{r})" if r.startswith("docs/") else r
-                              for r in self.recovered_from)
+            links = ", ".join(f"[{r}]({r.removeprefix('docs/')})" for r in self.recovered_from)
             text += f" (recovered from the table {links} of that commit: its run folder is gone)"
         return text
 

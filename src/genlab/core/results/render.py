@@ -141,10 +141,15 @@ def family_verdicts(specs: list[Mapping], files: Files, level: float = LEVEL) ->
     return out
 
 
+def signed(x: float, digits: int = 2) -> str:
+    """A signed figure; an unbounded interval's end as -∞ / +∞."""
+    return "-∞" if x == -math.inf else "+∞" if x == math.inf else f"{x:+.{digits}f}"
+
+
 def verdict_text(v: Verdict, digits: int = 2, unit: str = "") -> str:
     """effect [low, high] unit (n, test, correction) class."""
     def f(x):
-        return "-inf" if x == -math.inf else "+inf" if x == math.inf else f"{x:+.{digits}f}"
+        return signed(x, digits)
     about = ", ".join(x for x in (f"n={v.n}", v.test, v.correction) if x)
     return f"{f(v.effect)} [{f(v.low)}, {f(v.high)}]{unit} ({about}) {v.label}"
 
@@ -304,9 +309,10 @@ def verdicts_region(spec: Mapping, files: Files, regions: Mapping) -> str:
             lines.append(
                 f"| {row.get('paper', '')}: {row.get('claim', '')} | "
                 f"{s.get('label', s['a'] + ' - ' + s['b'])} ({s['metric']}) | "
-                f"{v.effect:+.{d}f} | [{v.low:+.{d}f}, {v.high:+.{d}f}] | {v.level:.4f} | "
+                f"{signed(v.effect, d)} | [{signed(v.low, d)}, {signed(v.high, d)}] | "
+                f"{v.level:.4f} | "
                 f"{v.n} | {v.test} | {_p(v.p)} | {_p(v.p_corrected)} | {v.label} |")
-    return "\n".join(lines).replace("inf", "∞") + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def values_region(spec: Mapping, files: Files, regions: Mapping) -> str:

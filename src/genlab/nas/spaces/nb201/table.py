@@ -201,7 +201,8 @@ def _parse_rows(p: Path, reader: csv.DictReader) -> dict[str, dict[str, float]]:
 def chance_record(table: NB201Table, dataset: str = "cifar10", *, command: str,
                   commit: str) -> dict:
     """The results file (genlab.core.results) of a random cell's exact accuracy distribution
-    on ``dataset``: every distinct accuracy of the table (to 4 decimals) and how many cells have it."""
+    on ``dataset``: every distinct accuracy of the table (to 4 decimals) and how many cells
+    have it."""
     dist = table.chance(dataset)
     counts = [round(p * len(table)) for p in dist.probabilities]
     return {
