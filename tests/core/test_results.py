@@ -133,6 +133,57 @@ def test_room_recorded_and_undecided_parts(tmp_path):
     assert "not testable" not in big
     rec = render_cell([{"recorded": {"file": "g", "key": "gain", "unit": " %",
                                      "higher_is_better": False}}], files)
-    assert rec == "+2.80 [+0.70, +5.30] % (n=5, bootstrap, recorded interval, uncorrected) worse"
+    assert rec == "+2.80 [+0.70, +5.30] % (n=5, bootstrap, recorded, uncorrected) worse"
     und = render_cell([{"undecided": {"rerun": "genlab optim x"}}], files)
     assert und == "undecided (no per-seed data recorded; rerun: `genlab optim x`)"
+
+
+def test_a_tally_is_the_exact_binomial_count(tmp_path):
+    files = {"t": load_result(_write(tmp_path / "t.json", figures={
+        "all": {"successes": 20, "trials": 20}, "some": {"successes": 7, "trials": 10}}))}
+    # 20 of 20 against a fair coin: two-sided p = 2 / 2^20; Clopper-Pearson low = 0.025^(1/20)
+    text = render_cell([{"tally": {"file": "t", "key": "all"}}], files)
+    assert text == (f"20 of 20 (1.00 [{0.025 ** (1 / 20):.2f}, 1.00], exact binomial test "
+                    f"against 0.5, p = {2 / 2 ** 20:.1e}) better")
+    # 7 of 10: P(X >= 7) = (120 + 45 + 10 + 1) / 1024, doubled
+    some = render_cell([{"tally": {"file": "t", "key": "some"}}], files)
+    assert f"p = {2 * 176 / 1024:.1e}) undecided" in some
+
+
+def test_a_claims_region_can_show_one_papers_rows_of_another(tmp_path):
+    from genlab.core.results import render_region
+
+    rows = [{"paper": "A", "claim": "a1", "verdict": "v1", "figures": "f"},
+            {"paper": "B", "claim": "b1", "verdict": ["w ", {"undecided": {"rerun": "x"}}]}]
+    regions_spec = {"all": {"kind": "claims", "rows": rows},
+                    "b": {"kind": "claims", "from": "all", "paper": "B",
+                          "columns": ["claim", "verdict"]}}
+    assert render_region("b", regions_spec, {}) == (
+        "| claim | verdict |\n|---|---|\n"
+        "| b1 | w undecided (no per-seed data recorded; rerun: `x`) |\n")
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings (lower case, punctuation dropped, spaces
+    to hyphens; a repeated heading gets -1, -2, ...)."""
+    import re
+
+    seen: dict[str, int] = {}
+    out = set()
+    for line in page.read_text().splitlines():
+        m = re.match(r"#{1,6} (.*)", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        out.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return out
+
+
+def test_every_recovered_file_names_a_heading_that_exists():
+    from genlab.core.results import load_results
+
+    for result in load_results(ROOT / "docs" / "results").values():
+        for source in result.recovered_from:
+            page, anchor = source.split("#")
+            assert anchor in _anchors(ROOT / page), (result.name, source)

@@ -14,18 +14,23 @@ figures), a one-key object is a part of that kind (PARTS), rendered from the res
 - ``chance`` {file, of: {file, metric, row}}: an exact chance distribution (a results file's
   ``chance``) and how often a random member is at least the row's mean;
 - ``figure`` {file, key}: a single recorded figure;
-- ``recorded`` {file, key, unit}: an interval recorded without its seeds ({effect, low, high,
-  n, test}), classed on its own (uncorrected, and said so);
+- ``recorded`` {file, key, unit, margin, higher_is_better, claim, words}: an interval
+  recorded without its seeds ({effect, low, high, n, test}), classed on its own
+  (uncorrected, and said so); ``claim`` says where a claimed value lies against the
+  interval, ``words`` renames a class (a correlation's "better" read as "positive");
+- ``tally`` {file, key, chance}: k of n trials ({successes, trials}) against a chance rate:
+  the exact binomial test and the Clopper-Pearson interval of the share;
 - ``room`` {file, key, claim}: a world's room ({baseline, target}: baseline minus
   trained-on-target in % of the baseline) beside a claimed reduction, "not testable in this
   world" where the room is below the claim;
-- ``undecided`` {rerun}: a verdict with no per-seed data on record;
+- ``undecided`` {rerun, missing}: a verdict with no per-seed data (or ``missing``) on record;
 - ``not testable`` {reason}.
 
 A region's kind (REGION_KINDS) says how its specification becomes Markdown: ``claims`` (a
-table of paper, claim, verdict, figures), ``values`` (one results file's per-seed table with
-its command and commit), ``verdicts`` (every comparison of a claims region with its p-values)
-and ``chance`` (a chance distribution's summary).
+table of paper, claim, verdict, figures, or the ``columns`` named; its own ``rows``, or those
+of the claims region named by ``from``, kept to one ``paper``), ``values`` (one results
+file's per-seed table with its command and commit), ``verdicts`` (every comparison of a
+claims region with its p-values) and ``chance`` (a chance distribution's summary).
 """
 
 from __future__ import annotations
@@ -34,12 +39,15 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 
+from scipy import stats as scipy_stats
+
 from genlab.core.errors import ConfigError, DataError
 from genlab.core.registry import Registry
 from genlab.core.results.files import ResultFile
 from genlab.core.stats import (
     Verdict,
     classify,
+    count_distribution,
     distribution_of,
     holm,
     judge,
@@ -201,10 +209,46 @@ def recorded_part(spec: Mapping, files: Files, verdict=None) -> str:
     kind = classify(low, high, margin=spec.get("margin"),
                     higher_is_better=spec.get("higher_is_better", True))
     v = Verdict(effect, low, high, LEVEL, fig.get("n"), fig.get("test", ""), kind,
-                correction="recorded interval, uncorrected", margin=spec.get("margin"))
+                correction="recorded, uncorrected", margin=spec.get("margin"))
     label = spec.get("label")
     text = verdict_text(v, spec.get("digits", 2), spec.get("unit", ""))
+    words = spec.get("words", {})
+    if v.label in words:  # e.g. a correlation's "better" / "worse" read as its sign
+        text = text[: -len(v.label)] + words[v.label]
+    if "claim" in spec:
+        claim = float(spec["claim"])
+        where = ("above the interval" if claim > high else "below the interval" if claim < low
+                 else "inside the interval")
+        text += f"; the claimed {claim:g}{spec.get('unit', '')} lies {where}"
     return f"{label}: {text}" if label else text
+
+
+def tally_part(spec: Mapping, files: Files, verdict=None) -> str:
+    """k of n trials went the claimed way: the exact binomial test against ``chance`` (the
+    count's exact distribution, :func:`genlab.core.stats.count_distribution`) and the
+    Clopper-Pearson interval of the share (Clopper & Pearson 1934, Biometrika 26)."""
+    _need(spec, "file", "key", part="tally")
+    fig = _file(files, spec["file"]).figure(spec["key"])
+    try:
+        k, n = int(fig["successes"]), int(fig["trials"])
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"results file {spec['file']}: figure {spec['key']!r} must hold "
+                        "successes and trials") from None
+    if not 0 <= k <= n or n < 1:
+        raise DataError(f"results file {spec['file']}: figure {spec['key']!r} needs "
+                        f"0 <= successes <= trials, got {k} of {n}")
+    chance = float(spec.get("chance", 0.5))
+    dist = count_distribution([chance] * n)
+    p = min(1.0, 2 * min(dist.at_least(k), dist.at_most(k)))
+    alpha = 1 - LEVEL
+    low = 0.0 if k == 0 else float(scipy_stats.beta.ppf(alpha / 2, k, n - k + 1))
+    high = 1.0 if k == n else float(scipy_stats.beta.ppf(1 - alpha / 2, k + 1, n - k))
+    kind = classify(low - chance, high - chance)
+    if kind != UNDECIDED and p > alpha:
+        kind = UNDECIDED
+    label = spec.get("label", "")
+    return (f"{label}{': ' if label else ''}{k} of {n} ({k / n:.2f} [{low:.2f}, {high:.2f}], "
+            f"exact binomial test against {chance:g}, p = {p:.1e}) {kind}")
 
 
 def room_part(spec: Mapping, files: Files, verdict=None) -> str:
@@ -224,7 +268,8 @@ def room_part(spec: Mapping, files: Files, verdict=None) -> str:
 
 def undecided_part(spec: Mapping, files: Files, verdict=None) -> str:
     _need(spec, "rerun", part="undecided")
-    return f"undecided (no per-seed data recorded; rerun: `{spec['rerun']}`)"
+    return (f"undecided (no {spec.get('missing', 'per-seed data')} recorded; rerun: "
+            f"`{spec['rerun']}`)")
 
 
 def not_testable_part(spec: Mapping, files: Files, verdict=None) -> str:
@@ -235,7 +280,7 @@ def not_testable_part(spec: Mapping, files: Files, verdict=None) -> str:
 for _name, _fn in (("seeds", seeds_part), ("mean", mean_part), ("count", count_part),
                    ("compare", compare_part), ("chance", chance_part),
                    ("figure", figure_part), ("recorded", recorded_part),
-                   ("room", room_part), ("undecided", undecided_part),
+                   ("room", room_part), ("tally", tally_part), ("undecided", undecided_part),
                    ("not testable", not_testable_part)):
     PARTS.register(_name, _fn)
 
@@ -279,10 +324,23 @@ def row_verdicts(row: Mapping, files: Files) -> dict[int, Verdict]:
     return {id(s): v for s, v in zip(specs, family_verdicts(specs, files), strict=True)}
 
 
+def claims_rows(spec: Mapping, regions: Mapping) -> list[Mapping]:
+    """A claims region's rows: its own, or those of the claims region it names (``from``),
+    kept to one paper (``paper``) where it names one."""
+    if "from" not in spec:
+        return list(spec.get("rows", []))
+    source = regions.get(spec["from"])
+    if source is None or source.get("kind") != "claims" or "from" in source:
+        raise ConfigError(f"a claims region reads the rows of a claims region with its own "
+                          f"rows ('from'), got {spec['from']!r}")
+    return [r for r in source.get("rows", [])
+            if "paper" not in spec or r.get("paper") == spec["paper"]]
+
+
 def claims_region(spec: Mapping, files: Files, regions: Mapping) -> str:
-    columns = ("paper", "claim", "verdict", "figures")
+    columns = tuple(spec.get("columns", ("paper", "claim", "verdict", "figures")))
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    for row in spec.get("rows", []):
+    for row in claims_rows(spec, regions):
         verdicts = row_verdicts(row, files)
         lines.append("| " + " | ".join(render_cell(row.get(c, ""), files, verdicts)
                                        for c in columns) + " |")
@@ -300,7 +358,7 @@ def verdicts_region(spec: Mapping, files: Files, regions: Mapping) -> str:
                           f"{spec.get('from')!r}")
     lines = ["| claim | comparison | effect | interval | level | n | test | p | p (Holm) | "
              "verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for row in source.get("rows", []):
+    for row in claims_rows(source, regions):
         specs = compares(row.get("verdict", []))
         if not specs:
             continue
@@ -316,30 +374,53 @@ def verdicts_region(spec: Mapping, files: Files, regions: Mapping) -> str:
 
 
 def values_region(spec: Mapping, files: Files, regions: Mapping) -> str:
+    """One results file's table: per metric, each row's seeds (or "not recorded") and its
+    mean ± std (n); then its single figures, if any."""
     source = _file(files, spec.get("file"))
-    metrics = spec.get("metrics") or list(source.values)
+    metrics = spec.get("metrics") or list(dict.fromkeys([*source.values, *source.summaries]))
     rows: list[str] = []
     for m in metrics:
-        rows += [r for r in source.values.get(m, {}) if r not in rows]
+        for r in [*source.values.get(m, {}), *source.summaries.get(m, {})]:
+            if r not in rows:
+                rows.append(r)
     digits = spec.get("digits", {})
-    head = ["row"] + [f"{m}: per seed" for m in metrics] + [f"{m}: mean ± std" for m in metrics]
     lines = [f"{source.title}. From {source.source}.", ""]
-    seeds_line = {m: sorted({s for r in source.values.get(m, {}).values() for s in r},
-                            key=lambda s: (len(s), s)) for m in metrics}
-    lines.append("Seeds: " + "; ".join(f"{m} {', '.join(seeds_line[m])}" for m in metrics)
-                 + ". " + "; ".join(f"{m}: {source.metrics.get(m, m)}" for m in metrics) + ".")
-    lines += ["", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    for r in rows:
-        cells = [r]
-        have = {m: r in source.values.get(m, {}) for m in metrics}
-        for m in metrics:
-            cells.append(seeds_part({"file": source.name, "metric": m, "row": r,
-                                     "digits": digits.get(m)}, files) if have[m] else "-")
-        for m in metrics:
-            cells.append(mean_text(*source.summary(m, r), digits=max(2, digits.get(m) or 0))
-                         if have[m] else "-")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    if metrics:
+        lines += ["; ".join(f"{m}: {source.metrics.get(m, m)}" for m in metrics) + ".", ""]
+        head = (["row"] + [f"{m}: per seed" for m in metrics]
+                + [f"{m}: mean ± std" for m in metrics])
+        lines += ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+        for r in rows:
+            per_seed, means = [], []
+            for m in metrics:
+                if r in source.values.get(m, {}):
+                    seeds = source.seeds(m, r)
+                    per_seed.append(", ".join(f"{number(seeds[s], digits.get(m))} (seed {s})"
+                                              if spec.get("name_seeds") else
+                                              number(seeds[s], digits.get(m))
+                                              for s in _seed_order(seeds)))
+                elif r in source.summaries.get(m, {}):
+                    per_seed.append("not recorded")
+                else:
+                    per_seed.append("-")
+                known = r in source.values.get(m, {}) or r in source.summaries.get(m, {})
+                means.append(mean_text(*source.summary(m, r), digits=max(2, digits.get(m) or 0))
+                             if known else "-")
+            lines.append("| " + " | ".join([r, *per_seed, *means]) + " |")
+        lines.append("")
+        seeds_of = {m: sorted({s for v in source.values.get(m, {}).values() for s in v},
+                              key=lambda s: (len(s), s)) for m in metrics}
+        named = [f"{m} {', '.join(v)}" for m, v in seeds_of.items() if v]
+        if named:
+            lines += ["Seeds, in the order listed: " + "; ".join(named) + ".", ""]
+    if source.figures:
+        lines += ["| figure | value |", "|---|---|"]
+        for key, value in source.figures.items():
+            if isinstance(value, Mapping):
+                value = ", ".join(f"{k} {v}" for k, v in value.items())
+            lines.append(f"| {key} | {value} |")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def chance_region(spec: Mapping, files: Files, regions: Mapping) -> str:
