@@ -404,7 +404,8 @@ def values_region(spec: Mapping, files: Files, regions: Mapping) -> str:
                 else:
                     per_seed.append("-")
                 known = r in source.values.get(m, {}) or r in source.summaries.get(m, {})
-                means.append(mean_text(*source.summary(m, r), digits=max(2, digits.get(m) or 0))
+                means.append(mean_text(*source.summary(m, r),
+                                       digits=2 if digits.get(m) is None else digits[m])
                              if known else "-")
             lines.append("| " + " | ".join([r, *per_seed, *means]) + " |")
         lines.append("")
@@ -416,11 +417,23 @@ def values_region(spec: Mapping, files: Files, regions: Mapping) -> str:
     if source.figures:
         lines += ["| figure | value |", "|---|---|"]
         for key, value in source.figures.items():
-            if isinstance(value, Mapping):
-                value = ", ".join(f"{k} {v}" for k, v in value.items())
-            lines.append(f"| {key} | {value} |")
+            lines.append(f"| {key} | {figure_text(value)} |")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def figure_text(value) -> str:
+    """A recorded figure as a table cell: an interval as effect [low, high] (n, test), any
+    other record as its fields."""
+    if isinstance(value, Mapping) and {"effect", "low", "high"} <= set(value):
+        about = ", ".join(str(x) for x in (f"n={value['n']}" if "n" in value else "",
+                                           value.get("test", "")) if x)
+        text = (f"{signed(value['effect'])} [{signed(value['low'])}, "
+                f"{signed(value['high'])}]")
+        return text + (f" ({about})" if about else "")
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return str(value)
 
 
 def chance_region(spec: Mapping, files: Files, regions: Mapping) -> str:
