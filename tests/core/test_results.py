@@ -187,3 +187,12 @@ def test_every_recovered_file_names_a_heading_that_exists():
         for source in result.recovered_from:
             page, anchor = source.split("#")
             assert anchor in _anchors(ROOT / page), (result.name, source)
+
+
+def test_links_from_the_root_are_made_relative_on_docs_pages():
+    from genlab.core.results.pages import relative_links
+
+    body = "see [court](docs/nas_court.md#status) and [x](https://a.b/docs/c)"
+    assert relative_links(body, "README.md") == body
+    assert relative_links(body, "docs/results.md") == (
+        "see [court](nas_court.md#status) and [x](https://a.b/docs/c)")

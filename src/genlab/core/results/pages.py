@@ -54,6 +54,14 @@ def rewrite(text: str, bodies: dict[str, str]) -> str:
     return _REGION.sub(sub, text)
 
 
+def relative_links(body: str, page: str) -> str:
+    """``body`` with its links to docs pages, written from the repository's root
+    (``docs/x.md#a``), made relative to a page under docs/ (``x.md#a``)."""
+    if Path(page).parent == Path("docs"):
+        return body.replace("](docs/", "](")
+    return body
+
+
 def load_spec(root: Path) -> dict:
     path = root / RESULTS_DIR / SPEC_FILE
     try:
@@ -78,7 +86,7 @@ def generate(root: str | Path) -> dict[str, dict[str, str]]:
             raise ConfigError(f"region {name!r} names no pages")
         body = render_region(name, spec, files)
         for page in pages:
-            out.setdefault(page, {})[name] = body
+            out.setdefault(page, {})[name] = relative_links(body, page)
     return out
 
 

@@ -28,7 +28,8 @@ figures), a one-key object is a part of that kind (PARTS), rendered from the res
 
 A region's kind (REGION_KINDS) says how its specification becomes Markdown: ``claims`` (a
 table of paper, claim, verdict, figures, or the ``columns`` named; its own ``rows``, or those
-of the claims region named by ``from``, kept to one ``paper``), ``values`` (one results
+of the claims region named by ``from``, kept to one ``paper`` or to the ``claims`` listed),
+``values`` (one results
 file's per-seed table with its command and commit), ``verdicts`` (every comparison of a
 claims region with its p-values) and ``chance`` (a chance distribution's summary).
 """
@@ -333,8 +334,15 @@ def claims_rows(spec: Mapping, regions: Mapping) -> list[Mapping]:
     if source is None or source.get("kind") != "claims" or "from" in source:
         raise ConfigError(f"a claims region reads the rows of a claims region with its own "
                           f"rows ('from'), got {spec['from']!r}")
-    return [r for r in source.get("rows", [])
+    rows = [r for r in source.get("rows", [])
             if "paper" not in spec or r.get("paper") == spec["paper"]]
+    if "claims" in spec:  # the rows of these claims only, in the source's order
+        missing = set(spec["claims"]) - {r.get("claim") for r in rows}
+        if missing:
+            raise ConfigError(f"claims region names claims it does not have: "
+                              f"{', '.join(sorted(missing))}")
+        rows = [r for r in rows if r.get("claim") in spec["claims"]]
+    return rows
 
 
 def claims_region(spec: Mapping, files: Files, regions: Mapping) -> str:
