@@ -141,6 +141,7 @@ def family_verdicts(specs: list[Mapping], files: Files, level: float = LEVEL) ->
         base = holm(estimates, level=level)
     out = []
     for spec, v in zip(specs, base, strict=True):
+        assert v.low is not None and v.high is not None  # a judged estimate has its interval
         margin = spec.get("margin")
         kind = classify(v.low, v.high, margin=margin,
                         higher_is_better=spec.get("higher_is_better", True))
@@ -150,8 +151,10 @@ def family_verdicts(specs: list[Mapping], files: Files, level: float = LEVEL) ->
     return out
 
 
-def signed(x: float, digits: int = 2) -> str:
-    """A signed figure; an unbounded interval's end as -∞ / +∞."""
+def signed(x: float | None, digits: int = 2) -> str:
+    """A signed figure; an unbounded interval's end as -∞ / +∞, a missing one as -."""
+    if x is None:
+        return "-"
     return "-∞" if x == -math.inf else "+∞" if x == math.inf else f"{x:+.{digits}f}"
 
 
@@ -376,7 +379,7 @@ def verdicts_region(spec: Mapping, files: Files, regions: Mapping) -> str:
                 f"| {row.get('paper', '')}: {row.get('claim', '')} | "
                 f"{s.get('label', s['a'] + ' - ' + s['b'])} ({s['metric']}) | "
                 f"{signed(v.effect, d)} | [{signed(v.low, d)}, {signed(v.high, d)}] | "
-                f"{v.level:.4f} | "
+                f"{v.level or 0:.4f} | "
                 f"{v.n} | {v.test} | {_p(v.p)} | {_p(v.p_corrected)} | {v.label} |")
     return "\n".join(lines) + "\n"
 
@@ -450,9 +453,10 @@ def chance_region(spec: Mapping, files: Files, regions: Mapping) -> str:
             + chance_part({"file": source.name}, files) + ".\n")
 
 
-for _name, _fn in (("claims", claims_region), ("verdicts", verdicts_region),
-                   ("values", values_region), ("chance", chance_region)):
-    REGION_KINDS.register(_name, _fn)
+REGION_KINDS.register("claims", claims_region)
+REGION_KINDS.register("verdicts", verdicts_region)
+REGION_KINDS.register("values", values_region)
+REGION_KINDS.register("chance", chance_region)
 
 
 def render_region(name: str, regions: Mapping, files: Files) -> str:
