@@ -133,6 +133,14 @@ class NB201Table:
             }
         return out
 
+    def chance(self, dataset: str = "cifar10"):
+        """The exact distribution of the accuracy of a cell drawn uniformly from the table (a
+        random cell of the space: the argmax of i.i.d. alphas picks every op of an edge with
+        equal chance, so every cell alike), as a :class:`genlab.core.stats.Distribution`."""
+        from genlab.core.stats import distribution_of
+
+        return distribution_of(self._values(dataset))
+
     def _values(self, dataset: str) -> list[float]:
         if dataset not in COLUMNS:
             raise ConfigError(f"unknown dataset {dataset!r}; expected one of: {', '.join(COLUMNS)}")
@@ -188,3 +196,19 @@ def _parse_rows(p: Path, reader: csv.DictReader) -> dict[str, dict[str, float]]:
     if not rows:
         raise DataError(f"NAS-Bench-201 table {p} has no rows")
     return rows
+
+
+def chance_record(table: NB201Table, dataset: str = "cifar10", *, command: str,
+                  commit: str) -> dict:
+    """The results file (genlab.core.results) of a random cell's exact accuracy distribution
+    on ``dataset``: every distinct accuracy of the table (to 4 decimals) and how many cells
+    have it."""
+    dist = table.chance(dataset)
+    counts = [round(p * len(table)) for p in dist.probabilities]
+    return {
+        "title": f"A random cell of the NAS-Bench-201 space: its {dataset} test accuracy",
+        "command": command, "commit": commit,
+        "metrics": {dataset: f"{dataset} test accuracy through the NB201 table (%)"},
+        "chance": {"metric": dataset, "population": len(table),
+                   "values": [round(float(v), 4) for v in dist.values], "counts": counts},
+    }

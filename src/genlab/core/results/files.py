@@ -1,0 +1,141 @@
+"""A results file: one table's figures as data, with the command that printed them.
+
+A file is JSON with
+- ``title``: what the table is;
+- ``command``: the command that printed it (or writes the file);
+- ``commit``: the commit whose run made it, or, for a file recovered from a page's table
+  because the run folder is gone, the commit of that table, with ``recovered_from``
+  (``"docs/<page>.md#<anchor>"``, or a list of them);
+- ``metrics``: {metric: what it measures};
+- ``values``: {metric: {row: {seed: value}}}, the per-seed figures (seeds as strings);
+- optionally ``summaries``: {metric: {row: [mean, std, n]}} for figures recorded without
+  their seeds, ``figures``: {key: value} for single recorded figures, and ``chance``:
+  ``{"metric", "population", "values", "counts"}``, an exact chance distribution (a value
+  and how many members of the population have it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from genlab.core.errors import DataError
+
+REQUIRED = ("title", "command", "commit")
+#: files of the results folder that are not results (the regions' specification)
+SPEC_FILE = "pages.json"
+_COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+_RECOVERED = re.compile(r"^docs/[\w./-]+\.md#[\w-]+$")
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    """One results file (see the module docstring); ``name`` is its file name's stem."""
+
+    name: str
+    title: str
+    command: str
+    commit: str
+    recovered_from: tuple[str, ...] = ()
+    metrics: dict = field(default_factory=dict)
+    values: dict = field(default_factory=dict)
+    summaries: dict = field(default_factory=dict)
+    figures: dict = field(default_factory=dict)
+    chance: dict | None = None
+
+    def seeds(self, metric: str, row: str) -> dict[str, float]:
+        """{seed: value} of ``row`` for ``metric``."""
+        try:
+            return dict(self.values[metric][row])
+        except KeyError:
+            raise DataError(f"results file {self.name}: no per-seed values of row {row!r} "
+                            f"for metric {metric!r}") from None
+
+    def summary(self, metric: str, row: str) -> tuple[float, float | None, int]:
+        """(mean, std, n) of ``row`` for ``metric``: from its seeds, else as recorded."""
+        if row in self.values.get(metric, {}):
+            vals = list(self.seeds(metric, row).values())
+            n = len(vals)
+            mean = sum(vals) / n
+            std = (sum((v - mean) ** 2 for v in vals) / (n - 1)) ** 0.5 if n > 1 else None
+            return mean, std, n
+        try:
+            mean, std, n = self.summaries[metric][row]
+        except (KeyError, ValueError, TypeError):
+            raise DataError(f"results file {self.name}: no values of row {row!r} for metric "
+                            f"{metric!r}") from None
+        return float(mean), None if std is None else float(std), int(n)
+
+    def figure(self, key: str):
+        if key not in self.figures:
+            raise DataError(f"results file {self.name}: no figure {key!r}; it has "
+                            f"{', '.join(sorted(self.figures)) or 'none'}")
+        return self.figures[key]
+
+    @property
+    def source(self) -> str:
+        """Where the figures come from, in one line of Markdown (links relative to docs/,
+        where the tables of results files are generated)."""
+        text = f"`{self.command}` at commit {self.commit}"
+        if self.recovered_from:
+            links = ", ".join(f"[{r}]({r.removeprefix('docs/')})" for r in self.recovered_from)
+            text += f" (recovered from the table {links} of that commit: its run folder is gone)"
+        return text
+
+
+def _check_values(name: str, values) -> dict:
+    if not isinstance(values, dict):
+        raise DataError(f"results file {name}: values must be {{metric: {{row: {{seed: "
+                        f"value}}}}}}, got {type(values).__name__}")
+    for metric, rows in values.items():
+        for row, seeds in (rows.items() if isinstance(rows, dict) else [(None, None)]):
+            if not isinstance(seeds, dict) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool)
+                    for v in seeds.values()):
+                raise DataError(f"results file {name}: values[{metric!r}][{row!r}] must map "
+                                "seeds to numbers")
+    return values
+
+
+def load_result(path: str | Path) -> ResultFile:
+    """Read and check one results file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise DataError(f"results file {path}: cannot be read as JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise DataError(f"results file {path}: expected a JSON object")
+    missing = [k for k in REQUIRED if not isinstance(data.get(k), str) or not data[k]]
+    if missing:
+        raise DataError(f"results file {path}: missing {', '.join(missing)} (every results "
+                        "file names its title, command and commit)")
+    if not _COMMIT.match(data["commit"]):
+        raise DataError(f"results file {path}: commit must be a hexadecimal hash, got "
+                        f"{data['commit']!r}")
+    recovered = data.get("recovered_from", ())
+    recovered = (recovered,) if isinstance(recovered, str) else tuple(recovered)
+    bad = [r for r in recovered if not _RECOVERED.match(str(r))]
+    if bad:
+        raise DataError(f"results file {path}: recovered_from must read "
+                        f"'docs/<page>.md#<anchor>', got {bad[0]!r}")
+    chance = data.get("chance")
+    if chance is not None and (not isinstance(chance, dict) or len(chance.get("values", ()))
+                               != len(chance.get("counts", [None])) or not chance["values"]):
+        raise DataError(f"results file {path}: chance must hold equally long, non-empty "
+                        "values and counts")
+    return ResultFile(path.stem, data["title"], data["command"], data["commit"], recovered,
+                      dict(data.get("metrics", {})),
+                      _check_values(path.stem, data.get("values", {})),
+                      dict(data.get("summaries", {})), dict(data.get("figures", {})), chance)
+
+
+def load_results(folder: str | Path) -> dict[str, ResultFile]:
+    """Every results file of ``folder`` (``*.json`` but the regions' specification)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(f"results folder {folder} does not exist")
+    return {p.stem: load_result(p) for p in sorted(folder.glob("*.json"))
+            if p.name != SPEC_FILE}
