@@ -103,11 +103,12 @@ def config_differences(old: dict, new: dict, free: Iterable[str] = (),
 
 def config_value(config: dict, name: str):
     """The value of option ``name`` in ``config`` (``outer.inner`` for a nested one)."""
+    value: Any = config
     for part in name.split("."):
-        if not isinstance(config, dict):
+        if not isinstance(value, dict):
             return None
-        config = config.get(part)
-    return config
+        value = value.get(part)
+    return value
 
 
 class RunDir:

@@ -102,14 +102,13 @@ def _part_distance(kind: str, p, u: torch.Tensor, v: torch.Tensor) -> torch.Tens
     if kind == "tri":
         pts = [(p[0], p[1]), (p[2], p[3]), (p[4], p[5])]
         cx, cy = sum(q[0] for q in pts) / 3, sum(q[1] for q in pts) / 3
-        out = None
+        sides = []
         for (ax, ay), (bx, by) in zip(pts, pts[1:] + pts[:1], strict=True):
             nx, ny = by - ay, ax - bx  # a normal of edge a -> b
             norm = math.hypot(nx, ny)
             sign = 1.0 if nx * (cx - ax) + ny * (cy - ay) > 0 else -1.0  # inside positive
-            d = sign * (nx * (u - ax) + ny * (v - ay)) / norm
-            out = d if out is None else torch.minimum(out, d)
-        return out
+            sides.append(sign * (nx * (u - ax) + ny * (v - ay)) / norm)
+        return torch.minimum(torch.minimum(sides[0], sides[1]), sides[2])
     raise ConfigError(f"unknown part kind {kind!r}")
 
 
@@ -162,11 +161,11 @@ def render_class(label: int, n: int, size: int, generator: torch.Generator) -> t
                              ).unsqueeze(1)
     for slot in range(2):  # distractor parts: small, any colour, the second in half the images
         u, v, s = _frame(g, n, grid, (0.2, 0.35), math.pi, 1.0)
-        kind = torch.randint(0, len(DISTRACTOR_KINDS), (n,), generator=g)
+        kinds = torch.randint(0, len(DISTRACTOR_KINDS), (n,), generator=g)
         shown = torch.ones(n) if slot == 0 else (torch.rand(n, generator=g) < 0.5).float()
         d = torch.stack([_part_distance(k, p, u, v) for k, p in (
             ("disc", (0.0, 0.0, 0.8)), ("box", (0.0, 0.0, 0.7, 0.45)),
-            ("tri", (0.0, -0.8, -0.75, 0.6, 0.75, 0.6)))])[kind, torch.arange(n)]
+            ("tri", (0.0, -0.8, -0.75, 0.6, 0.75, 0.6)))])[kinds, torch.arange(n)]
         colour = hsv_to_rgb(torch.rand(n, generator=g), _uniform(g, n, 0.3, 1.0),
                             _uniform(g, n, 0.3, 1.0))
         mask = _soft(d, 2 / size / s) * _col(shown)
