@@ -27,10 +27,10 @@ def _search(cfg, out: Path, resume: bool) -> None:
     from genlab.nas.regularizers import BER, describe_setting
     from genlab.nas.search import plan_search, run_search
 
-    plan = plan_search(cfg)  # checked and resolved once, before the line below and --out
-    if plan.cfg.reg == BER:
-        typer.echo(f"--reg ber stands for {describe_setting(asdict(plan.reg))}")
+    plan = plan_search(cfg)  # checked and resolved once, before --out
     s = run_search(plan, out, resume=resume)
+    if plan.cfg.reg == BER:  # after the run: an error stays the one line it is
+        typer.echo(f"--reg ber stands for {describe_setting(asdict(plan.reg))}")
     stopped = "" if s.get("stopped_epoch") is None else \
         f"   (stopped at epoch {s['stopped_epoch']})"
     typer.echo(f"method          {s['method']}   select {s['select']}{stopped}")

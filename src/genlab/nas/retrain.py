@@ -244,7 +244,7 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
     check_input_size(model, data.in_channels, cfg.size, f"the {space.name} network",
                      cfg.channels, cfg.cells)
     record = model_record("nas train", path_of(build_space_network), builder_args)
-    run = RunDir(out, asdict(cfg), resume=resume)  # after every check of the options
+    run = RunDir(out, asdict(cfg), resume=resume, kind="nas train")  # after every check
     if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
         run.close()
         return done

@@ -338,7 +338,8 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     net = supernet(builder_args)
     check_input_size(net, data.in_channels, cfg.size, f"the {space.name} supernet",
                      cfg.channels, cfg.cells)
-    run = RunDir(out, config, resume=resume, resume_free=RESUME_FREE)  # after every check
+    run = RunDir(out, config, resume=resume, resume_free=RESUME_FREE,  # after every check
+                 kind="nas search")
     if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
         run.close()
         return done
@@ -386,7 +387,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     t0 = time.perf_counter() - elapsed
     sums = [0.0, 0.0, 0]
     with progress(cfg.steps, f"search {cfg.space} {cfg.reg} seed {cfg.seed}", progress_bar,
-                  completed=start) as tick:
+                  completed=start, unit="step") as tick:
         for step in range(start, min(stop_at or cfg.steps, cfg.steps)):
             if method.stop.stopped_epoch is not None:
                 break  # resumed after the stopping rule fired

@@ -228,7 +228,7 @@ def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
     device = resolve_device(cfg.device)
     with fixed_threads(cfg.threads):
         data, model = prepare(cfg)  # sizes and init_from checked before the folder is touched
-        run = RunDir(out, {"command": KIND, **asdict(cfg)}, resume=resume)
+        run = RunDir(out, asdict(cfg), resume=resume, kind=KIND)
         if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
             run.close()
             return done
