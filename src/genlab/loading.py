@@ -3,7 +3,8 @@
 Every genlab run that trains a model (``nas train``, ``nas search``, ``optim train``,
 ``gaze train``) stores a model record in its checkpoint (genlab.core.checkpoints): the
 builder and its arguments. ``load`` rebuilds the model from that record alone, loads its
-weights and returns it in eval mode with the run's config.json and summary.json.
+weights and returns it in eval mode with the run's config.json and summary.json. A classifier
+of images predicts on new ones: ``load(run).predict(images)`` (genlab.inference).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from genlab.core.checkpoints import (
 )
 from genlab.core.errors import CheckpointError
 from genlab.core.files import read_json
+from genlab.inference import Predictor, inference_facts
 
 
 @dataclass
@@ -34,6 +36,20 @@ class LoadedRun:
     folder: Path | None = None
     checkpoint: Path | None = None
     state: dict = field(default_factory=dict, repr=False)  # the whole checkpoint
+
+    def predictor(self, device=None):
+        """A genlab.inference.Predictor of this run's model (on ``device``, default where
+        the model is); CheckpointError when the run keeps no inference facts."""
+        facts = inference_facts(self.state.get(MODEL_RECORD), str(self.checkpoint or "run"))
+        if device is not None:
+            self.model.to(device)
+        where = next(self.model.parameters()).device
+        return Predictor(self.model, facts, where)
+
+    def predict(self, images, batch_size: int = 64):
+        """The class name and probabilities of each image (paths, PIL images or tensors in
+        [0, 1]), in batches: a list of genlab.inference.Prediction (module doc there)."""
+        return self.predictor().predict(images, batch_size)
 
 
 def checkpoint_path(path: str | Path) -> Path:

@@ -64,6 +64,8 @@ def _train(cfg, out: Path, resume: bool) -> None:
 
 
 config_command(app, "train", "genlab.nas.train_config:NasTrainConfig", _train)
+config_command(app, "predict", "genlab.prediction:NasPredictConfig", options.print_predictions,
+               run_folder=False)
 
 
 def _train_imagenet(cfg, out: Path, resume: bool) -> None:

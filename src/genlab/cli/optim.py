@@ -57,6 +57,8 @@ def _train(cfg, out: Path, resume: bool) -> None:
 
 
 config_command(app, "train", "genlab.optim.studies.train:TrainConfig", _train)
+config_command(app, "predict", "genlab.prediction:OptimPredictConfig",
+               options.print_predictions, run_folder=False)
 
 
 def _measure(cfg, out: Path, resume: bool) -> None:

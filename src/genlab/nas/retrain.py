@@ -243,7 +243,8 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
     model = build_space_network(**builder_args).to(device)
     check_input_size(model, data.in_channels, cfg.size, f"the {space.name} network",
                      cfg.channels, cfg.cells)
-    record = model_record("nas train", path_of(build_space_network), builder_args)
+    record = model_record("nas train", path_of(build_space_network), builder_args,
+                          inference=data.inference)
     run = RunDir(out, asdict(cfg), resume=resume, kind="nas train")  # after every check
     if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
         run.close()

@@ -348,7 +348,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
         if layout is not None:  # checkpointed on the per-edge cells: resumed on them
             builder_args, net = layout, supernet(layout)
     rebuild = model_record("nas search", path_of(build_space_supernet), builder_args,
-                          state_key="net")
+                          state_key="net", inference=data.inference)
     precision = make_precision(cfg.amp, device)
     if cfg.channels_last:
         net.to(memory_format=torch.channels_last)

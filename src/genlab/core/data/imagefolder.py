@@ -41,7 +41,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from genlab.core.data import ImageData, Split, search_fractions, split_bounds, stratified_split
+from genlab.core.data import (
+    ImageData,
+    Split,
+    floats,
+    inference_record,
+    search_fractions,
+    split_bounds,
+    stratified_split,
+)
 from genlab.core.errors import ConfigError, DataError
 
 PREFIX = "folder:"
@@ -226,19 +234,24 @@ def default_workers() -> int:
     return max(0, min(MAX_WORKERS, cpus - 1))
 
 
+def image_transform(size: int, mean=None, std=None):
+    """PIL image -> (C, size, size) float tensor: resized to a square (bilinear), scaled to
+    [0, 1], standardised with ``mean`` and ``std`` (per channel) when given."""
+    from torchvision import transforms as T
+
+    steps = [T.Resize((size, size), interpolation=T.InterpolationMode.BILINEAR), T.ToTensor()]
+    if mean is not None and std is not None:
+        steps.append(T.Normalize(floats(mean), floats(std)))
+    return T.Compose(steps)
+
+
 class _Decoded(torch.utils.data.Dataset):
     """Image ``i``: read, resized to a square of ``size``, standardised (a worker's task)."""
 
     def __init__(self, files: tuple[str, ...], mode: str, size: int,
                  mean: torch.Tensor | None, std: torch.Tensor | None):
-        from torchvision import transforms as T
-
         self.files, self.mode = files, mode
-        steps = [T.Resize((size, size), interpolation=T.InterpolationMode.BILINEAR),
-                 T.ToTensor()]
-        if mean is not None and std is not None:
-            steps.append(T.Normalize(mean.flatten().tolist(), std.flatten().tolist()))
-        self.transform = T.Compose(steps)
+        self.transform = image_transform(size, mean, std)
 
     def __len__(self) -> int:
         return len(self.files)
@@ -355,4 +368,5 @@ def folder_data(root: str | Path, size: int, seed: int, *,
         Split(images.subset(rows).standardised(mean, std), labels[rows])  # type: ignore[arg-type]
         for rows in parts)
     return ImageData(f"{PREFIX}{scan.root}", train_split, val_split, test_split,
-                     len(scan.classes), scan.channels, size)
+                     len(scan.classes), scan.channels, size,
+                     inference_record(scan.classes, scan.mode, size, mean, std))

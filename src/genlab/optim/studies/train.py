@@ -242,7 +242,8 @@ def _train(cfg: TrainConfig, run: RunDir, data: TaskData, model: nn.Module, devi
     scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
                  if cfg.schedule == "cosine" else None)
     loss_fn = nn.CrossEntropyLoss()
-    record = model_record(KIND, path_of(build_model), model_args(cfg, data))
+    record = model_record(KIND, path_of(build_model), model_args(cfg, data),
+                          inference=data.inference)
     kw = dict(device=device, seed=cfg.seed, progress_bar=progress_bar, scheduler=scheduler,
               name=f"{cfg.arch}/{cfg.optimizer}", model_record=record)
     if OPTIMIZER_REGISTRY.get(cfg.optimizer).per_sample:
