@@ -16,7 +16,8 @@ A run killed at any point restarts with ``resume=True``: the newest checkpoint t
 passes its checksums is restored and metrics logged after it are dropped.
 
 What a run folder may be (:func:`check_run_folder`, before anything is written): a new or
-empty folder (names that begin with a dot do not count), or a genlab run (its config.json
+empty folder (names that begin with a dot do not count, nor sub-folders that hold genlab
+runs: a bench's finished runs copied in to be reused), or a genlab run (its config.json
 records ``genlab_version``) of the same command. A folder holding other files, or a
 config.json that genlab did not write, is refused (ConfigError); a run of another command
 (``command`` in its config.json, else the kind of its checkpoint's model record) is refused
@@ -147,6 +148,24 @@ def run_kind_of(folder: str | Path, config: dict) -> str | None:
     return str(record["kind"]) if isinstance(record, dict) and "kind" in record else None
 
 
+def _is_run(folder: Path) -> bool:
+    try:
+        config = read_json(folder / CONFIG)
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and VERSION_KEY in config
+
+
+def _holds_runs(path: Path) -> bool:
+    """A sub-folder that is, or holds up to two levels below, genlab runs only (a bench's
+    finished runs copied in to be reused)."""
+    if not path.is_dir():
+        return False
+    found = [c.parent for pattern in ("config.json", "*/config.json", "*/*/config.json")
+             for c in path.glob(pattern)]
+    return bool(found) and all(_is_run(f) for f in found)
+
+
 def check_run_folder(path: str | Path, kind: str | None = None) -> dict | None:
     """What ``path`` may be as a run folder (module doc), checked before anything is written:
     None for a new or empty folder, the run's config.json for a genlab run (of ``kind``,
@@ -160,7 +179,8 @@ def check_run_folder(path: str | Path, kind: str | None = None) -> dict | None:
     advice = f"--out must be a new or empty folder, or {what}"
     config_file = folder / CONFIG
     if not config_file.is_file():
-        names = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+        names = sorted(p.name for p in folder.iterdir()
+                       if not p.name.startswith(".") and not _holds_runs(p))
         if not names:
             return None
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if names[3:] else "")

@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.checkpoints import model_record
-from genlab.core.data import Batches, augment_images, majority_accuracy
+from genlab.core.data import Batches, augment_images, majority_accuracy, warn_batch
+from genlab.core.data.imagefolder import folder_size
 from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option, option_like
 from genlab.core.registry import path_of
@@ -59,7 +60,9 @@ class RetrainConfig:
     dataset: str = option_like(SearchConfig, "dataset")
     data_root: str | None = option_like(SearchConfig, "data_root")
     size: int | None = option(None, help="Input side: the networks take squares, N or NxN "
-                              "(default: the search proxy's).", gt=0, parse="square")
+                              "(default: the search proxy's; folder:PATH: the images' median "
+                              "shorter side, down to a multiple of 8, 8 to 32).", gt=0,
+                              parse="square")
     channels: int | None = option(None, help=f"Width ({RECIPE}).", gt=0, flags=("-C",))
     cells: int | None = option(None, help=f"Depth ({RECIPE}).", gt=0, flags=("-N",))
     epochs: int | None = option(None, help=f"Epochs ({RECIPE}).", gt=0)
@@ -96,7 +99,7 @@ class RetrainConfig:
         space = get_space(self.space)
         fill = {k: getattr(space.retrain, k) for k in RECIPE_KEYS if getattr(self, k) is None}
         if self.size is None:
-            fill["size"] = space.proxy.size
+            fill["size"] = folder_size(self.dataset) or space.proxy.size
         return replace(self, **fill)
 
     def validate(self) -> None:
@@ -257,6 +260,7 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
                       scheduler=sched, augment=make_augment(cfg, data.size), seed=cfg.seed,
                       progress_bar=progress_bar, name=f"train {cfg.space} {cfg.arch[:24]}...",
                       amp=cfg.amp, channels_last=cfg.channels_last, model_record=record)
+    warn_batch(cfg.batch_size, len(fit_split), "training")
     batches = Batches(fit_split, cfg.batch_size, seed=cfg.seed)
     score = Batches(score_split, 256, shuffle=False)
 

@@ -25,7 +25,8 @@ import torch
 
 from genlab.core.amp import channels_last_input, make_precision
 from genlab.core.checkpoints import MODEL_RECORD, model_record
-from genlab.core.data import augment_images
+from genlab.core.data import augment_images, warn_batch
+from genlab.core.data.imagefolder import folder_size
 from genlab.core.errors import CheckpointError, ConfigError, DivergedError, require_positive
 from genlab.core.options import check_options, option
 from genlab.core.progress import progress
@@ -107,7 +108,9 @@ class SearchConfig:
     data_root: str | None = option(None, help="Folder with the data set's files (not for "
                                    "digits).")
     size: int | None = option(None, help=f"Input side: the networks take squares; digits are "
-                              f"resized ({PROXY}); N or NxN.", gt=0, parse="square")
+                              f"resized ({PROXY}; folder:PATH: the images' median shorter "
+                              f"side, down to a multiple of 8, 8 to 32); N or NxN.", gt=0,
+                              parse="square")
     channels: int | None = option(None, help=f"Width C of the supernet ({PROXY}; upstream 16).",
                                   gt=0, flags=("-C",))
     cells: int | None = option(None, help=f"NB201: cells per stage (upstream 5); DARTS spaces: "
@@ -193,6 +196,8 @@ class SearchConfig:
         proxy = (space or get_space(self.space)).proxy
         fill = {k: getattr(proxy, k) for k in ("size", "channels", "cells", "steps")
                 if getattr(self, k) is None}
+        if self.size is None and (side := folder_size(self.dataset)) is not None:
+            fill["size"] = side  # your images keep their size (up to a cap)
         method = method or get_method(self.method or DEFAULT_METHOD)
         fill["method"] = method.name
         if self.reg is None:
@@ -356,6 +361,8 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
         StepBatches(data.val, cfg.batch_size, cfg.seed * 2 + 2)
     spe = len(train)
     require_positive("steps_per_epoch", spe)
+    for split, part in (("training", data.train), ("validation", data.val)):
+        warn_batch(cfg.batch_size, len(part), split)
     reg.steps_per_epoch = spe  # beta's lambda counts epochs
     if reg.needs_probe:  # candidates with state read the network on the step-0 val batch
         reg.setup(net, _val_batch(cfg, val, 0, device)[0], space)

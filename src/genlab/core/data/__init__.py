@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import math
 import pickle
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,16 @@ def read_rows(images, batches):
     if streamed(images):
         return images.batches(batches)
     return (images[rows] for rows in batches)
+
+
+def warn_batch(batch_size: int, images: int, split: str) -> None:
+    """A warning line (stderr, rank 0) when a batch is larger than the split it is drawn from:
+    each batch is then the whole split, ``images`` images."""
+    from genlab.core.parallel.distributed import is_main_process
+
+    if batch_size > images and is_main_process():
+        print(f"genlab: warning: --batch-size {batch_size} is larger than the {images} {split} "
+              f"images: each batch is all {images}", file=sys.stderr)
 
 
 RESIZE = "bilinear"  # how an image file is brought to a run's side (torchvision's Resize)

@@ -33,7 +33,8 @@ import torch
 from torch import nn
 
 from genlab.core.checkpoints import MODEL_RECORD, build_from_record, model_record
-from genlab.core.data import Batches, Split, majority_accuracy, streamed
+from genlab.core.data import Batches, Split, majority_accuracy, streamed, warn_batch
+from genlab.core.data.imagefolder import folder_size
 from genlab.core.errors import CheckpointError, ConfigError, require_positive
 from genlab.core.options import check_options, option, option_like
 from genlab.core.registry import path_of
@@ -64,6 +65,7 @@ from genlab.optim.studies.tasks import (
 )
 
 SCHEDULES = ("constant", "cosine")
+DIGITS_SIZE = 8  # the side of the digits (and of a folder's images before --size followed them)
 KIND = "optim train"  # the kind of the model record in this run's checkpoints
 
 
@@ -92,8 +94,10 @@ class TrainConfig:
     task: str = option("digits", help="Data: a digits task, or folder:PATH (your images, one "
                        "sub-folder per class; docs/cli.md).", choices=TASKS, checked=False,
                        flags=("--dataset",))
-    size: int = option(8, help="Image side of folder:PATH data (its images are resized to "
-                       "it); the digits are 8x8 whatever it says.", gt=0)
+    size: int | None = option(None, help="Image side of folder:PATH data (its images are "
+                              "resized to it; default: their median shorter side, down to a "
+                              "multiple of 8, 8 to 32); the digits are 8x8 whatever it says.",
+                              gt=0)
     split: str = option("full", help="full: train on the whole pool; holdout: fit part, keep "
                         "a validation set.", choices=SPLITS)
     data_seed: int | None = option(None, help="Seed of the data split (default: --seed).", ge=0)
@@ -132,6 +136,13 @@ class TrainConfig:
         check_translation(self.translate, self.translate_copies)
         check_translation(self.translate, self.val_copies, "val_copies")
         self.measure_config().validate()
+
+    def resolved(self) -> TrainConfig:
+        """A copy with ``size`` filled: a folder's default side (its images' median shorter
+        side, down to a multiple of 8, 8 to 32), else the digits' 8."""
+        if self.size is not None:
+            return self
+        return replace(self, size=folder_size(self.task) or DIGITS_SIZE)
 
     def measure_config(self) -> MeasureConfig:
         return MeasureConfig(n_samples=self.measure_samples,
@@ -176,7 +187,7 @@ def load_task(cfg: TrainConfig) -> TaskData:
                      label_noise=cfg.label_noise, noise_kind=cfg.noise_kind,
                      noise_seed=cfg.seed, translate=cfg.translate,
                      translate_copies=cfg.translate_copies, val_copies=cfg.val_copies,
-                     size=cfg.size)
+                     size=cfg.resolved().size)
 
 
 def model_args(cfg: TrainConfig, data: TaskData) -> dict:
@@ -225,6 +236,7 @@ def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
                  progress_bar: bool | None = None) -> dict:
     """Train, evaluate and measure one digits model; writes a run folder and returns summary."""
     cfg.validate()
+    cfg = cfg.resolved()
     device = resolve_device(cfg.device)
     with fixed_threads(cfg.threads):
         data, model = prepare(cfg)  # sizes and init_from checked before the folder is touched
@@ -251,6 +263,7 @@ def _train(cfg: TrainConfig, run: RunDir, data: TaskData, model: nn.Module, devi
                                    per_sample_loss=nn.CrossEntropyLoss(reduction="none"), **kw)
     else:
         trainer = Trainer(model, optimizer, loss_fn, **kw)
+    warn_batch(cfg.batch_size, len(data.fit), "training")
     batches = Batches(data.fit, cfg.batch_size, seed=cfg.seed)
     test = data.test.to(device)
 
