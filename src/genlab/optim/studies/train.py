@@ -52,6 +52,7 @@ from genlab.optim.limits import (
 )
 from genlab.optim.measures import MeasureConfig, all_measures
 from genlab.optim.measures.per_sample import BN_MODES
+from genlab.optim.optimizers.cov import DEFAULT_LAM, DEFAULT_LR
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS, make_optimizer
 from genlab.optim.studies.models import ARCHS, HEAD, build_model
 from genlab.optim.studies.noise import NOISE_KINDS
@@ -80,7 +81,8 @@ class TrainConfig:
     depth: int = option(2, help="Hidden layers / conv blocks / attention blocks.", gt=0,
                         le=MAX_DEPTH)
     optimizer: str = option("sgd", help="Optimiser (docs/optimizers.md).", choices=OPTIMIZERS)
-    lr: float = option(0.05, help="Learning rate (0: the initialisation, scored and measured).",
+    lr: float = option(DEFAULT_LR, help="Learning rate (0: the initialisation, scored and "
+                       "measured).",
                        ge=0)
     momentum: float = option(0.9, help="Momentum.", ge=0)
     weight_decay: float = option(0.0, help="Weight decay.", ge=0)
@@ -89,7 +91,7 @@ class TrainConfig:
     schedule: str = option("constant", help="Learning rate over the epochs: constant or cosine "
                            "(to 0).", choices=SCHEDULES)
     rho: float = option(0.05, help="Radius of SAM/ASAM/SAMGCM; both radii of CSAM.", gt=0)
-    lam: float = option(0.1, help="COV penalty weight.", ge=0)
+    lam: float = option(DEFAULT_LAM, help="COV penalty weight.", ge=0)
     xi: float = option(1e-6, help="SAMGCM covariance damping.", gt=0)
     task: str = option("digits", help="Data: a digits task, or folder:PATH (your images, one "
                        "sub-folder per class; docs/cli.md).", choices=TASKS, checked=False,
