@@ -52,6 +52,11 @@ class LoadedRun:
         return self.predictor().predict(images, batch_size)
 
 
+def _a(kind: str) -> str:
+    """``kind`` with its indefinite article: "a nas train", "an optim train"."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
+
+
 def checkpoint_path(path: str | Path) -> Path:
     """The checkpoint file behind a run folder or a checkpoint path (CheckpointError if none)."""
     path = Path(path)
@@ -91,7 +96,8 @@ def load(path: str | Path, *, map_location: str = "cpu", kind: str | None = None
         raise CheckpointError(f"{file}: holds no model record (written by an earlier genlab, "
                               "or not a training checkpoint); rerun the training to load it")
     if kind is not None and record.get("kind") != kind:
-        raise CheckpointError(f"{file}: is a {record.get('kind')} run; a {kind} run is needed")
+        other = str(record.get("kind"))
+        raise CheckpointError(f"{file}: is {_a(other)} run; {_a(kind)} run is needed")
     model = build_from_record(record, state, source=str(file)).eval()
     config, summary = read_run_files(file.parent)
     return LoadedRun(model=model, kind=str(record.get("kind")), config=config,

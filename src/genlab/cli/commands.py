@@ -58,8 +58,8 @@ from genlab.core.registry import import_path
 CONFIG_HELP = ("A config file: a run's config.json or a YAML/JSON mapping of options; flags "
                "given here override it.")
 PRINT_HELP = "Print the resolved config as JSON and stop (nothing is run or written)."
-OUT_HELP = ("Run folder to create: a new or empty folder (required; or a run of this command "
-            "to continue with --resume).")
+OUT_HELP = ("Run folder to write (required): a new or empty folder, or this command's run to "
+            "continue with --resume.")
 RESUME_HELP = ("Continue the run in --out with its own options (read from its config.json; a "
                "finished run is left as it is; a folder with no run starts one, with a "
                "warning).")
@@ -72,11 +72,12 @@ def _kebab(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _shown_default(value: Any) -> str | None:
+def _shown_default(value: Any, parse: str | None = None) -> str | None:
+    """A default as its option spells it: a list ``a,b``, a size ``32x48``."""
     if value is None or value == [] or value == {}:
         return None
     if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value))
+        return ("x" if parse == "size" else ",").join(map(str, value))
     return str(value)
 
 
@@ -96,14 +97,17 @@ def _parameter(f: dataclasses.Field, spec, annotation: Any) -> inspect.Parameter
                               show_default=False)
     elif spec.parse == "list":  # a, b,c or the option repeated
         py_type = Optional[list[str]]  # noqa: UP045
-        info = typer.Option(None, _kebab(f.name), *spec.flags, help=spec.help, metavar="A,B,...",
-                            show_default=_shown_default(default) or False)
+        # the default list itself (help shows "a, b", not a string in parentheses); a value
+        # left at it is not "given" (given_values reads where each value came from)
+        info = typer.Option([str(v) for v in default] if default else None, _kebab(f.name),
+                            *spec.flags, help=spec.help, metavar="A,B,...",
+                            show_default=bool(default))
     elif spec.parse is not None:  # seeds, size, square: a text the field's parser reads
         py_type = Optional[str]  # noqa: UP045
         metavar = {"seeds": "SEEDS", "size": "N|HxW", "square": "N"}[spec.parse]
-        info = typer.Option(_shown_default(default), _kebab(f.name), *spec.flags,
-                            help=spec.help, metavar=metavar,
-                            show_default=_shown_default(default) is not None)
+        shown = _shown_default(default, spec.parse)
+        info = typer.Option(shown, _kebab(f.name), *spec.flags, help=spec.help,
+                            metavar=metavar, show_default=shown is not None)
     elif kind is bool:
         py_type = Optional[bool] if default is None else bool  # noqa: UP045
         flag = f"{_kebab(f.name)}/--no-{f.name.replace('_', '-')}"

@@ -32,6 +32,13 @@ NOT_IMAGENET = ("size", "cutout")
 SEARCH_KIND = "nas search"
 
 
+def train_datasets() -> tuple[str, ...]:
+    """The --dataset choices of nas train: the registered data sets, then imagenet."""
+    from genlab.nas.data import DATASETS
+
+    return (*DATASETS.choices(), IMAGENET)
+
+
 def searched_architecture(run: str | Path, space: str | None = None) -> tuple[str, str]:
     """(genotype, space) of the finished `nas search` run in the folder ``run``: its
     summary.json. ``space`` (a --space given with --from) must be the run's. ConfigError
@@ -83,7 +90,8 @@ class NasTrainConfig(RetrainConfig):
         "Search space of ARCH (default nb201; with --from: the run's; docs/nas_spaces.md; "
         "genlab nas spaces)."))
 
-    dataset: str = option_like(RetrainConfig, "dataset", help=(
+    dataset: str = option_like(RetrainConfig, "dataset", choices=f"{__name__}:train_datasets",
+                               help=(
         "Data set: a registered one (those read from disk need --data-root), folder:PATH, your "
         "images (one sub-folder per class; docs/cli.md), or imagenet: image folders trained "
         "with the ImageNet recipe (docs/nas_transfer.md)."))
