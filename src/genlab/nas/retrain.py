@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.checkpoints import model_record
-from genlab.core.data import Batches, augment_images, majority_accuracy, warn_batch
+from genlab.core.data import Batches, announce, augment_images, majority_accuracy, warn_batch
 from genlab.core.data.imagefolder import folder_size
 from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option, option_like
@@ -252,6 +252,7 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
     if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
         run.close()
         return done
+    announce(data)
     opt = ClippedSGD(model.parameters(), max_norm=cfg.grad_clip, lr=cfg.lr,
                      momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                      nesterov=cfg.nesterov)

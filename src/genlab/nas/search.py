@@ -25,7 +25,7 @@ import torch
 
 from genlab.core.amp import channels_last_input, make_precision
 from genlab.core.checkpoints import MODEL_RECORD, model_record
-from genlab.core.data import augment_images, warn_batch
+from genlab.core.data import announce, augment_images, warn_batch
 from genlab.core.data.imagefolder import folder_size
 from genlab.core.errors import CheckpointError, ConfigError, DivergedError, require_positive
 from genlab.core.options import check_options, option
@@ -348,6 +348,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
         run.close()
         return done
+    announce(data)
     if run.resumed_state is not None:
         layout = resumed_layout(run.resumed_state["net"], net, builder_args, space, out)
         if layout is not None:  # checkpointed on the per-edge cells: resumed on them

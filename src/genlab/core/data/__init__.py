@@ -70,6 +70,16 @@ def read_rows(images, batches):
     return (images[rows] for rows in batches)
 
 
+def announce(data) -> None:
+    """The data's description (ImageData or TaskData), one line on stderr (rank 0), once the
+    run's folder is open: every refusal comes before it, as one line alone."""
+    from genlab.core.parallel.distributed import is_main_process
+
+    text = getattr(data, "description", None)
+    if text and is_main_process():
+        print(f"genlab: {text}", file=sys.stderr)
+
+
 def warn_batch(batch_size: int, images: int, split: str) -> None:
     """A warning line (stderr, rank 0) when a batch is larger than the split it is drawn from:
     each batch is then the whole split, ``images`` images."""
@@ -104,7 +114,7 @@ class ImageData:
     """A classification data set split for bilevel search: train, val (search halves), test;
     ``inference``: what predicting on new image files needs (class names, side, mode, the
     standardisation; imagefolder.inference_record), None where the data are not images read
-    from files."""
+    from files; ``description``: one line a run prints once its folder is open (announce)."""
 
     name: str
     train: Split
@@ -114,6 +124,7 @@ class ImageData:
     in_channels: int
     size: int
     inference: dict | None = None
+    description: str | None = None  # what a run says of its data (a folder: split, resize)
 
     def train_full(self) -> Split:
         """train + val: what plain (non-bilevel) training uses."""

@@ -9,8 +9,9 @@ per class, the sorted names giving the labels 0..k-1; names that begin with a do
 folders and files) are skipped. Images are grey or colour, of any size, resized to the run's
 ``--size`` (bilinear, torchvision's Resize); without ``--size`` a run takes the median of the
 images' shorter sides rounded down to a multiple of 8, at least 8 and at most
-:data:`DEFAULT_SIZE_CAP` (32) pixels (``FolderScan.default_size``). :func:`folder_data` says
-on stderr what the run sees: classes, the split's sizes and the resize. Grey: PIL modes 1,
+:data:`DEFAULT_SIZE_CAP` (32) pixels (``FolderScan.default_size``). A run says what it sees of the
+folder (ImageData.description: classes, the split's sizes, the resize) once its folder is
+open. Grey: PIL modes 1,
 L, LA, I;16 (16-bit, scaled by its full range) and palette images whose palette is grey;
 colour: RGB, RGBA, CMYK, YCbCr and colour palettes (read as RGB, alpha dropped). 32-bit
 integer and float images (modes I and F: no fixed range) are refused.
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +55,6 @@ from genlab.core.data import (
     stratified_split,
 )
 from genlab.core.errors import ConfigError, DataError
-from genlab.core.parallel.distributed import is_main_process
 
 PREFIX = "folder:"
 NAME = f"{PREFIX}PATH"  # how help texts and registries spell every folder
@@ -392,15 +391,14 @@ def folder_data(root: str | Path, size: int, seed: int, *,
     mean = sample.mean(dim=(0, 2, 3))
     std = sample.std(dim=(0, 2, 3)).clamp_min(1e-6)
     labels = torch.from_numpy(scan.labels)
-    if is_main_process():  # what the run sees of the folder, said once
-        smallest, largest = min(scan.sides), max(scan.sides)
-        span = f"{smallest}" if smallest == largest else f"{smallest} to {largest}"
-        print(f"genlab: {PREFIX}{scan.root}: {len(scan.classes)} classes; "
-              f"{'/'.join(str(len(p)) for p in parts)} train/val/test images; resized to "
-              f"{size}x{size} (shorter sides {span} px)", file=sys.stderr)
+    smallest, largest = min(scan.sides), max(scan.sides)
+    span = f"{smallest}" if smallest == largest else f"{smallest} to {largest}"
+    described = (f"{PREFIX}{scan.root}: {len(scan.classes)} classes; "
+                 f"{'/'.join(str(len(p)) for p in parts)} train/val/test images; resized to "
+                 f"{size}x{size} (shorter sides {span} px)")
     train_split, val_split, test_split = (
         Split(images.subset(rows).standardised(mean, std), labels[rows])  # type: ignore[arg-type]
         for rows in parts)
     return ImageData(f"{PREFIX}{scan.root}", train_split, val_split, test_split,
                      len(scan.classes), scan.channels, size,
-                     inference_record(scan.classes, scan.mode, size, mean, std))
+                     inference_record(scan.classes, scan.mode, size, mean, std), described)

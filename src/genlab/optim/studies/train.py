@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from genlab.core.checkpoints import MODEL_RECORD, build_from_record, model_record
-from genlab.core.data import Batches, Split, majority_accuracy, streamed, warn_batch
+from genlab.core.data import Batches, Split, announce, majority_accuracy, streamed, warn_batch
 from genlab.core.data.imagefolder import folder_size
 from genlab.core.errors import CheckpointError, ConfigError, require_positive
 from genlab.core.options import check_options, option, option_like
@@ -265,6 +265,7 @@ def _train(cfg: TrainConfig, run: RunDir, data: TaskData, model: nn.Module, devi
                                    per_sample_loss=nn.CrossEntropyLoss(reduction="none"), **kw)
     else:
         trainer = Trainer(model, optimizer, loss_fn, **kw)
+    announce(data)
     warn_batch(cfg.batch_size, len(data.fit), "training")
     batches = Batches(data.fit, cfg.batch_size, seed=cfg.seed)
     test = data.test.to(device)
