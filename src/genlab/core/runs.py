@@ -225,7 +225,8 @@ class RunDir:
                  tensorboard: bool | None = None, resume_free: Iterable[str] = (),
                  defaults: dict | None = None, kind: str | None = None):
         self.path = Path(path)
-        self.kind = kind
+        self.kind = kind or (config.get(KIND_KEY) if isinstance(config.get(KIND_KEY), str)
+                             else None)  # the studies record theirs as "command"
         self.resume_free = tuple(resume_free)
         self.defaults = dict(defaults or {})
         self.config = dict(jsonable(config))
