@@ -121,3 +121,34 @@ def test_old_runs_other_kinds_and_missing_files_are_one_line(pngs, tmp_path, cap
     for argv, line in cases:
         code, out, err = run_cli(argv, capsys)
         assert (code, out, err.splitlines()) == (2, "", [line])
+
+
+def test_a_digits_run_predicts_digit_pictures(tmp_path, capsys):
+    """The README's line: an optim train run on the digits predicts a PNG of a digit (light
+    ink on a dark ground, its pixels / 255 as the digits' values / 16) as it scores the
+    digit itself."""
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    from genlab.core.data import digit_splits
+
+    run = tmp_path / "digits"
+    code, _, err = run_cli(["optim", "train", "--epochs", "1", "--no-measure", "--out", run],
+                           capsys)
+    assert code == 0, err
+    digits = load_digits()
+    files = []
+    for i in range(20):
+        files.append(tmp_path / f"{i}.png")
+        Image.fromarray((digits.images[i] * 255 / 16).round().astype(np.uint8)).save(files[-1])
+    preds = genlab.load(run).predict(files)
+    # the same digits standardised as the run's data are: by the training split's statistics
+    train = digit_splits(8, 0)[0][0]
+    mean, std = float(train.mean()), float(train.std())
+    x = (torch.from_numpy(digits.images[:20] / 16).float().unsqueeze(1) - mean) / std
+    with torch.no_grad():
+        truth = torch.softmax(genlab.load(run).model(x), dim=1)
+    got = torch.tensor([[p.probabilities[str(c)] for c in range(10)] for p in preds])
+    assert torch.allclose(got, truth, atol=0.02)  # the PNGs' 8-bit rounding
+    assert [p.label for p in preds] == [str(int(k)) for k in truth.argmax(1)]
