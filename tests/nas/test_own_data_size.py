@@ -47,9 +47,10 @@ def test_sixty_48px_images_say_their_split_resize_and_batch(tmp_path, capsys):
     """The issue's case: 60 images of 48 px, a batch of 64, no --size."""
     root = _square_folder(tmp_path / "pngs", 48)
     run = tmp_path / "search"
-    code, _, err = run_cli(["nas", "search", "--dataset", f"folder:{root}", "--steps", "1",
-                            "-C", "2", "--hessian-points", "0", "--out", run], capsys)
+    code, out, err = run_cli(["nas", "search", "--dataset", f"folder:{root}", "--steps", "1",
+                              "-C", "2", "--hessian-points", "0", "--out", run], capsys)
     assert code == 0, err
+    assert "(the diagnostic val batch, 24 images)" in out.splitlines()[-2]
     assert err.splitlines() == [
         f"genlab: folder:{root}: 3 classes; 24/24/12 train/val/test images; resized to 32x32 "
         "(shorter sides 48 px)",

@@ -38,7 +38,9 @@ def _search(cfg, out: Path, resume: bool) -> None:
     hess = "-" if s["hessian_eig"] is None else f"{s['hessian_eig']:.4g}"
     typer.echo(f"param-free ops  {s['param_free_ops']}   skip ops {s['skip_ops']}   mean entropy "
                f"{s['mean_entropy']:.3f}   Hessian eig {hess}   {s['search_seconds']:.0f} s")
-    typer.echo(f"supernet val acc {s['supernet_val_acc']:.2f}%  (the diagnostic val batch)")
+    batch = f", {s['diag_images']} images" if "diag_images" in s else ""
+    typer.echo(f"supernet val acc {s['supernet_val_acc']:.2f}%  (the diagnostic val "
+               f"batch{batch})")
     if "nb201" in s:
         n = s["nb201"]
         accs = f"{n['cifar10']:.2f}% / {n['cifar100']:.2f}% / {n['imagenet16']:.2f}%"

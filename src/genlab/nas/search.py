@@ -457,6 +457,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     genotype = method.architecture(ctx)
     summary = _summary(cfg, space, net, history, table, time.perf_counter() - t0,
                        config["reg_resolved"], genotype, method)
+    summary["diag_images"] = len(diag_y)  # what supernet_val_acc is over
     _plots(run, history, space)
     run.write_summary(summary)
     return summary
