@@ -3,7 +3,8 @@
 Every genlab run that trains a model (``nas train``, ``nas search``, ``optim train``,
 ``gaze train``) stores a model record in its checkpoint (genlab.core.checkpoints): the
 builder and its arguments. ``load`` rebuilds the model from that record alone, loads its
-weights and returns it in eval mode with the run's config.json and summary.json.
+weights and returns it in eval mode with the run's config.json and summary.json. A classifier
+of images predicts on new ones: ``load(run).predict(images)`` (genlab.inference).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from genlab.core.checkpoints import (
 )
 from genlab.core.errors import CheckpointError
 from genlab.core.files import read_json
+from genlab.inference import Predictor, inference_facts
 
 
 @dataclass
@@ -34,6 +36,25 @@ class LoadedRun:
     folder: Path | None = None
     checkpoint: Path | None = None
     state: dict = field(default_factory=dict, repr=False)  # the whole checkpoint
+
+    def predictor(self, device=None):
+        """A genlab.inference.Predictor of this run's model (on ``device``, default where
+        the model is); CheckpointError when the run keeps no inference facts."""
+        facts = inference_facts(self.state.get(MODEL_RECORD), str(self.checkpoint or "run"))
+        if device is not None:
+            self.model.to(device)
+        where = next(self.model.parameters()).device
+        return Predictor(self.model, facts, where)
+
+    def predict(self, images, batch_size: int = 64):
+        """The class name and probabilities of each image (paths, PIL images or tensors in
+        [0, 1]), in batches: a list of genlab.inference.Prediction (module doc there)."""
+        return self.predictor().predict(images, batch_size)
+
+
+def _a(kind: str) -> str:
+    """``kind`` with its indefinite article: "a nas train", "an optim train"."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
 
 
 def checkpoint_path(path: str | Path) -> Path:
@@ -75,7 +96,8 @@ def load(path: str | Path, *, map_location: str = "cpu", kind: str | None = None
         raise CheckpointError(f"{file}: holds no model record (written by an earlier genlab, "
                               "or not a training checkpoint); rerun the training to load it")
     if kind is not None and record.get("kind") != kind:
-        raise CheckpointError(f"{file}: is a {record.get('kind')} run; a {kind} run is needed")
+        other = str(record.get("kind"))
+        raise CheckpointError(f"{file}: is {_a(other)} run; {_a(kind)} run is needed")
     model = build_from_record(record, state, source=str(file)).eval()
     config, summary = read_run_files(file.parent)
     return LoadedRun(model=model, kind=str(record.get("kind")), config=config,

@@ -13,9 +13,8 @@ import pytest
 import torch
 from ddp_cases import ARCH
 
-from genlab.core.checkpoints import save_checkpoint
 from genlab.core.data import Batches, load_digits_data
-from genlab.core.errors import CheckpointError
+from genlab.core.errors import ConfigError
 from genlab.core.runs import RunDir, config_differences
 from genlab.core.trainer import Trainer
 
@@ -131,7 +130,6 @@ def test_a_stale_lock_file_of_a_killed_holder_is_taken_over(tmp_path):
     folder = tmp_path / "s"
     folder.mkdir()
     (folder / ".lock").write_text("12345 elsewhere\n")  # what a SIGKILLed holder leaves
-    save_checkpoint(folder / "x.pt", {"a": 1})
     run = RunDir(folder, {"x": 1})
     run.close()
     assert not (folder / ".lock").exists()
@@ -147,7 +145,7 @@ def test_options_newer_than_a_run_compare_as_their_defaults(tmp_path):
     RunDir(tmp_path / "r", old).close()  # a run started before "grouping" existed
     RunDir(tmp_path / "r", {"lr": 0.1, "grouping": "none"}, resume=True,
            defaults={"grouping": "none"}).close()
-    with pytest.raises(CheckpointError, match="grouping"):
+    with pytest.raises(ConfigError, match="grouping"):
         RunDir(tmp_path / "r", {"lr": 0.1, "grouping": "crossfit"}, resume=True,
                defaults={"grouping": "none"})
 
@@ -167,6 +165,6 @@ def test_a_nested_template_compares_option_by_option(tmp_path):
     RunDir(tmp_path / "r", old).close()
     RunDir(tmp_path / "r", new, resume=True, resume_free=["search.table"],
            defaults=defaults).close()
-    with pytest.raises(CheckpointError, match=r"search\.lr: 0\.1 -> 0\.2"):
+    with pytest.raises(ConfigError, match=r"search\.lr: 0\.1 -> 0\.2"):
         RunDir(tmp_path / "r", changed, resume=True, resume_free=["search.table"],
                defaults=defaults)

@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from genlab.core.errors import CheckpointError, RunExistsError
+from genlab.core.errors import CheckpointError, ConfigError, RunExistsError
 from genlab.core.runs import RunDir, load_checkpoint
 
 
@@ -27,7 +27,7 @@ def test_resume_drops_metrics_after_checkpoint_and_checks_config(tmp_path):
     resumed = RunDir(tmp_path / "r", {"seed": 1, "device": "cuda"}, resume=True)
     assert [m["epoch"] for m in resumed.metrics()] == [0]
     assert torch.equal(resumed.resumed_state["w"], torch.ones(2))
-    with pytest.raises(CheckpointError, match="seed"):
+    with pytest.raises(ConfigError, match="seed: 1 -> 2"):
         RunDir(tmp_path / "r", {"seed": 2}, resume=True)
 
 

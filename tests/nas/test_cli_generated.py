@@ -18,7 +18,7 @@ from genlab.nas.bench import DEFAULT_REGS, BenchConfig
 from genlab.nas.search import SearchConfig
 
 RUN_FOLDER = {"search", "train", "bench", "detect", "score", "fidelity"}
-NO_RUN_FOLDER = {"lookup", "table convert"}
+NO_RUN_FOLDER = {"lookup", "table convert", "predict"}
 NO_OPTIONS = {"spaces", "methods"}  # listings: nothing to declare
 
 

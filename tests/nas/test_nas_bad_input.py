@@ -108,35 +108,64 @@ def _other_runs(tmp_path) -> dict:
                          ("unknown", {"something": 1})):
         folders[name] = tmp_path / name
         folders[name].mkdir()
+        if name != "unknown":  # what every genlab run records
+            config = {**config, "genlab_version": "0.1.0"}
         write_json(folders[name] / "config.json", config)
     save_checkpoint(folders["gaze"] / "checkpoint.pt",
                     {MODEL_RECORD: model_record("gaze train", "x:y", {}), "model": {}})
     return folders
 
 
-# (command after "nas" with OUT, the folder given as OUT, a word the line must hold)
+# (command after "nas" with OUT, the folder given as OUT, the words of its one line)
 OTHER_KIND = [
-    (["train", NB201, "--out", "OUT", "--resume"], "search", "holds a nas search run, not a "
-                                                              "nas train run"),
-    (["bench", "--out", "OUT", "--resume"], "search", "holds a nas search run, not a nas bench"),
-    (["search", "--out", "OUT", "--resume"], "train", "holds a nas train run, not a nas search"),
-    (["search", "--out", "OUT"], "gaze", "holds a gaze train run, not a nas search run"),
-    (["train", NB201, "--out", "OUT", "--resume"], "unknown", "config.json lacks arch"),
+    (["train", NB201, "--out", "OUT", "--resume"], "search",
+     "run exists: OUT is a nas search run; nas train needs its own --out"),
+    (["bench", "--out", "OUT", "--resume"], "search",
+     "run exists: OUT is a nas search run; nas bench needs its own --out"),
+    (["search", "--out", "OUT", "--resume"], "train",
+     "run exists: OUT is a nas train run; nas search needs its own --out"),
+    (["search", "--out", "OUT"], "gaze",
+     "run exists: OUT is a gaze train run; nas search needs its own --out"),
+    (["train", NB201, "--out", "OUT", "--resume"], "unknown",
+     "bad option: OUT is not a genlab run folder (its config.json was not written by genlab"),
+    (["search", "--out", "OUT"], "unknown",
+     "bad option: OUT is not a genlab run folder (its config.json was not written by genlab"),
 ]
 
 
-@pytest.mark.parametrize(("argv", "kind", "word"), OTHER_KIND,
-                         ids=[f"{a[0]}-on-{k}" for a, k, _ in OTHER_KIND])
-def test_a_folder_of_another_kind_is_named_and_left_alone(argv, kind, word, tmp_path, capsys,
+@pytest.mark.parametrize(("argv", "kind", "words"), OTHER_KIND,
+                         ids=[f"{a[0]}-on-{k}{'-resume' * ('--resume' in a)}"
+                              for a, k, _ in OTHER_KIND])
+def test_a_folder_of_another_kind_is_named_and_left_alone(argv, kind, words, tmp_path, capsys,
                                                           quiet):
     folder = _other_runs(tmp_path)[kind]
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     code, _, err = _run(["nas", *(folder if a == "OUT" else a for a in argv)], capsys)
     assert code == 2, err
     lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("genlab: bad checkpoint: "), err
-    assert word in lines[0] and "choose another --out" in lines[0], lines[0]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("genlab: " + words.replace("OUT", str(folder))), lines[0]
+    assert "--resume" not in lines[0]  # no advice that cannot work
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_a_folder_of_the_users_files_is_refused_and_left_as_it_was(tmp_path, capsys, quiet):
+    """`nas search --steps 10 --out mydocs`, mydocs holding the user's readme.txt (issue 48):
+    one line, exit 2, nothing written beside it; an empty folder is taken."""
+    docs = tmp_path / "mydocs"
+    docs.mkdir()
+    (docs / "readme.txt").write_text("my notes")
+    code, _, err = _run(["nas", "search", "--out", docs, *TINY_SEARCH], capsys)
+    assert code == 2, err
+    assert err.splitlines() == [f"genlab: bad option: {docs} is not a genlab run folder (it "
+                                "holds readme.txt); --out must be a new or empty folder, or a "
+                                "run of nas search"]
+    assert [p.name for p in docs.iterdir()] == ["readme.txt"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = _run(["nas", "search", "--out", empty, *TINY_SEARCH], capsys)
+    assert code == 0, err
+    assert (empty / "summary.json").is_file()
 
 
 def test_help_lists_every_regulariser_and_the_ber_alias(capsys):

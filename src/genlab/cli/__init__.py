@@ -58,6 +58,8 @@ def _terminated(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning GenlabError into one line on stderr and exit code 2."""
+    from genlab.cli.commands import CommandInterrupted
+
     _register()
     # SIGTERM ends the command as an exception would: locks, temporary files and the
     # superseded checkpoint are cleaned up on the way out (SIGKILL cannot be; see locks).
@@ -76,6 +78,9 @@ def main(argv: list[str] | None = None) -> None:
                                   sys.argv[1:] if argv is None else argv)
         print(f"genlab: bad option: {message}{where}", file=sys.stderr)
         sys.exit(2)
+    except CommandInterrupted as exc:  # Ctrl-C in a run: where it stopped, how to go on
+        print(f"genlab: {exc.line}", file=sys.stderr)
+        sys.exit(130)
     except typer.Abort:
         print("genlab: aborted", file=sys.stderr)
         sys.exit(1)

@@ -7,7 +7,13 @@ type, default, help, choices from their registry, limits, spelling), plus
 - ``--config FILE``: a run's config.json (or a YAML/JSON mapping) fills the options; flags
   given on the command line override it;
 - ``--print-config``: print the resolved config as JSON and stop (nothing is written);
-- ``--out DIR`` and ``--resume`` for commands that write a run folder.
+- ``--out DIR`` and ``--resume`` for commands that write a run folder. ``--out RUN --resume``
+  alone continues the run with its own options: RUN's config.json fills them (as ``--config``
+  would), a flag given with it overrides (the run then refuses a value that differs from
+  its own, naming the option), and a folder that is not a run of this command is refused
+  first (genlab.core.runs.check_run_folder);
+- Ctrl-C ends a run command with :class:`CommandInterrupted`: where the run stopped and the
+  command that continues it.
 
 The generated function has a real signature (typer reads it), so typer/click parse, convert
 and print help as for a hand-written command; help texts that list a registry's names are
@@ -52,9 +58,11 @@ from genlab.core.registry import import_path
 CONFIG_HELP = ("A config file: a run's config.json or a YAML/JSON mapping of options; flags "
                "given here override it.")
 PRINT_HELP = "Print the resolved config as JSON and stop (nothing is run or written)."
-OUT_HELP = "Run folder to create (or continue with --resume)."
-RESUME_HELP = ("Continue the run in --out with the same options (a finished run is left as "
-               "it is; a folder with no run starts one, with a warning).")
+OUT_HELP = ("Run folder to write (required): a new or empty folder, or this command's run to "
+            "continue with --resume.")
+RESUME_HELP = ("Continue the run in --out with its own options (read from its config.json; a "
+               "finished run is left as it is; a folder with no run starts one, with a "
+               "warning).")
 #: the options every run command has beside its config's fields
 RUN_OPTIONS = ("config", "print_config", "out", "resume")
 COMMAND_OPTIONS = ("config", "print_config")
@@ -64,11 +72,12 @@ def _kebab(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _shown_default(value: Any) -> str | None:
+def _shown_default(value: Any, parse: str | None = None) -> str | None:
+    """A default as its option spells it: a list ``a,b``, a size ``32x48``."""
     if value is None or value == [] or value == {}:
         return None
     if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value))
+        return ("x" if parse == "size" else ",").join(map(str, value))
     return str(value)
 
 
@@ -88,14 +97,17 @@ def _parameter(f: dataclasses.Field, spec, annotation: Any) -> inspect.Parameter
                               show_default=False)
     elif spec.parse == "list":  # a, b,c or the option repeated
         py_type = Optional[list[str]]  # noqa: UP045
-        info = typer.Option(None, _kebab(f.name), *spec.flags, help=spec.help, metavar="A,B,...",
-                            show_default=_shown_default(default) or False)
+        # the default list itself (help shows "a, b", not a string in parentheses); a value
+        # left at it is not "given" (given_values reads where each value came from)
+        info = typer.Option([str(v) for v in default] if default else None, _kebab(f.name),
+                            *spec.flags, help=spec.help, metavar="A,B,...",
+                            show_default=bool(default))
     elif spec.parse is not None:  # seeds, size, square: a text the field's parser reads
         py_type = Optional[str]  # noqa: UP045
         metavar = {"seeds": "SEEDS", "size": "N|HxW", "square": "N"}[spec.parse]
-        info = typer.Option(_shown_default(default), _kebab(f.name), *spec.flags,
-                            help=spec.help, metavar=metavar,
-                            show_default=_shown_default(default) is not None)
+        shown = _shown_default(default, spec.parse)
+        info = typer.Option(shown, _kebab(f.name), *spec.flags, help=spec.help,
+                            metavar=metavar, show_default=shown is not None)
     elif kind is bool:
         py_type = Optional[bool] if default is None else bool  # noqa: UP045
         flag = f"{_kebab(f.name)}/--no-{f.name.replace('_', '-')}"
@@ -159,6 +171,48 @@ def build_config(cls, ctx, values: dict, config_file: Path | None):
     cfg = cls(**merged)
     check_options(cfg)
     return cfg
+
+
+class CommandInterrupted(Exception):  # noqa: N818 - it reports an interruption, not an error
+    """Ctrl-C ended a command: ``line`` says where the run stopped and how to continue it."""
+
+    def __init__(self, line: str):
+        super().__init__(line)
+        self.line = line
+
+
+def interrupted_line(exc: KeyboardInterrupt, ctx, out: Path | None, resume: bool) -> str:
+    """"interrupted at step N of M; continue with: genlab ... --out RUN --resume"."""
+    import shlex
+
+    where = str(exc) if str(exc).startswith("interrupted") else "interrupted"
+    if out is None or not resume:
+        return where
+    command = f"genlab {command_kind(ctx)}"
+    return f"{where}; continue with: {command} --out {shlex.quote(str(out))} --resume"
+
+
+def command_kind(ctx) -> str:
+    """The command as a run records it: "nas search", "optim train" (the names below the
+    root)."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(reversed(names))
+
+
+def run_config_file(ctx, values: dict) -> Path | None:
+    """The config file of an invocation: --config, else with ``--out RUN --resume`` the
+    run's own config.json (RUN checked first: a folder that is not a run of this command is
+    refused; genlab.core.runs.check_run_folder)."""
+    if values.get("config") is not None or not values.get("resume") or \
+            values.get("out") is None:
+        return values.get("config")
+    from genlab.core.runs import CONFIG, check_run_folder
+
+    out = Path(values["out"])
+    return out / CONFIG if check_run_folder(out, command_kind(ctx)) is not None else None
 
 
 def resolved(cfg):
@@ -231,8 +285,17 @@ def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any],
             default=typer.Option(False, "--resume", help=form.resume_help)))
 
     def command(ctx: typer.Context, **values):
+        config_file = run_config_file(ctx, values) if run_folder and resume else \
+            values.get("config")
         try:
-            cfg = build_config(cls, ctx, values, values.get("config"))
+            try:
+                cfg = build_config(cls, ctx, values, config_file)
+            except ConfigError:
+                if config_file == values.get("config"):
+                    raise
+                # the run's options do not fit this command (a run of another kind that
+                # records none): the run folder's own checks name what it holds
+                cfg = build_config(cls, ctx, values, None)
         except ConfigError as exc:  # a value the declarations refuse: as click's own refusals
             raise UsageError(str(exc), ctx) from exc
         if values.get("print_config"):
@@ -242,9 +305,13 @@ def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any],
             return run(cfg)
         if values.get("out") is None:
             raise ConfigError("--out is required: the run folder to write")
-        if not resume:
-            return run(cfg, values["out"])
-        return run(cfg, values["out"], values.get("resume", False))
+        try:
+            if not resume:
+                return run(cfg, values["out"])
+            return run(cfg, values["out"], values.get("resume", False))
+        except KeyboardInterrupt as exc:  # before click turns it into a bare Abort
+            raise CommandInterrupted(interrupted_line(exc, ctx, values["out"], resume)) \
+                from exc
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}

@@ -28,10 +28,10 @@ def _search(cfg, out: Path, resume: bool) -> None:
     from genlab.nas.regularizers import BER, describe_setting
     from genlab.nas.search import plan_search, run_search
 
-    plan = plan_search(cfg)  # checked and resolved once, before the line below and --out
-    if plan.cfg.reg == BER:
-        typer.echo(f"--reg ber stands for {describe_setting(asdict(plan.reg))}")
+    plan = plan_search(cfg)  # checked and resolved once, before --out
     s = run_search(plan, out, resume=resume)
+    if plan.cfg.reg == BER:  # after the run: an error stays the one line it is
+        typer.echo(f"--reg ber stands for {describe_setting(asdict(plan.reg))}")
     stopped = "" if s.get("stopped_epoch") is None else \
         f"   (stopped at epoch {s['stopped_epoch']})"
     typer.echo(f"method          {s['method']}   select {s['select']}{stopped}")
@@ -39,7 +39,9 @@ def _search(cfg, out: Path, resume: bool) -> None:
     hess = "-" if s["hessian_eig"] is None else f"{s['hessian_eig']:.4g}"
     typer.echo(f"param-free ops  {s['param_free_ops']}   skip ops {s['skip_ops']}   mean entropy "
                f"{s['mean_entropy']:.3f}   Hessian eig {hess}   {s['search_seconds']:.0f} s")
-    typer.echo(f"supernet val acc {s['supernet_val_acc']:.2f}%  (the diagnostic val batch)")
+    batch = f", {s['diag_images']} images" if "diag_images" in s else ""
+    typer.echo(f"supernet val acc {s['supernet_val_acc']:.2f}%  (the diagnostic val "
+               f"batch{batch})")
     if "nb201" in s:
         n = s["nb201"]
         accs = f"{n['cifar10']:.2f}% / {n['cifar100']:.2f}% / {n['imagenet16']:.2f}%"
@@ -65,6 +67,8 @@ def _train(cfg, out: Path, resume: bool) -> None:
 
 
 config_command(app, "train", "genlab.nas.train_config:NasTrainConfig", _train)
+config_command(app, "predict", "genlab.prediction:NasPredictConfig", options.print_predictions,
+               run_folder=False)
 
 
 def _train_imagenet(cfg, out: Path, resume: bool) -> None:

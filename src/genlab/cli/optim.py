@@ -48,8 +48,9 @@ def _print_trained(summary: dict, out: Path) -> None:
 
 
 def _train(cfg, out: Path, resume: bool) -> None:
-    """Train a digits classifier with any optimiser; summary.json holds accuracies (percent),
-    gaps, the constant predictor's test accuracy and every measure."""
+    """Train a classifier (the digits or your images, folder:PATH) with any optimiser;
+    summary.json holds accuracies (percent), gaps, the constant predictor's test accuracy and
+    every measure."""
     from genlab.optim.studies.train import train_digits
 
     summary = train_digits(cfg, out, resume=resume)
@@ -57,6 +58,8 @@ def _train(cfg, out: Path, resume: bool) -> None:
 
 
 config_command(app, "train", "genlab.optim.studies.train:TrainConfig", _train)
+config_command(app, "predict", "genlab.prediction:OptimPredictConfig",
+               options.print_predictions, run_folder=False)
 
 
 def _measure(cfg, out: Path, resume: bool) -> None:

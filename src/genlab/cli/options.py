@@ -25,3 +25,10 @@ import typer
 def closing(out: str | Path) -> None:
     """The last line of every command: where its outputs are."""
     typer.echo(f"outputs in {out}")
+
+
+def print_predictions(cfg) -> None:
+    """Predict the classes of images with a trained classifier run; one line per image: the
+    class and its probability."""
+    for p in cfg.predictions():
+        typer.echo(f"{p.image}: {p.label}  (probability {p.probability:.3f})")

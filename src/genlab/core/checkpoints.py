@@ -88,15 +88,21 @@ def load_latest(folder: Path, names: tuple[str, ...] = (CHECKPOINT, PREVIOUS)
 MODEL_RECORD = "model_record"
 
 
-def model_record(kind: str, builder: str, args: dict, *, state_key: str = "model") -> dict:
+def model_record(kind: str, builder: str, args: dict, *, state_key: str = "model",
+                 inference: dict | None = None) -> dict:
     """What rebuilds a run's model from its checkpoint alone (nanoGPT's ``model_args``).
 
     ``kind`` names the command that trained it; ``builder`` is the
     ``"package.module:function"`` that ``builder(**args)`` returns the untrained model;
-    ``state_key`` is the checkpoint entry holding its state dict. ``args`` must be plain
-    values (numbers, strings, lists, dicts) so the record survives ``weights_only`` loading.
+    ``state_key`` is the checkpoint entry holding its state dict; ``inference`` (a
+    classifier of images): what predicting on new images needs
+    (genlab.core.data.imagefolder.inference_record). ``args`` must be plain values
+    (numbers, strings, lists, dicts) so the record survives ``weights_only`` loading.
     """
-    return {"kind": kind, "builder": builder, "args": dict(args), "state_key": state_key}
+    record = {"kind": kind, "builder": builder, "args": dict(args), "state_key": state_key}
+    if inference is not None:
+        record["inference"] = dict(inference)
+    return record
 
 
 def build_from_record(record: dict, state: dict | None = None, *, source: str = "checkpoint"):

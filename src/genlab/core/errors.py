@@ -57,6 +57,15 @@ class DivergedError(GenlabError):
     kind = "diverged"
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run's loop, where it stopped: ``done`` of ``total`` ``unit``s (a
+    KeyboardInterrupt still, so nothing that catches errors takes it for one)."""
+
+    def __init__(self, done: int, total: int, unit: str = "step"):
+        super().__init__(f"interrupted at {unit} {done} of {total}")
+        self.done, self.total, self.unit = done, total, unit
+
+
 def require_positive(name: str, value: float, *, allow_zero: bool = False) -> None:
     """Raise ConfigError unless ``value`` is positive (or non-negative with allow_zero)."""
     ok = value >= 0 if allow_zero else value > 0

@@ -15,6 +15,16 @@ Layout of a run folder (every command that produces results writes one)::
 A run killed at any point restarts with ``resume=True``: the newest checkpoint that
 passes its checksums is restored and metrics logged after it are dropped.
 
+What a run folder may be (:func:`check_run_folder`, before anything is written): a new or
+empty folder (names that begin with a dot do not count, nor sub-folders that hold genlab
+runs: a bench's finished runs copied in to be reused), or a genlab run (its config.json
+records ``genlab_version``) of the same command. A folder holding other files, or a
+config.json that genlab did not write, is refused (ConfigError); a run of another command
+(``command`` in its config.json, else the kind of its checkpoint's model record) is refused
+naming that command (RunExistsError); a resume with other options names the options that
+differ (ConfigError). CheckpointError is kept for a damaged run: an unreadable config.json or
+checkpoint.
+
 Under torchrun only rank 0 writes (config, metrics, checkpoints, summary, plots); the
 other ranks keep their metrics in memory, resume from the same checkpoint as rank 0,
 and raise the same error when rank 0 refuses the folder.
@@ -40,7 +50,7 @@ from genlab.core.checkpoints import (
     load_latest,
     save_checkpoint,
 )
-from genlab.core.errors import CheckpointError, GenlabError, RunExistsError
+from genlab.core.errors import CheckpointError, ConfigError, GenlabError, RunExistsError
 from genlab.core.files import (
     append_line,
     atomic_write_bytes,
@@ -52,13 +62,17 @@ from genlab.core.files import (
 from genlab.core.parallel.distributed import broadcast_object, init_distributed, is_distributed
 from genlab.version import __version__
 
-__all__ = ["CHECKPOINT", "CONFIG", "METRICS", "PREVIOUS", "SUMMARY", "RunDir",
-           "atomic_write_bytes", "config_differences", "config_value", "load_checkpoint",
-           "read_json", "save_checkpoint", "write_json"]
+__all__ = ["CHECKPOINT", "CONFIG", "KIND_KEY", "METRICS", "PREVIOUS", "SUMMARY", "RunDir",
+           "atomic_write_bytes", "check_run_folder", "config_differences", "config_value",
+           "load_checkpoint", "other_run_message", "read_json", "run_kind_of",
+           "save_checkpoint", "write_json"]
 
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
+VERSION_KEY = "genlab_version"  # every run's config.json has it: what marks a genlab run
+KIND_KEY = "command"  # the command that made a run ("nas search", "optim train", ...)
+DIFFERENCES_SHOWN = 3  # options named when a resume differs (then "and N more")
 
 # Options that may differ between a run and its resumption (a command adds its own through
 # RunDir's ``resume_free``).
@@ -86,7 +100,7 @@ def config_differences(old: dict, new: dict, free: Iterable[str] = (),
     new = dict(jsonable(new))
     defaults = dict(jsonable(defaults or {}))
     old = {**defaults, **old}
-    skip = _RESUME_FREE_KEYS | set(free) | {"genlab_version"}
+    skip = _RESUME_FREE_KEYS | set(free) | {VERSION_KEY, KIND_KEY}
     diffs = []
     for k in sorted(set(old) | set(new)):
         if k in skip:
@@ -111,6 +125,88 @@ def config_value(config: dict, name: str):
     return value
 
 
+def _article(kind: str) -> str:
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
+
+
+def other_run_message(folder: str | Path, other: str, kind: str) -> str:
+    """The line refusing a ``kind`` command's --out that holds another command's run."""
+    return f"{folder} is {_article(other)} run; {kind} needs its own --out"
+
+
+def run_kind_of(folder: str | Path, config: dict) -> str | None:
+    """The command that made the run in ``folder`` (config.json ``config``): its ``command``
+    entry, else the kind of its checkpoint's model record; None when neither tells."""
+    if isinstance(config.get(KIND_KEY), str):
+        return config[KIND_KEY]
+    from genlab.core.checkpoints import MODEL_RECORD
+
+    try:
+        state = load_checkpoint(Path(folder) / CHECKPOINT)
+    except (CheckpointError, OSError, RuntimeError, ValueError):
+        return None
+    record = state.get(MODEL_RECORD) if isinstance(state, dict) else None
+    return str(record["kind"]) if isinstance(record, dict) and "kind" in record else None
+
+
+def _is_run(folder: Path) -> bool:
+    try:
+        config = read_json(folder / CONFIG)
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and VERSION_KEY in config
+
+
+def _holds_runs(path: Path) -> bool:
+    """A sub-folder that is, or holds up to two levels below, genlab runs only (a bench's
+    finished runs copied in to be reused)."""
+    if not path.is_dir():
+        return False
+    found = [c.parent for pattern in ("config.json", "*/config.json", "*/*/config.json")
+             for c in path.glob(pattern)]
+    return bool(found) and all(_is_run(f) for f in found)
+
+
+def check_run_folder(path: str | Path, kind: str | None = None) -> dict | None:
+    """What ``path`` may be as a run folder (module doc), checked before anything is written:
+    None for a new or empty folder, the run's config.json for a genlab run (of ``kind``,
+    when given and the run records its command). ConfigError for a folder that holds other
+    files or a config.json genlab did not write; RunExistsError for another command's run;
+    CheckpointError for an unreadable config.json."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    what = f"a run of {kind}" if kind else "a genlab run"
+    advice = f"--out must be a new or empty folder, or {what}"
+    config_file = folder / CONFIG
+    if not config_file.is_file():
+        names = sorted(p.name for p in folder.iterdir()
+                       if not p.name.startswith(".") and not _holds_runs(p))
+        if not names:
+            return None
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if names[3:] else "")
+        raise ConfigError(f"{folder} is not a genlab run folder (it holds {shown}); {advice}")
+    try:
+        config = read_json(config_file)
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{config_file}: unreadable ({exc})") from exc
+    if not isinstance(config, dict) or VERSION_KEY not in config:
+        raise ConfigError(f"{folder} is not a genlab run folder (its {CONFIG} was not written "
+                          f"by genlab: no {VERSION_KEY}); {advice}")
+    if kind is not None:
+        other = run_kind_of(folder, config)
+        if other is not None and other != kind:
+            raise RunExistsError(other_run_message(folder, other, kind))
+    return config
+
+
+def _differences_text(old: dict, new: dict, diffs: list[str]) -> str:
+    shown = ", ".join(f"{k}: {config_value(old, k)!r} -> {config_value(new, k)!r}"
+                      for k in diffs[:DIFFERENCES_SHOWN])
+    more = len(diffs) - DIFFERENCES_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
 class RunDir:
     """One run's output folder.
 
@@ -118,20 +214,26 @@ class RunDir:
     already holds a run is never overwritten: pass ``resume=True`` to continue it
     (its config must match, apart from options such as the device) or choose
     another folder. A folder being written by another live process is refused
-    (RunInUseError). ``resume_free`` names further options that may change on resume (a
-    path to a lookup table, say); ``defaults`` gives the values of options newer than a
-    run's config.json (they compare as these). ``tensorboard=True`` (or
+    (RunInUseError); a folder that is not a genlab run, or (``kind``: the command, recorded
+    in config.json as ``command``) another command's run, is refused before anything is
+    written (:func:`check_run_folder`). ``resume_free`` names further options that may
+    change on resume (a path to a lookup table, say); ``defaults`` gives the values of
+    options newer than a run's config.json (they compare as these). ``tensorboard=True`` (or
     GENLAB_TENSORBOARD=1) mirrors every metrics record as TensorBoard scalars.
     """
 
     def __init__(self, path: str | Path, config: dict, *, resume: bool = False,
                  tensorboard: bool | None = None, resume_free: Iterable[str] = (),
-                 defaults: dict | None = None):
+                 defaults: dict | None = None, kind: str | None = None):
         self.path = Path(path)
+        self.kind = kind or (config.get(KIND_KEY) if isinstance(config.get(KIND_KEY), str)
+                             else None)  # the studies record theirs as "command"
         self.resume_free = tuple(resume_free)
         self.defaults = dict(defaults or {})
         self.config = dict(jsonable(config))
-        self.config.setdefault("genlab_version", __version__)
+        self.config.setdefault(VERSION_KEY, __version__)
+        if kind is not None:
+            self.config.setdefault(KIND_KEY, kind)
         self.resumed_state: dict | None = None
         self.checkpoint_name: str | None = None
         info = init_distributed()
@@ -163,6 +265,8 @@ class RunDir:
     # -- opening -----------------------------------------------------------------
     def _open_as_writer(self, resume: bool) -> tuple[str | None, int]:
         """Create or reopen the folder (rank 0); returns (checkpoint used, metric lines kept)."""
+        locks.check_free(self.path)  # a folder another process writes is named as such first
+        check_run_folder(self.path, self.kind)  # before anything is written
         with output_errors(self.path, "cannot create the run folder"):
             self.path.mkdir(parents=True, exist_ok=True)
         key = locks.acquire(self.path)
@@ -174,13 +278,13 @@ class RunDir:
             write_json(existing, self.config)
             self._remove_temporaries()
             return None, 0
-        if not resume:
-            raise RunExistsError(f"{self.path} already holds a run; pass --resume to continue "
-                                 "it or choose another --out")
         try:
             old = read_json(existing)
         except (OSError, ValueError) as exc:
             raise CheckpointError(f"{existing}: unreadable ({exc})") from exc
+        if not resume:
+            raise RunExistsError(f"{self.path} already holds a run; pass --resume to continue "
+                                 "it or choose another --out")
         self._check_same_config(old)
         state, name, problems = load_latest(self.path)
         for problem in problems:
@@ -210,13 +314,11 @@ class RunDir:
     def _check_same_config(self, old: dict) -> None:
         diffs = config_differences(old, self.config, self.resume_free, self.defaults)
         if diffs:
-            detail = ", ".join(
-                f"{k}: {config_value(old, k)!r} -> {config_value(self.config, k)!r}"
-                for k in diffs
-            )
-            raise CheckpointError(
-                f"{self.path}: cannot resume with different options ({detail})"
-            )
+            detail = _differences_text(old, self.config, diffs)
+            raise ConfigError(
+                f"{self.path} was run with other options ({detail}); a resume keeps the run's "
+                f"own: leave them out (--out {self.path} --resume alone continues the run) or "
+                "choose another --out")
 
     def _truncate_metrics(self, keep: int) -> None:
         """Drop metric lines written after the checkpoint, so resumed logs have no duplicates."""

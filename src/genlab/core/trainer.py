@@ -263,7 +263,7 @@ class Trainer:
         if self.channels_last:
             self.model.to(memory_format=torch.channels_last)
         with self._data_parallel(), progress(epochs, self.name, self.progress_bar,
-                                              completed=start) as tick:
+                                              completed=start, unit="epoch") as tick:
             for epoch in range(start, epochs):
                 if max_steps is not None and self.global_step >= max_steps:
                     break

@@ -45,11 +45,12 @@ def router_assignment(shares: dict[str, list[float]]):
 
 
 def gaze_arrow_grid(images, gaze, pred, count: int = 16):
-    """Images (N,3,H,W float [0, 1]) with true (green) and predicted (red) gaze arrows."""
+    """Images (N,3,H,W float [0, 1]) with true (green) and predicted (red) gaze arrows, under
+    a legend saying which is which."""
     n = min(count, len(images))
     imgs = (images[:n].permute(0, 2, 3, 1).numpy() * 255).clip(0, 255).astype(np.uint8)
     return draw_gaze_arrows(imgs, gaze[:n].numpy(),
-                            pred=None if pred is None else pred[:n].numpy())
+                            pred=None if pred is None else pred[:n].numpy(), legend=True)
 
 
 def save_image(run: RunDir, image: np.ndarray, name: str) -> None:

@@ -200,7 +200,8 @@ def _fold_fit(cfg: GazeTrainConfig, run: RunDir, progress_bar):
 def _train_gaze(cfg: GazeTrainConfig, data, out, *, resume: bool, progress_bar, plots: bool,
                 groups=None):
     device = resolve_device(cfg.device)
-    run = RunDir(out, asdict(cfg), resume=resume, defaults=asdict(GazeTrainConfig()))
+    run = RunDir(out, asdict(cfg), resume=resume, defaults=asdict(GazeTrainConfig()),
+                 kind=RUN_KIND)
     if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
         try:
             return trained_model(run.path, device), done

@@ -235,15 +235,29 @@ def _plot_weight_maps(history: list[dict], specs: dict):
     return fig
 
 
+SEARCH_CURVES = [("loss", "loss (train and val batches)"),
+                 ("val_acc", "supernet val accuracy % (diagnostic batch)"),
+                 ("mean_entropy", "mean edge entropy"), ("param_free_ops", "parameter-free ops"),
+                 ("hessian_eig", "Hessian eigenvalue (alpha)"),
+                 ("nb201_cifar10", "NB201 CIFAR-10 %")]
+
+
 def plot_search_curves(history: list[dict], max_entropy: float):
-    """Mean edge entropy, parameter-free op count, Hessian eigenvalue and NB201 accuracy."""
-    panels = [("mean_entropy", "mean edge entropy"), ("param_free_ops", "parameter-free ops"),
-              ("hessian_eig", "Hessian eigenvalue (alpha)"), ("nb201_cifar10", "NB201 CIFAR-10 %")]
-    panels = [p for p in panels if any(h.get(p[0]) is not None for h in history)]
+    """Train and val loss (each logged step's mean over its batches), the supernet's val
+    accuracy on the diagnostic batch, mean edge entropy, parameter-free op count, Hessian
+    eigenvalue and NB201 accuracy: every panel the metrics hold."""
+    keys = {"loss": ("train_loss", "val_loss")}
+    panels = [p for p in SEARCH_CURVES
+              if any(h.get(k) is not None for h in history for k in keys.get(p[0], (p[0],)))]
     fig, axes = figure(ncols=len(panels), width=3.6, height=3.0)
     for ax, (key, title) in zip(axes.flat, panels, strict=False):
-        pts = [(h["step"], h[key]) for h in history if h.get(key) is not None]
-        ax.plot(*zip(*pts, strict=True), marker="." if len(pts) < 40 else None)
+        for part in keys.get(key, (key,)):
+            pts = [(h["step"], h[part]) for h in history if h.get(part) is not None]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker="." if len(pts) < 40 else None,
+                        label=part.split("_")[0] if key == "loss" else None)
+        if key == "loss":
+            ax.legend(fontsize=7)
         if key == "mean_entropy":
             ax.axhline(max_entropy, ls="--", c="grey", lw=0.8, label="log K")
             ax.legend(fontsize=7)

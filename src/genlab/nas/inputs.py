@@ -6,8 +6,9 @@
   an input too small for its stem and reductions is refused with the smallest size that works;
 - ``parse_genotype``: a space's genotype text, with a hint naming the space it belongs to when
   it is another space's genotype (another family's: the hint alone);
-- ``check_run_kind``: a ``--out`` that holds a run of another kind (a nas search folder given
-  to nas train, an optim run...) is refused, naming that kind.
+- ``check_run_kind``: a ``--out`` that is not a genlab run folder, or holds a run of another
+  kind (a nas search folder given to nas train, an optim run...), is refused, naming that
+  kind.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import torch
 
 from genlab.core import locks
 from genlab.core.checkpoints import CHECKPOINT, MODEL_RECORD, load_checkpoint
-from genlab.core.errors import CheckpointError, ConfigError, SpecError
-from genlab.core.files import read_json
+from genlab.core.errors import CheckpointError, ConfigError, RunExistsError, SpecError
 from genlab.core.parallel.distributed import is_main_process
+from genlab.core.runs import KIND_KEY, check_run_folder, other_run_message
 from genlab.core.seeding import capture_rng_state, restore_rng_state
 
 # option -> the largest value accepted (DARTS upstream: 20 cells, C=36, 600 epochs; a
@@ -121,8 +122,10 @@ RUN_KEYS = {"nas search": ("reg_resolved", "order", "hessian_points"),
 
 
 def run_kind(folder: Path, config: dict) -> str | None:
-    """The kind of the run in ``folder`` (config.json ``config``): from the config's keys, else
-    from the model record of its checkpoint; None when neither tells."""
+    """The kind of the run in ``folder`` (config.json ``config``): its recorded command, its
+    config's keys, else the model record of its checkpoint; None when none tells."""
+    if isinstance(config.get(KIND_KEY), str):
+        return config[KIND_KEY]
     for kind, keys in RUN_KEYS.items():
         if all(k in config for k in keys):
             return kind
@@ -135,23 +138,20 @@ def run_kind(folder: Path, config: dict) -> str | None:
 
 
 def check_run_kind(out, kind: str) -> None:
-    """CheckpointError when ``out`` holds a run (config.json) that is not a ``kind`` run; a
-    folder without config.json, or one whose config.json cannot be read (the run folder
-    names that problem), passes."""
+    """The folder rules of genlab.core.runs.check_run_folder for a ``kind`` run (a folder that
+    is not a genlab run: ConfigError), and RunExistsError when ``out`` holds a run of another
+    kind, named from its recorded command, its config's keys or its checkpoint ("X is a nas
+    search run; nas train needs its own --out"); a folder without config.json passes."""
     folder = Path(out)
     if is_main_process():  # under torchrun rank 0 holds the lock for the group
         locks.check_free(folder)  # a folder another command is writing is named as that first
-    try:
-        config = read_json(folder / "config.json")
-    except (OSError, ValueError):
-        return
-    if not isinstance(config, dict) or all(k in config for k in RUN_KEYS[kind]):
+    config = check_run_folder(folder, kind)
+    if config is None or all(k in config for k in RUN_KEYS[kind]):
         return
     other = run_kind(folder, config)
     if other is None:
         missing = [k for k in RUN_KEYS[kind] if k not in config]
-        raise CheckpointError(f"{folder}: holds a run that is not a {kind} run (its "
-                              f"config.json lacks {', '.join(missing)}); choose another --out")
-    article = "an" if other[:1] in "aeiou" else "a"
-    raise CheckpointError(f"{folder}: holds {article} {other} run, not a {kind} run; choose "
-                          "another --out")
+        raise RunExistsError(f"{folder} holds a genlab run that is not a {kind} run (its "
+                             f"config.json lacks {', '.join(missing)}); {kind} needs its own "
+                             "--out")
+    raise RunExistsError(other_run_message(folder, other, kind))

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.checkpoints import model_record
-from genlab.core.data import Batches, augment_images, majority_accuracy
+from genlab.core.data import Batches, announce, augment_images, majority_accuracy, warn_batch
 from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option, option_like
 from genlab.core.registry import path_of
@@ -59,8 +59,9 @@ class RetrainConfig:
     dataset: str = option_like(SearchConfig, "dataset")
     data_root: str | None = option_like(SearchConfig, "data_root")
     size: int | None = option(None, help="Input side: the networks take squares, N or NxN "
-                              "(default: the data set's own side, else the search proxy's).",
-                              gt=0, parse="square")
+                              "(default: the data set's own side, else the search proxy's; "
+                              "folder:PATH: the images' median shorter side, down to a "
+                              "multiple of 8, 8 to 32).", gt=0, parse="square")
     channels: int | None = option(None, help=f"Width ({RECIPE}).", gt=0, flags=("-C",))
     cells: int | None = option(None, help=f"Depth ({RECIPE}).", gt=0, flags=("-N",))
     epochs: int | None = option(None, help=f"Epochs ({RECIPE}).", gt=0)
@@ -244,11 +245,13 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
     model = build_space_network(**builder_args).to(device)
     check_input_size(model, data.in_channels, cfg.size, f"the {space.name} network",
                      cfg.channels, cfg.cells)
-    record = model_record("nas train", path_of(build_space_network), builder_args)
-    run = RunDir(out, asdict(cfg), resume=resume)  # after every check of the options
+    record = model_record("nas train", path_of(build_space_network), builder_args,
+                          inference=data.inference)
+    run = RunDir(out, asdict(cfg), resume=resume, kind="nas train")  # after every check
     if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
         run.close()
         return done
+    announce(data)
     opt = ClippedSGD(model.parameters(), max_norm=cfg.grad_clip, lr=cfg.lr,
                      momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                      nesterov=cfg.nesterov)
@@ -257,6 +260,7 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
                       scheduler=sched, augment=make_augment(cfg, data.size), seed=cfg.seed,
                       progress_bar=progress_bar, name=f"train {cfg.space} {cfg.arch[:24]}...",
                       amp=cfg.amp, channels_last=cfg.channels_last, model_record=record)
+    warn_batch(cfg.batch_size, len(fit_split), "training")
     batches = Batches(fit_split, cfg.batch_size, seed=cfg.seed)
     score = Batches(score_split, 256, shuffle=False)
 

@@ -25,7 +25,7 @@ import torch
 
 from genlab.core.amp import channels_last_input, make_precision
 from genlab.core.checkpoints import MODEL_RECORD, model_record
-from genlab.core.data import augment_images
+from genlab.core.data import announce, augment_images, warn_batch
 from genlab.core.errors import CheckpointError, ConfigError, DivergedError, require_positive
 from genlab.core.options import check_options, option
 from genlab.core.progress import progress
@@ -109,7 +109,9 @@ class SearchConfig:
     data_root: str | None = option(None, help="Folder with the data set's files (not for "
                                    "digits).")
     size: int | None = option(None, help=f"Input side: the networks take squares; digits are "
-                              f"resized ({PROXY}); N or NxN.", gt=0, parse="square")
+                              f"resized ({PROXY}; folder:PATH: the images' median shorter "
+                              f"side, down to a multiple of 8, 8 to 32); N or NxN.", gt=0,
+                              parse="square")
     channels: int | None = option(None, help=f"Width C of the supernet ({PROXY}; upstream 16).",
                                   gt=0, flags=("-C",))
     cells: int | None = option(None, help=f"NB201: cells per stage (upstream 5); DARTS spaces: "
@@ -202,8 +204,8 @@ class SearchConfig:
         proxy = (space or get_space(self.space)).proxy
         fill = {k: getattr(proxy, k) for k in ("size", "channels", "cells", "steps")
                 if getattr(self, k) is None}
-        if self.size is None and (native := default_size(self.dataset)) is not None:
-            fill["size"] = native  # a data set made at its own side keeps it
+        if self.size is None and (side := default_size(self.dataset)) is not None:
+            fill["size"] = side  # a data set made at its own side, or your images, keep it
         method = method or get_method(self.method or DEFAULT_METHOD)
         fill["method"] = method.name
         if self.reg is None:
@@ -353,16 +355,18 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     net = supernet(builder_args)
     check_input_size(net, data.in_channels, cfg.size, f"the {space.name} supernet",
                      cfg.channels, cfg.cells)
-    run = RunDir(out, config, resume=resume, resume_free=RESUME_FREE)  # after every check
+    run = RunDir(out, config, resume=resume, resume_free=RESUME_FREE,  # after every check
+                 kind="nas search")
     if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
         run.close()
         return done
+    announce(data)
     if run.resumed_state is not None:
         layout = resumed_layout(run.resumed_state["net"], net, builder_args, space, out)
         if layout is not None:  # checkpointed on the per-edge cells: resumed on them
             builder_args, net = layout, supernet(layout)
     rebuild = model_record("nas search", path_of(build_space_supernet), builder_args,
-                          state_key="net")
+                          state_key="net", inference=data.inference)
     precision = make_precision(cfg.amp, device)
     if cfg.channels_last:
         net.to(memory_format=torch.channels_last)
@@ -370,6 +374,8 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
         StepBatches(data.val, cfg.batch_size, cfg.seed * 2 + 2)
     spe = len(train)
     require_positive("steps_per_epoch", spe)
+    for split, part in (("training", data.train), ("validation", data.val)):
+        warn_batch(cfg.batch_size, len(part), split)
     reg.steps_per_epoch = spe  # beta's lambda counts epochs
     if reg.needs_probe:  # candidates with state read the network on the step-0 val batch
         reg.setup(net, _val_batch(cfg, val, 0, device)[0], space)
@@ -405,7 +411,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     t0 = time.perf_counter() - elapsed
     sums = [0.0, 0.0, 0]
     with progress(cfg.steps, f"search {cfg.space} {cfg.reg} seed {cfg.seed}", progress_bar,
-                  completed=start) as tick:
+                  completed=start, unit="step") as tick:
         for step in range(start, min(stop_at or cfg.steps, cfg.steps)):
             if method.stop.stopped_epoch is not None:
                 break  # resumed after the stopping rule fired
@@ -467,6 +473,7 @@ def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method:
     genotype = method.architecture(ctx)
     summary = _summary(cfg, space, net, history, table, time.perf_counter() - t0,
                        config["reg_resolved"], genotype, method)
+    summary["diag_images"] = len(diag_y)  # what supernet_val_acc is over
     _plots(run, history, space)
     run.write_summary(summary)
     return summary

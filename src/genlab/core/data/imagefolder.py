@@ -7,10 +7,14 @@ Layout: ``PATH/CLASS/*.png`` (torchvision's ImageFolder layout, its file suffixe
 ``make_dataset``, which also reads images in folders below a class folder): one sub-folder
 per class, the sorted names giving the labels 0..k-1; names that begin with a dot (hidden
 folders and files) are skipped. Images are grey or colour, of any size, resized to the run's
-``--size`` (bilinear, torchvision's Resize). Grey: PIL modes 1, L, LA, I;16 (16-bit, scaled
-by its full range) and palette images whose palette is grey; colour: RGB, RGBA, CMYK, YCbCr
-and colour palettes (read as RGB, alpha dropped). 32-bit integer and float images (modes I
-and F: no fixed range) are refused.
+``--size`` (bilinear, torchvision's Resize); without ``--size`` a run takes the median of the
+images' shorter sides rounded down to a multiple of 8, at least 8 and at most
+:data:`DEFAULT_SIZE_CAP` (32) pixels (``FolderScan.default_size``). A run says what it sees of the
+folder (ImageData.description: classes, the split's sizes, the resize) once its folder is
+open. Grey: PIL modes 1,
+L, LA, I;16 (16-bit, scaled by its full range) and palette images whose palette is grey;
+colour: RGB, RGBA, CMYK, YCbCr and colour palettes (read as RGB, alpha dropped). 32-bit
+integer and float images (modes I and F: no fixed range) are refused.
 
 :func:`scan_folder` stops with one line (ConfigError), before a run folder exists: a missing
 folder, no class sub-folders, a single class, a class with fewer images than the split needs
@@ -41,12 +45,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from genlab.core.data import ImageData, Split, search_fractions, split_bounds, stratified_split
+from genlab.core.data import (
+    ImageData,
+    Split,
+    floats,
+    inference_record,
+    search_fractions,
+    split_bounds,
+    stratified_split,
+)
 from genlab.core.errors import ConfigError, DataError
 
 PREFIX = "folder:"
 NAME = f"{PREFIX}PATH"  # how help texts and registries spell every folder
 STATS_IMAGES = 512  # training images whose pixels give the standardisation
+DEFAULT_SIZE_CAP = 32  # the largest side a run takes by default (FolderScan.default_size)
+SIZE_STEP = 8  # a default side is a multiple of this
 MAX_WORKERS = 4  # DataLoader workers at most (default_workers)
 CHUNK = 64  # rows per worker task when many rows are indexed at once
 GREY_MODES = ("1", "L", "LA", "La")
@@ -56,6 +70,13 @@ REFUSED_MODES = ("I", "F")  # 32-bit integer and float: no fixed range to scale 
 def folder_path(name: str) -> Path | None:
     """``folder:PATH`` -> PATH (``~`` expanded); any other data set name -> None."""
     return Path(name[len(PREFIX):]).expanduser() if name.startswith(PREFIX) else None
+
+
+def folder_size(name: str) -> int | None:
+    """The default side of the data set ``name``: a folder's (FolderScan.default_size); None
+    for any other data set (its command's own default holds)."""
+    path = folder_path(name)
+    return None if path is None else scan_folder(path).default_size
 
 
 def _smallest_class(fractions: tuple[float, ...]) -> int:
@@ -80,6 +101,15 @@ class FolderScan:
     files: tuple[str, ...]
     labels: np.ndarray
     mode: str
+    sides: tuple[int, ...] = ()  # each image's shorter side (pixels), from its header
+
+    @property
+    def default_size(self) -> int:
+        """The side a run resizes these images to when --size is not given: the median of
+        their shorter sides rounded down to a multiple of :data:`SIZE_STEP` (the sides every
+        space's reductions take), at least SIZE_STEP, at most :data:`DEFAULT_SIZE_CAP`."""
+        side = int(np.median(self.sides)) // SIZE_STEP * SIZE_STEP
+        return min(DEFAULT_SIZE_CAP, max(SIZE_STEP, side))
 
     @property
     def channels(self) -> int:
@@ -95,13 +125,16 @@ def _visible(root: Path, path: str) -> bool:
         not any(p.startswith(".") for p in parts)
 
 
-def _read_mode(path: str, where: str) -> str:
-    """The mode the image at ``path`` is read in, from its header alone (module doc)."""
+def _read_mode(path: str, where: str, sides: list[int] | None = None) -> str:
+    """The mode the image at ``path`` is read in, from its header alone (module doc); its
+    shorter side is appended to ``sides``."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as im:
             mode = im.mode
+            if sides is not None:
+                sides.append(min(im.size))
             palette = im.palette.palette if mode in ("P", "PA") and im.palette else None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
         raise ConfigError(f"{where}: {path} is not a readable image ({exc})") from None
@@ -164,12 +197,14 @@ def scan_folder(root: str | Path) -> FolderScan:
     if key in _SCANS and _SCANS[key][0] == fingerprint:
         return _SCANS[key][1]
     first: dict[str, str] = {}  # mode -> its first file
+    sides: list[int] = []
     for path in files:
-        first.setdefault(_read_mode(path, where), path)
+        first.setdefault(_read_mode(path, where, sides), path)
         if len(first) > 1:
             raise ConfigError(f"{where}: grey and colour images mixed ({first['L']} is grey, "
                               f"{first['RGB']} colour); convert them to one kind")
-    scan = FolderScan(root, tuple(classes), tuple(files), labels, next(iter(first)))
+    scan = FolderScan(root, tuple(classes), tuple(files), labels, next(iter(first)),
+                      tuple(sides))
     if len(_SCANS) >= 4:
         _SCANS.pop(next(iter(_SCANS)))
     _SCANS[key] = (fingerprint, scan)
@@ -226,19 +261,24 @@ def default_workers() -> int:
     return max(0, min(MAX_WORKERS, cpus - 1))
 
 
+def image_transform(size: int, mean=None, std=None):
+    """PIL image -> (C, size, size) float tensor: resized to a square (bilinear), scaled to
+    [0, 1], standardised with ``mean`` and ``std`` (per channel) when given."""
+    from torchvision import transforms as T
+
+    steps = [T.Resize((size, size), interpolation=T.InterpolationMode.BILINEAR), T.ToTensor()]
+    if mean is not None and std is not None:
+        steps.append(T.Normalize(floats(mean), floats(std)))
+    return T.Compose(steps)
+
+
 class _Decoded(torch.utils.data.Dataset):
     """Image ``i``: read, resized to a square of ``size``, standardised (a worker's task)."""
 
     def __init__(self, files: tuple[str, ...], mode: str, size: int,
                  mean: torch.Tensor | None, std: torch.Tensor | None):
-        from torchvision import transforms as T
-
         self.files, self.mode = files, mode
-        steps = [T.Resize((size, size), interpolation=T.InterpolationMode.BILINEAR),
-                 T.ToTensor()]
-        if mean is not None and std is not None:
-            steps.append(T.Normalize(mean.flatten().tolist(), std.flatten().tolist()))
-        self.transform = T.Compose(steps)
+        self.transform = image_transform(size, mean, std)
 
     def __len__(self) -> int:
         return len(self.files)
@@ -351,8 +391,14 @@ def folder_data(root: str | Path, size: int, seed: int, *,
     mean = sample.mean(dim=(0, 2, 3))
     std = sample.std(dim=(0, 2, 3)).clamp_min(1e-6)
     labels = torch.from_numpy(scan.labels)
+    smallest, largest = min(scan.sides), max(scan.sides)
+    span = f"{smallest}" if smallest == largest else f"{smallest} to {largest}"
+    described = (f"{PREFIX}{scan.root}: {len(scan.classes)} classes; "
+                 f"{'/'.join(str(len(p)) for p in parts)} train/val/test images; resized to "
+                 f"{size}x{size} (shorter sides {span} px)")
     train_split, val_split, test_split = (
         Split(images.subset(rows).standardised(mean, std), labels[rows])  # type: ignore[arg-type]
         for rows in parts)
     return ImageData(f"{PREFIX}{scan.root}", train_split, val_split, test_split,
-                     len(scan.classes), scan.channels, size)
+                     len(scan.classes), scan.channels, size,
+                     inference_record(scan.classes, scan.mode, size, mean, std), described)

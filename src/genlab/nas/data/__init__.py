@@ -87,8 +87,11 @@ def register_dataset(name: str, description: str, *, needs_root: bool = False,
 
 
 def default_size(name: str) -> int | None:
-    """The side data set ``name`` is made at (its default ``--size``), None when it has none
-    (the space's proxy size applies)."""
+    """The default ``--size`` of data set ``name``: the side a registered one is made at, a
+    folder's own (genlab.core.data.imagefolder.folder_size); None when it has none (the
+    space's proxy size applies)."""
+    if (side := imagefolder.folder_size(name)) is not None:
+        return side
     return DATASETS.get(name).size if name in DATASETS else None
 
 

@@ -148,8 +148,8 @@ def regularizer_help() -> str:
     aliases = "; ".join(f"{alias} is an alias of the chosen setting, "
                         f"{describe_setting(preset_of(alias))}"
                         for alias in PENALTIES.aliases())
-    return (f"{' | '.join(PENALTIES.choices())}: none is DARTS, beta beta-DARTS, ber-* the BER "
-            f"variants (our reconstruction; docs/ber.md); {aliases}.")
+    return (f"none is DARTS, beta beta-DARTS, ber-* the BER variants (our reconstruction; "
+            f"docs/ber.md); {aliases}.")
 
 
 def make_regularizer(name: str, strength: float | None = None, schedule: str | None = None,

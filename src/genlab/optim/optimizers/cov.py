@@ -28,6 +28,12 @@ from genlab.optim.optimizers.per_sample_source import (
     per_sample_grads,
     trainable_params,
 )
+from genlab.optim.optimizers.perturb import (
+    REQUIRED,
+    refuse_settings,
+    require_setting,
+    settings_of,
+)
 from genlab.optim.optimizers.registry import OptimizerEntry, register_optimizer
 
 
@@ -40,6 +46,10 @@ def noise_factor(batch: int, n_total: int | None) -> float:
     return (n_total - batch) / (batch * (n_total - 1))
 
 
+DEFAULT_LR = 0.05  # genlab optim train's (the studies' own grids set theirs)
+DEFAULT_LAM = 0.1
+
+
 class COV(torch.optim.SGD):
     """SGD on the loss plus (a * lam / 2) * tr Sigma_B (per-sample-loss closure, see module doc).
 
@@ -49,10 +59,14 @@ class COV(torch.optim.SGD):
 
     requires_closure = True  # the penalty's gradient comes from the per-sample closure
 
-    def __init__(self, params, lr: float, lam: float, n_total: int | None = None,
-                 momentum: float = 0.0, weight_decay: float = 0.0, dampening: float = 0.0,
-                 nesterov: bool = False, max_grad_norm: float | None = None, *,
-                 model: nn.Module | None = None, per_sample: str = "auto"):
+    def __init__(self, params, lr: float = REQUIRED, lam: float = REQUIRED,
+                 n_total: int | None = None, momentum: float = 0.0, weight_decay: float = 0.0,
+                 dampening: float = 0.0, nesterov: bool = False,
+                 max_grad_norm: float | None = None, *, model: nn.Module | None = None,
+                 per_sample: str = "auto", **unknown):
+        refuse_settings("COV", unknown, settings_of(COV.__init__))
+        require_setting("COV", "lr", lr, DEFAULT_LR, "the learning rate")
+        require_setting("COV", "lam", lam, DEFAULT_LAM, "the weight of the covariance penalty")
         require_positive("lr", lr, allow_zero=True)
         require_positive("lam", lam, allow_zero=True)
         if n_total is not None:

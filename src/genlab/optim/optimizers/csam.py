@@ -25,7 +25,12 @@ from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive
 from genlab.optim.optimizers.kfac import KFAC
-from genlab.optim.optimizers.perturb import PerturbedOptimizer, finite_scale, global_norm
+from genlab.optim.optimizers.perturb import (
+    PerturbedOptimizer,
+    detached,
+    finite_scale,
+    global_norm,
+)
 from genlab.optim.optimizers.registry import OptimizerEntry, register_optimizer
 
 
@@ -85,7 +90,7 @@ class _CSAMBase(PerturbedOptimizer):
         self._perturb(params, self._direction(params, v))
         self._run_closure(closure, perturbed=True, sync=True)
         self._second_step()
-        return loss
+        return detached(loss)
 
     def _rho2_scaled(self, params: list[torch.Tensor], directions: list[torch.Tensor],
                      norm: torch.Tensor) -> list[torch.Tensor]:

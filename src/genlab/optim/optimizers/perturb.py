@@ -31,6 +31,9 @@ from torch import nn
 from genlab.core.errors import ConfigError, require_positive
 
 _NORM_GUARD = 1e-12
+# constructor arguments that are not a user's settings
+_NOT_SETTINGS = ("self", "params", "base_optimizer", "extra_defaults", "own_defaults",
+                 "base_kwargs")
 
 
 def batchnorm_layers(model: nn.Module | None) -> list[nn.Module]:
@@ -63,6 +66,59 @@ def disable_sync(model: nn.Module | None):
     if model is None or no_sync is None:
         return contextlib.nullcontext()
     return no_sync()
+
+
+def settings_of(*callables) -> dict:
+    """name -> default of the keyword settings the constructors ``callables`` take (those
+    without a default map to ``REQUIRED``); ``params``, ``self`` and ``**kwargs`` are left
+    out."""
+    import inspect
+
+    out: dict = {}
+    for fn in callables:
+        for name, p in inspect.signature(fn).parameters.items():
+            if name in _NOT_SETTINGS or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                continue
+            out.setdefault(name, REQUIRED if p.default is p.empty else p.default)
+    return out
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "required"
+
+
+REQUIRED = _Required()  # the default of a setting that must be given
+
+
+def refuse_settings(what: str, given, accepted: dict) -> None:
+    """ConfigError naming the first of ``given`` (setting names) that ``accepted`` (name ->
+    default, settings_of) lacks, the closest accepted name and its default, and every
+    accepted setting with its default."""
+    import difflib
+
+    unknown = [k for k in given if k not in accepted]
+    if not unknown:
+        return
+    close = difflib.get_close_matches(unknown[0], list(accepted), 1)
+    hint = f" (did you mean {close[0]}, default {accepted[close[0]]!r}?)" if close else ""
+    listed = ", ".join(f"{k}={v!r}" for k, v in accepted.items())
+    raise ConfigError(f"{what}: unknown setting {unknown[0]!r}{hint}; its settings and "
+                      f"defaults: {listed}")
+
+
+def require_setting(what: str, name: str, value, default, meaning: str) -> None:
+    """ConfigError when the setting ``name`` was not given (``value`` REQUIRED or None),
+    naming it, what it is and the default genlab's commands use."""
+    if value is REQUIRED or value is None:
+        raise ConfigError(f"{what}: missing setting {name!r}, {meaning} (genlab optim train's "
+                          f"default: {default!r}); pass {name}={default!r}")
+
+
+def detached(loss):
+    """The loss a ``step(closure)`` returns: a tensor detached from the graph (``float(loss)``
+    and logging need no graph), anything else as it is."""
+    return loss.detach() if isinstance(loss, torch.Tensor) else loss
 
 
 def check_lr(kwargs: dict) -> None:
@@ -111,6 +167,11 @@ class PerturbedOptimizer(torch.optim.Optimizer):
         if max_grad_norm is not None:
             require_positive("max_grad_norm", max_grad_norm)
         base_optimizer = torch.optim.SGD if base_optimizer is None else base_optimizer
+        own = [c.__init__ for c in type(self).__mro__
+               if "__init__" in vars(c) and issubclass(c, PerturbedOptimizer)
+               and c is not PerturbedOptimizer]
+        refuse_settings(type(self).__name__, base_kwargs,
+                        {**settings_of(*own), **settings_of(base_optimizer)})
         super().__init__(params, dict(**own_defaults, **base_kwargs))
         self.base_optimizer = base_optimizer(self.param_groups, **base_kwargs)
         self.param_groups = self.base_optimizer.param_groups

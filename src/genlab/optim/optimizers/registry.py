@@ -89,6 +89,17 @@ def make_optimizer(name: str, params, **kw) -> torch.optim.Optimizer:
     """Optimiser ``name`` (one of OPTIMIZERS) over ``params``; ``kw`` go to its constructor.
 
     Every name accepts ``model=`` (ignored by those that do not take it); COV and SAMGCM
-    need it for their fast per-sample gradients (or ``per_sample="autograd"``).
+    need it for their fast per-sample gradients (or ``per_sample="autograd"``). A setting
+    the optimiser does not take, or a required one left out, is a ConfigError naming it
+    and its default.
     """
-    return OPTIMIZER_REGISTRY.get(name).build(params, **kw)
+    entry = OPTIMIZER_REGISTRY.get(name)
+    from genlab.optim.optimizers.perturb import PerturbedOptimizer, refuse_settings, settings_of
+
+    inits = [c.__init__ for c in entry.cls.__mro__ if "__init__" in vars(c)
+             and c not in (PerturbedOptimizer, torch.optim.Optimizer, object)]
+    if issubclass(entry.cls, PerturbedOptimizer):  # the base optimiser's (SGD's) settings
+        inits.append(torch.optim.SGD.__init__)
+    accepted = {k: v for k, v in settings_of(*inits).items() if k not in entry.fixed}
+    refuse_settings(f"optimizer {name}", [k for k in kw if k != "model"], accepted)
+    return entry.build(params, **kw)

@@ -25,7 +25,12 @@ import torch
 from torch import nn
 
 from genlab.core.errors import require_positive
-from genlab.optim.optimizers.perturb import PerturbedOptimizer, finite_scale, global_norm
+from genlab.optim.optimizers.perturb import (
+    PerturbedOptimizer,
+    detached,
+    finite_scale,
+    global_norm,
+)
 from genlab.optim.optimizers.registry import OptimizerEntry, register_optimizer
 
 
@@ -84,7 +89,8 @@ class SAM(PerturbedOptimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable | None = None):
-        """Two passes: gradient at w, gradient at w + e, base step at w. Returns the first loss.
+        """Two passes: gradient at w, gradient at w + e, base step at w. Returns the first loss
+        (detached).
 
         Without a closure (the AMP GradScaler recipe, see docs/optimizers.md) this is
         ``second_step()``: restore the weights and let the base optimiser step.
@@ -96,7 +102,7 @@ class SAM(PerturbedOptimizer):
         self._first_step()
         self._run_closure(closure, perturbed=True, sync=True)
         self._second_step()
-        return loss
+        return detached(loss)
 
 
 _RHO = (0.01, 0.05, 0.25)  # the search grid's radii: factor 5 apart around SAM's usual 0.05

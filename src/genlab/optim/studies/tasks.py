@@ -68,6 +68,8 @@ class TaskData:
     in_channels: int
     size: int
     clean_fit_labels: torch.Tensor  # the fit labels before any label noise
+    inference: dict | None = None  # what predicting on image files needs (ImageData's)
+    description: str | None = None  # what a run says of its data (ImageData's)
 
 
 def check_task(task: str, *, translate: int = 0, label_noise: float = 0.0,
@@ -199,7 +201,10 @@ def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
         noisy = corrupt_labels(clean, label_noise, noise_kind, num_classes=num_classes,
                                seed=noise_seed)
         fit = Split(fit.images, noisy)
-    return TaskData(fit, val, test, num_classes, data.in_channels, data.size, clean)
+    # the classes predicted are the data's own: a folder, or every digit untranslated
+    own = path is not None or (task == "digits" and not translate)
+    return TaskData(fit, val, test, num_classes, data.in_channels, data.size, clean,
+                    data.inference if own else None, data.description)
 
 
 def majority_accuracy(data: TaskData) -> float:

@@ -33,7 +33,8 @@ import torch
 from torch import nn
 
 from genlab.core.checkpoints import MODEL_RECORD, build_from_record, model_record
-from genlab.core.data import Batches, Split, majority_accuracy, streamed
+from genlab.core.data import Batches, Split, announce, majority_accuracy, streamed, warn_batch
+from genlab.core.data.imagefolder import folder_size
 from genlab.core.errors import CheckpointError, ConfigError, require_positive
 from genlab.core.options import check_options, option, option_like
 from genlab.core.registry import path_of
@@ -51,6 +52,7 @@ from genlab.optim.limits import (
 )
 from genlab.optim.measures import MeasureConfig, all_measures
 from genlab.optim.measures.per_sample import BN_MODES
+from genlab.optim.optimizers.cov import DEFAULT_LAM, DEFAULT_LR
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS, make_optimizer
 from genlab.optim.studies.models import ARCHS, HEAD, build_model
 from genlab.optim.studies.noise import NOISE_KINDS
@@ -64,6 +66,7 @@ from genlab.optim.studies.tasks import (
 )
 
 SCHEDULES = ("constant", "cosine")
+DIGITS_SIZE = 8  # the side of the digits (and of a folder's images before --size followed them)
 KIND = "optim train"  # the kind of the model record in this run's checkpoints
 
 
@@ -78,7 +81,8 @@ class TrainConfig:
     depth: int = option(2, help="Hidden layers / conv blocks / attention blocks.", gt=0,
                         le=MAX_DEPTH)
     optimizer: str = option("sgd", help="Optimiser (docs/optimizers.md).", choices=OPTIMIZERS)
-    lr: float = option(0.05, help="Learning rate (0: the initialisation, scored and measured).",
+    lr: float = option(DEFAULT_LR, help="Learning rate (0: the initialisation, scored and "
+                       "measured).",
                        ge=0)
     momentum: float = option(0.9, help="Momentum.", ge=0)
     weight_decay: float = option(0.0, help="Weight decay.", ge=0)
@@ -87,13 +91,15 @@ class TrainConfig:
     schedule: str = option("constant", help="Learning rate over the epochs: constant or cosine "
                            "(to 0).", choices=SCHEDULES)
     rho: float = option(0.05, help="Radius of SAM/ASAM/SAMGCM; both radii of CSAM.", gt=0)
-    lam: float = option(0.1, help="COV penalty weight.", ge=0)
+    lam: float = option(DEFAULT_LAM, help="COV penalty weight.", ge=0)
     xi: float = option(1e-6, help="SAMGCM covariance damping.", gt=0)
     task: str = option("digits", help="Data: a digits task, or folder:PATH (your images, one "
                        "sub-folder per class; docs/cli.md).", choices=TASKS, checked=False,
                        flags=("--dataset",))
-    size: int = option(8, help="Image side of folder:PATH data (its images are resized to "
-                       "it); the digits are 8x8 whatever it says.", gt=0)
+    size: int | None = option(None, help="Image side of folder:PATH data (its images are "
+                              "resized to it; default: their median shorter side, down to a "
+                              "multiple of 8, 8 to 32); the digits are 8x8 whatever it says.",
+                              gt=0)
     split: str = option("full", help="full: train on the whole pool; holdout: fit part, keep "
                         "a validation set.", choices=SPLITS)
     data_seed: int | None = option(None, help="Seed of the data split (default: --seed).", ge=0)
@@ -132,6 +138,13 @@ class TrainConfig:
         check_translation(self.translate, self.translate_copies)
         check_translation(self.translate, self.val_copies, "val_copies")
         self.measure_config().validate()
+
+    def resolved(self) -> TrainConfig:
+        """A copy with ``size`` filled: a folder's default side (its images' median shorter
+        side, down to a multiple of 8, 8 to 32), else the digits' 8."""
+        if self.size is not None:
+            return self
+        return replace(self, size=folder_size(self.task) or DIGITS_SIZE)
 
     def measure_config(self) -> MeasureConfig:
         return MeasureConfig(n_samples=self.measure_samples,
@@ -176,7 +189,7 @@ def load_task(cfg: TrainConfig) -> TaskData:
                      label_noise=cfg.label_noise, noise_kind=cfg.noise_kind,
                      noise_seed=cfg.seed, translate=cfg.translate,
                      translate_copies=cfg.translate_copies, val_copies=cfg.val_copies,
-                     size=cfg.size)
+                     size=cfg.resolved().size)
 
 
 def model_args(cfg: TrainConfig, data: TaskData) -> dict:
@@ -225,10 +238,11 @@ def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
                  progress_bar: bool | None = None) -> dict:
     """Train, evaluate and measure one digits model; writes a run folder and returns summary."""
     cfg.validate()
+    cfg = cfg.resolved()
     device = resolve_device(cfg.device)
     with fixed_threads(cfg.threads):
         data, model = prepare(cfg)  # sizes and init_from checked before the folder is touched
-        run = RunDir(out, {"command": KIND, **asdict(cfg)}, resume=resume)
+        run = RunDir(out, asdict(cfg), resume=resume, kind=KIND)
         if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
             run.close()
             return done
@@ -242,7 +256,8 @@ def _train(cfg: TrainConfig, run: RunDir, data: TaskData, model: nn.Module, devi
     scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
                  if cfg.schedule == "cosine" else None)
     loss_fn = nn.CrossEntropyLoss()
-    record = model_record(KIND, path_of(build_model), model_args(cfg, data))
+    record = model_record(KIND, path_of(build_model), model_args(cfg, data),
+                          inference=data.inference)
     kw = dict(device=device, seed=cfg.seed, progress_bar=progress_bar, scheduler=scheduler,
               name=f"{cfg.arch}/{cfg.optimizer}", model_record=record)
     if OPTIMIZER_REGISTRY.get(cfg.optimizer).per_sample:
@@ -250,6 +265,8 @@ def _train(cfg: TrainConfig, run: RunDir, data: TaskData, model: nn.Module, devi
                                    per_sample_loss=nn.CrossEntropyLoss(reduction="none"), **kw)
     else:
         trainer = Trainer(model, optimizer, loss_fn, **kw)
+    announce(data)
+    warn_batch(cfg.batch_size, len(data.fit), "training")
     batches = Batches(data.fit, cfg.batch_size, seed=cfg.seed)
     test = data.test.to(device)
 
