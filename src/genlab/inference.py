@@ -46,7 +46,7 @@ class Prediction:
     probabilities: dict[str, float]
 
 
-def inference_facts(record: dict, source: str) -> dict:
+def inference_facts(record: dict | None, source: str) -> dict:
     """The inference facts of a model record; CheckpointError naming what is missing."""
     facts = record.get(INFERENCE) if isinstance(record, dict) else None
     if not isinstance(facts, dict):
