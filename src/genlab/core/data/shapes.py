@@ -28,10 +28,20 @@ import math
 
 import torch
 
+from genlab.core.data import (
+    ImageData,
+    Split,
+    inference_record,
+    search_fractions,
+    standardise,
+    stratified_split,
+)
 from genlab.core.errors import ConfigError, require_positive
 from genlab.core.seeding import make_generator
 
 NUM_CLASSES = 10
+PER_CLASS = 500  # the data set: 5,000 images, split 2,000 train, 2,000 val, 1,000 test
+NATIVE_SIZE = 32
 CLASS_NAMES = ("house", "tree", "car", "snowman", "cross", "ring", "arrow", "tee",
                "dumbbell", "mushroom")
 OCCLUDED = 0.35  # the share of images with an occluding bar
@@ -209,3 +219,21 @@ def render_shapes(per_class: int, size: int = 32, seed: int = 0
               for c in range(NUM_CLASSES)]
     labels = torch.arange(NUM_CLASSES).repeat_interleave(per_class)
     return torch.cat(images), labels
+
+
+def load_shapes_data(size: int = NATIVE_SIZE, seed: int = 0, per_class: int = PER_CLASS
+                     ) -> ImageData:
+    """The data set: ``per_class`` images of each class rendered at ``size`` from ``seed``,
+    split train / val / test in the digits' shares (genlab.core.data.search_fractions,
+    stratified by the same seed), standardised with the training split's channel statistics;
+    its inference facts name the classes (an RGB image file of a shape is predicted as the
+    training images were read)."""
+    images, labels = render_shapes(per_class, size, seed)
+    parts = stratified_split(labels.numpy(), search_fractions(), seed)
+    raw = [images[p] for p in parts]
+    mean = raw[0].mean(dim=(0, 2, 3))
+    std = raw[0].std(dim=(0, 2, 3)).clamp_min(1e-6)
+    xs, ys = standardise(raw), [labels[p] for p in parts]
+    return ImageData("shapes", Split(xs[0], ys[0]), Split(xs[1], ys[1]), Split(xs[2], ys[2]),
+                     NUM_CLASSES, 3, size, inference_record(list(CLASS_NAMES), "RGB", size,
+                                                           mean, std))

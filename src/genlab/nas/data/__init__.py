@@ -14,8 +14,8 @@ genlab.core.data; this module adds the NAS proxies and NB201's ImageNet16 subset
   clutter (natural-image spectrum), 3 channels, three composites per image of the train and
   val halves and one per test image. Use ``size`` 16 or more;
 - ``shapes``: genlab.core.data.shapes, objects made of parts on textured clutter, 10 balanced
-  classes of ``SHAPES_PER_CLASS`` images rendered at ``size`` (its default side: 32), split
-  in the digits' shares by the seed (stratified);
+  classes of 500 images rendered at ``size`` (its default side: 32), split in the digits'
+  shares by the seed (stratified);
 - ``folder:PATH``: one entry for every folder of the user's images (genlab.core.data.imagefolder:
   the ImageFolder layout, checked by ``check_dataset`` before a run folder is made, decoded
   batch by batch by DataLoader workers); the path is in the name, not in ``root``.
@@ -49,14 +49,11 @@ from genlab.core.data import (
     load_cifar,
     load_digits_data,
     read_rows,
-    search_fractions,
     split_arrays,
     standardise,
-    stratified_split,
     streamed,
 )
-from genlab.core.data.shapes import NUM_CLASSES as NUM_SHAPE_CLASSES
-from genlab.core.data.shapes import render_shapes
+from genlab.core.data.shapes import NATIVE_SIZE, load_shapes_data
 from genlab.core.errors import ConfigError
 from genlab.core.registry import Registry
 from genlab.core.seeding import make_generator
@@ -184,19 +181,11 @@ def _digits_clutter(root, size: int, seed: int) -> ImageData:
                      Split(out_x[2], out_y[2]), 10, 3, size)
 
 
-SHAPES_PER_CLASS = 500  # 5,000 images: 2,000 train, 2,000 val, 1,000 test
-
-
 @register_dataset("shapes", "synthetic shapes (embedded): 10 classes of objects made of "
                   "parts on textured clutter, 5,000 colour images, 32x32 by default",
-                  size=32)
+                  size=NATIVE_SIZE)
 def _shapes(root, size: int, seed: int) -> ImageData:
-    images, labels = render_shapes(SHAPES_PER_CLASS, size, seed)
-    parts = stratified_split(labels.numpy(), search_fractions(), seed)
-    xs = standardise([images[p] for p in parts])
-    ys = [labels[p] for p in parts]
-    return ImageData("shapes", Split(xs[0], ys[0]), Split(xs[1], ys[1]), Split(xs[2], ys[2]),
-                     NUM_SHAPE_CLASSES, 3, size)
+    return load_shapes_data(size, seed)
 
 
 @register_dataset(imagefolder.NAME, "your images: PATH/CLASS/*.png or .jpg, one sub-folder "

@@ -1,4 +1,5 @@
-"""Digits tasks of the studies: fixed splits, class subsets, few-shot training sets, label noise.
+"""The studies' tasks: digits (fixed splits, class subsets), rendered shapes, your images;
+few-shot training sets, label noise.
 
 Every task is cut from scikit-learn's digits (genlab.core.data: 20% test (359 images), the rest the
 "training pool"; standardised with the pool's statistics). Two ways to use the pool
@@ -24,6 +25,10 @@ less tied to one draw of shifts, as the transfer study's search uses; the first 
 one-copy validation set). The shift is what few images cannot teach and many can
 (docs/nonuniformity.md, transfer).
 
+``shapes`` is the rendered objects-with-parts task (genlab.core.data.shapes: 5,000 colour
+images of 10 classes, 32x32 by default, split as the digits are; its train + val the pool);
+``translate`` and asymmetric noise are the digits' own and refused for it.
+
 ``folder:PATH`` is a task of the user's images (genlab.core.data.imagefolder): its seeded split's
 train + val are the pool and its test the test set, in the digits' shares; ``full``,
 ``holdout``, ``per_class`` and symmetric label noise work as on the digits, the images stay
@@ -34,6 +39,7 @@ own, are refused by :func:`check_task` before a run folder is made.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -41,15 +47,11 @@ import torch
 from genlab.core.data import ImageData, Split, load_digits_data, stratified_split
 from genlab.core.data import majority_accuracy as core_majority_accuracy
 from genlab.core.data.imagefolder import folder_data, folder_path, scan_folder
+from genlab.core.data.shapes import NATIVE_SIZE, load_shapes_data
 from genlab.core.errors import ConfigError, require_choice
 from genlab.core.registry import Registry
 from genlab.optim.studies.noise import corrupt_labels
 
-#: task name -> the digit classes it keeps (relabelled 0..k-1 in this order)
-TASKS: Registry[tuple[int, ...]] = Registry("task")
-TASKS.register("digits", tuple(range(10)))
-TASKS.register("digits0-4", (0, 1, 2, 3, 4))
-TASKS.register("digits5-9", (5, 6, 7, 8, 9))
 SPLITS = ("full", "holdout")
 VAL_FRACTION = 0.25
 MAX_TRANSLATE = 3  # pixels, of an 8 x 8 digit
@@ -77,21 +79,49 @@ def check_task(task: str, *, translate: int = 0, label_noise: float = 0.0,
     """ConfigError for an unknown task, a bad image folder, or an option a folder cannot take
     (checked before a run folder is made)."""
     if (path := folder_path(task)) is None:
-        TASKS.canonical(task)
-        return
+        if TASKS.get(task).digits:
+            return
     if translate:
         raise ConfigError("--translate jitters the 8x8 digits; it does not apply to "
                           f"--dataset {task}")
     if label_noise > 0 and noise_kind == "asymmetric":
         raise ConfigError("asymmetric label noise maps digit classes; use symmetric noise on "
                           f"--dataset {task}")
-    scan_folder(path)
+    if path is not None:
+        scan_folder(path)
 
 
 @functools.lru_cache(maxsize=4)
-def _digits(data_seed: int) -> ImageData:
-    """The digits split of a data seed, loaded once per process (never mutated)."""
+def _digits(data_seed: int, size: int = 8) -> ImageData:
+    """The digits split of a data seed, loaded once per process (never mutated); the digits
+    are 8x8 whatever ``size`` says."""
     return load_digits_data(size=8, seed=data_seed)
+
+
+@functools.lru_cache(maxsize=2)
+def _shapes(data_seed: int, size: int) -> ImageData:
+    """The rendered shapes of a data seed at ``size``, made once per process."""
+    return load_shapes_data(size, data_seed)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A registered task: the classes it keeps of its source (relabelled 0..k-1 in this
+    order), the source (``load(data_seed, size)``: an ImageData), the source's own side (the
+    default ``--size``), and whether the digits' own options (``translate``, the asymmetric
+    label map) apply."""
+
+    classes: tuple[int, ...]
+    load: Callable[[int, int], ImageData]
+    size: int = 8
+    digits: bool = True
+
+
+TASKS: Registry[Task] = Registry("task")
+TASKS.register("digits", Task(tuple(range(10)), _digits))
+TASKS.register("digits0-4", Task((0, 1, 2, 3, 4), _digits))
+TASKS.register("digits5-9", Task((5, 6, 7, 8, 9), _digits))
+TASKS.register("shapes", Task(tuple(range(10)), _shapes, size=NATIVE_SIZE, digits=False))
 
 
 def _keep_classes(split: Split, classes: tuple[int, ...]) -> Split:
@@ -170,11 +200,11 @@ def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
         data = folder_data(path, size, data_seed)
         num_classes, pool, test = data.num_classes, data.train_full(), data.test
     else:
-        data = _digits(data_seed)
-        classes = TASKS.get(task)
-        num_classes = len(classes)
-        pool = _keep_classes(data.train_full(), classes)
-        test = _keep_classes(data.test, classes)
+        entry = TASKS.get(task)
+        data = entry.load(data_seed, size)
+        num_classes = len(entry.classes)
+        pool = _keep_classes(data.train_full(), entry.classes)
+        test = _keep_classes(data.test, entry.classes)
     val = None
     if split == "holdout":
         fit_idx, val_idx = stratified_split(pool.labels.numpy(), (1 - VAL_FRACTION, VAL_FRACTION),
@@ -201,8 +231,10 @@ def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
         noisy = corrupt_labels(clean, label_noise, noise_kind, num_classes=num_classes,
                                seed=noise_seed)
         fit = Split(fit.images, noisy)
-    # the classes predicted are the data's own: a folder, or every digit untranslated
-    own = path is not None or (task == "digits" and not translate)
+    # the classes predicted are the data's own: a folder, or every class of a task's source
+    # untranslated
+    own = path is not None or (len(TASKS.get(task).classes) == data.num_classes
+                               and not translate)
     return TaskData(fit, val, test, num_classes, data.in_channels, data.size, clean,
                     data.inference if own else None, data.description)
 

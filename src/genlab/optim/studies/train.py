@@ -93,12 +93,14 @@ class TrainConfig:
     rho: float = option(0.05, help="Radius of SAM/ASAM/SAMGCM; both radii of CSAM.", gt=0)
     lam: float = option(DEFAULT_LAM, help="COV penalty weight.", ge=0)
     xi: float = option(1e-6, help="SAMGCM covariance damping.", gt=0)
-    task: str = option("digits", help="Data: a digits task, or folder:PATH (your images, one "
+    task: str = option("digits", help="Data: a registered task (the digits and their class "
+                       "subsets, the rendered shapes), or folder:PATH (your images, one "
                        "sub-folder per class; docs/cli.md).", choices=TASKS, checked=False,
                        flags=("--dataset",))
     size: int | None = option(None, help="Image side of folder:PATH data (its images are "
                               "resized to it; default: their median shorter side, down to a "
-                              "multiple of 8, 8 to 32); the digits are 8x8 whatever it says.",
+                              "multiple of 8, 8 to 32) and of the shapes (rendered at it; "
+                              "default 32); the digits are 8x8 whatever it says.",
                               gt=0)
     split: str = option("full", help="full: train on the whole pool; holdout: fit part, keep "
                         "a validation set.", choices=SPLITS)
@@ -141,10 +143,12 @@ class TrainConfig:
 
     def resolved(self) -> TrainConfig:
         """A copy with ``size`` filled: a folder's default side (its images' median shorter
-        side, down to a multiple of 8, 8 to 32), else the digits' 8."""
+        side, down to a multiple of 8, 8 to 32), else the task's own (the digits' 8, the
+        shapes' 32)."""
         if self.size is not None:
             return self
-        return replace(self, size=folder_size(self.task) or DIGITS_SIZE)
+        native = TASKS.get(self.task).size if self.task in TASKS else DIGITS_SIZE
+        return replace(self, size=folder_size(self.task) or native)
 
     def measure_config(self) -> MeasureConfig:
         return MeasureConfig(n_samples=self.measure_samples,
