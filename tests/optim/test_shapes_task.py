@@ -13,7 +13,7 @@ from genlab.cli import main
 from genlab.core.data.shapes import CLASS_NAMES, load_shapes_data
 from genlab.core.errors import ConfigError
 from genlab.optim.studies.tasks import task_data
-from genlab.optim.studies.train import TrainConfig, train_digits
+from genlab.optim.studies.train import TrainConfig
 
 
 def test_the_task_is_the_rendered_splits_at_its_own_side():
