@@ -110,6 +110,21 @@ def test_no_test_imports_a_script():
             assert "spec_from_file_location" not in text, path
 
 
+MAX_MODULES = 16  # a folder above this holds more than one concept: split it (docs/design.md)
+
+
+def test_no_folder_holds_more_than_sixteen_modules():
+    """Each package folder of src/genlab holds at most MAX_MODULES modules beside its
+    __init__ (sub-packages are folders of their own)."""
+    crowded = {}
+    for folder in (SRC / "genlab").rglob("*"):
+        if folder.is_dir() and folder.name != "__pycache__":
+            modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+            if len(modules) > MAX_MODULES:
+                crowded[str(folder.relative_to(SRC))] = len(modules)
+    assert crowded == {}, crowded
+
+
 def test_test_modules_have_unique_names():
     """The test folders are not packages: two test files with one name break collection."""
     names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]

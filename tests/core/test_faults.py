@@ -148,10 +148,14 @@ def test_second_writer_refused_and_dead_holder_lock_released(tmp_path, capsys):
 
 def test_reopening_in_the_same_process_is_allowed(tmp_path):
     first = RunDir(tmp_path / "r", {"seed": 1})
-    second = RunDir(tmp_path / "r", {"seed": 1}, resume=True)
+    second = RunDir(tmp_path / "r", {"seed": 1}, resume=True)  # no RunInUseError
+    assert second.config["seed"] == 1 and second.resumed_state is None
     second.close()
-    first.log({"epoch": 0})
+    first.log({"epoch": 0})  # the first writer still writes after the second let go
     first.close()
+    lines = (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [0]
+    assert not (tmp_path / "r" / ".lock").exists()
 
 
 # -- full disk, read-only folder ---------------------------------------------------------

@@ -30,7 +30,7 @@ def readers():
     register_reader("broken", "no subjects", lambda root, size, labels: object())
     yield
     for name in ("toy", "broken"):
-        REAL_DATASETS._entries.pop(name)
+        REAL_DATASETS.unregister(name)
 
 
 def test_a_registered_reader_opens(readers, tmp_path):

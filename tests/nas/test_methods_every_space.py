@@ -51,3 +51,22 @@ def test_pt_selection_composes_with_every_method(tmp_path, capsys, monkeypatch, 
     assert (summary["method"], summary["select"]) == (method, "pt")
     decisions = [json.loads(line) for line in (out / "selection.jsonl").read_text().splitlines()]
     assert len(decisions) == 6  # one per NB201 edge
+
+
+def _penalty_names():
+    from genlab.nas.regularizers import PENALTIES
+
+    return PENALTIES.names()
+
+
+@pytest.mark.parametrize("reg", _penalty_names())
+def test_every_registered_penalty_runs_a_two_step_search(tmp_path, capsys, reg):
+    """Each penalty of the registry (a new one included, with no list to edit) searches
+    through the CLI and is recorded as the run's regulariser."""
+    out = tmp_path / "r"
+    code, _, stderr = run_cli(["nas", "search", "--space", "nb201", "--reg", reg, "--out", out,
+                               *TINY, *CELLS["nb201"], "--steps", "2"], capsys)
+    assert code == 0, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    config = json.loads((out / "config.json").read_text())
+    assert config["reg"] == reg and summary["steps"] == 2

@@ -29,7 +29,7 @@ def toy_penalty():
             return self.scale * per_alpha_sum(lambda a: (a ** 2).sum(), alphas)
 
     yield SquaredLogits
-    PENALTIES._entries.pop("toy-squares")
+    PENALTIES.unregister("toy-squares")
 
 
 def test_a_registered_penalty_runs_with_its_parameters(toy_penalty):
@@ -70,4 +70,4 @@ def test_a_registered_optimiser_gets_its_grid_row():
         assert grid.trials("toy-sgd") == [{"lr": lr, "momentum": r} for lr in (0.01, 0.1)
                                           for r in (0.0, 0.9)]
     finally:
-        OPTIMIZER_REGISTRY._entries.pop("toy-sgd")
+        OPTIMIZER_REGISTRY.unregister("toy-sgd")

@@ -154,6 +154,16 @@ def test_settings_from_refuses_what_it_cannot_use(tmp_path):
     assert not (tmp_path / "b").exists()  # refused before the folder
 
 
+@pytest.fixture
+def tiny_dataset():
+    """The data set "tiny" registered for one test (removed after it)."""
+    from genlab.nas.data import DATASETS, DatasetEntry
+
+    DATASETS.register("tiny", DatasetEntry(_tiny_data, False, "tiny"))
+    yield
+    DATASETS.unregister("tiny")
+
+
 def _tiny_data(root, size, seed):
     """Labels by hand, per seed (the images do not matter to the constant predictor)."""
     from genlab.core.data import ImageData, Split
@@ -164,14 +174,11 @@ def _tiny_data(root, size, seed):
     return ImageData("tiny", *splits, num_classes=3, in_channels=1, size=size)
 
 
-def test_constant_row_by_hand_count(monkeypatch):
+def test_constant_row_by_hand_count(tiny_dataset):
     """The majority class of the train half scored on the validation half, per seed's split:
     seed 3 answers 0 (train 0,0,1,2), right on 1 of 5; seed 4 answers 2 (train 2,2,2,1),
     right on 1 of 4. The test split's predictor fits train + val instead: at seed 3 that is
     0,0,1,2,0,1,1,1,2, whose majority is 1, right on 2 of the test's 4."""
-    from genlab.nas.data import DATASETS, DatasetEntry
-
-    monkeypatch.setitem(DATASETS._entries, "tiny", DatasetEntry(_tiny_data, False, "tiny"))
     search = SearchConfig(dataset="tiny")
     assert constant_accuracy(search, 3, eval_on="val") == pytest.approx(20.0)
     assert constant_accuracy(search, 4, eval_on="val") == pytest.approx(25.0)
