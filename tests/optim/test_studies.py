@@ -217,9 +217,15 @@ def test_jittered_task_fixed_per_data_seed_with_copies():
 def test_search_budget_equal_and_choice_on_validation():
     from pathlib import Path
 
-    from genlab.optim.studies.search import GRIDS, Protocol, choose, search_specs, with_choice
+    from genlab.optim.studies.search import (
+        SEARCH_GRIDS,
+        Protocol,
+        choose,
+        search_specs,
+        with_choice,
+    )
 
-    for _, grid in GRIDS.items():
+    for _, grid in SEARCH_GRIDS.items():
         sizes = {o: len(grid.trials(o)) for o in ("sgd", "sam", "cov", "csam")}
         assert len(set(sizes.values())) == 1, sizes
     protocol = Protocol.for_arch("cnn")

@@ -38,17 +38,18 @@ GAPS = ("gap_loss", "gap_acc")
 CELL_COLUMNS = ["depth", "width", *MEASURES, *GAPS, "train_acc"]  # the cells' table
 #: architecture -> (depths, widths, lr) of the default grids (ours); an architecture's
 #: grid is three options of DepthWidthConfig (``<arch>_depths``, ``_widths``, ``_lr``)
-GRIDS: Registry[tuple[list[int], list[int], float]] = Registry("depth-width grid")
-GRIDS.register("mlp", ([1, 2, 3, 4], [16, 32, 64, 128], 0.05))
-GRIDS.register("cnn", ([1, 2, 3], [8, 16, 32], 0.05))
+DEPTH_WIDTH_GRIDS: Registry[tuple[list[int], list[int], float]] = Registry("depth-width grid")
+DEPTH_WIDTH_GRIDS.register("mlp", ([1, 2, 3, 4], [16, 32, 64, 128], 0.05))
+DEPTH_WIDTH_GRIDS.register("cnn", ([1, 2, 3], [8, 16, 32], 0.05))
 
 
 def _grid_field(arch: str, part: int, what: str):
     """The option of one part (0 depths, 1 widths, 2 lr) of ``arch``'s grid, its default
-    read from GRIDS."""
+    read from DEPTH_WIDTH_GRIDS."""
     if part == 2:
-        return option(GRIDS.get(arch)[2], gt=0, help=f"SGD learning rate of the {arch} grid.")
-    return option(factory=lambda: list(GRIDS.get(arch)[part]), parse="list",
+        return option(DEPTH_WIDTH_GRIDS.get(arch)[2], gt=0,
+                      help=f"SGD learning rate of the {arch} grid.")
+    return option(factory=lambda: list(DEPTH_WIDTH_GRIDS.get(arch)[part]), parse="list",
                   help=f"{what} of the {arch} grid.")
 
 
@@ -57,8 +58,8 @@ class DepthWidthConfig(Options):
     """The options of `genlab optim depth-width`: one grid of depths x widths per
     architecture (its lr fixed), ``seeds`` trainings per cell."""
 
-    archs: list[str] = option(factory=lambda: list(GRIDS), parse="list", choices=GRIDS,
-                              help="Architectures whose grids train.")
+    archs: list[str] = option(factory=lambda: list(DEPTH_WIDTH_GRIDS), parse="list",
+                              choices=DEPTH_WIDTH_GRIDS, help="Architectures whose grids train.")
     seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds",
                               help="Seeds of every grid cell.")
     epochs: int = option_like(TrainConfig, "epochs", default=30)

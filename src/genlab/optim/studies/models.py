@@ -1,6 +1,6 @@
 """Classifiers for the studies: MLP, CNN (with BatchNorm), a patch Transformer and a ResNet.
 
-All are built by name from plain values through the ``MODELS`` registry
+All are built by name from plain values through the ``CLASSIFIERS`` registry
 (:func:`build_model`), so a run's config.json rebuilds them.
 The Transformer (ours, ViT-style, Dosovitskiy et al. 2021) cuts the image into
 ``patch`` x ``patch`` patches (an 8 x 8 digit and patch 2 give 16 tokens), embeds them
@@ -163,18 +163,18 @@ class ResNet(nn.Module):
 HEAD = "head"  # the classifier's name in every model's state_dict (``head.weight``, ...)
 
 #: name -> builder(in_channels, image_size, width, depth, num_classes)
-MODELS: Registry[Callable[..., nn.Module]] = Registry("arch")
-MODELS.register("mlp", lambda c, s, w, d, k: MLP(c * s * s, w, d, k))
-MODELS.register("cnn", lambda c, s, w, d, k: CNN(c, w, d, k))
-MODELS.register("transformer", lambda c, s, w, d, k: PatchTransformer(c, s, w, d, k))
-MODELS.register("resnet", lambda c, s, w, d, k: ResNet(c, w, d, k))
-ARCHS = MODELS.names()
+CLASSIFIERS: Registry[Callable[..., nn.Module]] = Registry("classifier architecture")
+CLASSIFIERS.register("mlp", lambda c, s, w, d, k: MLP(c * s * s, w, d, k))
+CLASSIFIERS.register("cnn", lambda c, s, w, d, k: CNN(c, w, d, k))
+CLASSIFIERS.register("transformer", lambda c, s, w, d, k: PatchTransformer(c, s, w, d, k))
+CLASSIFIERS.register("resnet", lambda c, s, w, d, k: ResNet(c, w, d, k))
+ARCHS = CLASSIFIERS.names()
 
 
 def build_model(arch: str, width: int, depth: int, *, in_channels: int = 1, image_size: int = 8,
                 num_classes: int = 10) -> nn.Module:
-    """A classifier by name (see MODELS) with ``depth`` hidden layers/blocks per stage."""
-    builder = MODELS.get(arch)
+    """A classifier by name (see CLASSIFIERS) with ``depth`` hidden layers/blocks per stage."""
+    builder = CLASSIFIERS.get(arch)
     require_positive("width", width)
     require_positive("depth", depth)
     return builder(in_channels, image_size, width, depth, num_classes)

@@ -8,7 +8,7 @@ Protocol (ours; stated in docs/nonuniformity.md):
   ``ARCH_DEFAULTS``;
 - budget: 9 trainings per optimiser. SGD: 9 learning rates; every other optimiser: 3
   learning rates x 3 values of its radius (rho for SAM and ASAM, rho1 = rho2 for the CSAM
-  family, the penalty weight lambda for COV), ``GRIDS.get("full")``;
+  family, the penalty weight lambda for COV), ``SEARCH_GRIDS.get("full")``;
 - choice: the highest validation accuracy, ties broken by the lower validation loss.
 
 The choices are written to ``search.json`` in the study's folder and used by every study
@@ -55,13 +55,14 @@ class SearchGrid:
         return [{"lr": lr, field: r} for lr in self.lrs for r in self.radii[optimizer]]
 
 
-GRIDS: Registry[SearchGrid] = Registry("grid")
-GRIDS.register("full", SearchGrid(  # each optimiser's radii: its registry entry's search_radii
+SEARCH_GRIDS: Registry[SearchGrid] = Registry("search grid")
+# each optimiser's radii: its registry entry's search_radii
+SEARCH_GRIDS.register("full", SearchGrid(
     sgd_lrs=(0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2),
     lrs=(0.01, 0.03, 0.1),
     radii={o: e.search_radii for o, e in OPTIMIZER_REGISTRY.items() if e.radius}))
 # two trials each: for smoke tests of the commands, not for results
-GRIDS.register("tiny", SearchGrid(sgd_lrs=(0.02, 0.1), lrs=(0.05,),
+SEARCH_GRIDS.register("tiny", SearchGrid(sgd_lrs=(0.02, 0.1), lrs=(0.05,),
                                   radii={o: (0.05, 0.1) for o in OPTIMIZERS if radius_field(o)}))
 
 @dataclass
@@ -78,7 +79,7 @@ class ComparisonOptions(Options):
                                gt=0)
     depth: int | None = option(None, help="Depth (default per architecture: 2).", gt=0)
     grid: str = option("full", help="Search grid: full (9 trainings per optimiser) or tiny "
-                       "(2; smoke tests only).", choices="genlab.optim.studies.search:GRIDS")
+                       "(2; smoke tests only).", choices="genlab.optim.studies.search:SEARCH_GRIDS")
     threads: int = option(1, help="torch CPU threads of every training (0: torch's default).",
                           ge=0)
     store: str | None = option(None, help="Folder of the trainings, shared by the studies "
@@ -92,7 +93,7 @@ def require_baseline(optimizers, study: str) -> None:
 
 
 #: architecture -> (width, depth, epochs) of the comparisons
-ARCH_DEFAULTS: Registry[tuple[int, int, int]] = Registry("arch")
+ARCH_DEFAULTS: Registry[tuple[int, int, int]] = Registry("architecture default")
 ARCH_DEFAULTS.register("cnn", (32, 2, 30))
 ARCH_DEFAULTS.register("transformer", (32, 2, 40))
 ARCH_DEFAULTS.register("mlp", (128, 2, 30))
@@ -122,7 +123,7 @@ class Protocol:
         return cls(**values)
 
     def validate(self) -> None:
-        GRIDS.canonical(self.grid)
+        SEARCH_GRIDS.canonical(self.grid)
         self.base().validate()
 
     def base(self, **changes) -> TrainConfig:
@@ -136,7 +137,7 @@ class Protocol:
 
 def search_specs(protocol: Protocol, optimizers, store: Path) -> list[RunSpec]:
     """Every search training (seed 0) of ``optimizers`` under ``protocol``."""
-    grid = GRIDS.get(protocol.grid)
+    grid = SEARCH_GRIDS.get(protocol.grid)
     specs = []
     for opt in optimizers:
         OPTIMIZER_REGISTRY.canonical(opt)
@@ -177,7 +178,7 @@ def with_choice(cfg: TrainConfig, choice: dict) -> TrainConfig:
 
 def describe(protocol: Protocol, optimizers) -> dict:
     """The protocol, grid and budget as written to search.json."""
-    grid = GRIDS.get(protocol.grid)
+    grid = SEARCH_GRIDS.get(protocol.grid)
     return {"protocol": asdict(protocol),
             "trials": {opt: grid.trials(opt) for opt in optimizers},
             "budget_per_optimizer": {opt: len(grid.trials(opt)) for opt in optimizers},

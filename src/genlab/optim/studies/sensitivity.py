@@ -27,7 +27,7 @@ from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
-    GRIDS,
+    SEARCH_GRIDS,
     ComparisonOptions,
     Protocol,
     radius_field,
@@ -126,7 +126,7 @@ def run_sensitivity(cfg: SensitivityConfig, out: str | Path, *,
     val_means = {o: {k: mean_std([r.get("val_acc") for r in rs])[0] for k, rs in c.items()}
                  for o, c in cells.items()}
     rows = [sensitivity_row(o, means[o], stds[o]) for o in cfg.optimizers]
-    shared = set(GRIDS.get(cfg.grid).lrs)
+    shared = set(SEARCH_GRIDS.get(cfg.grid).lrs)
     if "sgd" in means:
         sub = {k: v for k, v in means["sgd"].items() if k[0] in shared}
         if sub:

@@ -38,7 +38,7 @@ from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
-    GRIDS,
+    SEARCH_GRIDS,
     ComparisonOptions,
     Protocol,
     choose,
@@ -118,7 +118,7 @@ class TransferConfig(ComparisonOptions):
 
 
 def _trials(cfg: TransferConfig, optimizer: str) -> list[dict]:
-    return GRIDS.get(cfg.protocol().grid).trials(optimizer)
+    return SEARCH_GRIDS.get(cfg.protocol().grid).trials(optimizer)
 
 
 def pretrain_spec(cfg: TransferConfig, store: Path, lr: float, seed: int):
