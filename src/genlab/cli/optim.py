@@ -32,7 +32,7 @@ app = lazy_app(_Group, no_args_is_help=True, rich_markup_mode=None)
 
 def _print_trained(summary: dict, out: Path) -> None:
     """Scores (accuracies in percent) and gaps as a table, then the measures as a table."""
-    from genlab.optim.measures import MEASURE_NAMES
+    from genlab.optim.measures import measure_names
 
     rows = [{"split": "train", "loss": summary["train_loss"], "accuracy (%)": summary["train_acc"]},
             {"split": "test", "loss": summary["test_loss"], "accuracy (%)": summary["test_acc"]},
@@ -43,7 +43,7 @@ def _print_trained(summary: dict, out: Path) -> None:
     m = summary.get("measures")
     if m:
         typer.echo(f"measures on {m['n_samples']} training samples (BatchNorm: {m['bn_mode']})")
-        typer.echo(aligned_table([{"measure": k, "value": m[k]} for k in MEASURE_NAMES]))
+        typer.echo(aligned_table([{"measure": k, "value": m[k]} for k in measure_names()]))
     options.closing(out)
 
 
