@@ -12,7 +12,7 @@ and with width (how they relate) and with the gaps over all SGD-trained models o
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ from genlab.optim.measures.correlation import (
     with_random_measure,
 )
 from genlab.optim.studies import Study, register_study
-from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.grid import execute, open_study, stored
 from genlab.optim.studies.stats import mean_std
 from genlab.optim.studies.train import TrainConfig
 
@@ -113,11 +113,7 @@ def depthwidth_specs(cfg: DepthWidthConfig, arch: str, store: Path) -> list:
 def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path | None = None,
                    resume: bool = False, progress_bar: bool | None = None) -> dict:
     """Train and measure every grid cell and seed (resumable); tables, taus and plots."""
-    cfg.validate()
-    store = Path(store or cfg.store or default_store(out))
-    run = RunDir(out, {"command": "optim depth-width", **asdict(cfg), "store": str(store)},
-                 resume=resume)
-    log = StudyLog(run)
+    run, log, store = open_study("optim depth-width", cfg, out, store, resume=resume)
     results = {}
     for arch in cfg.archs:
         specs = depthwidth_specs(cfg, arch, store)

@@ -98,6 +98,17 @@ def default_store(out: str | Path) -> Path:
     return Path(out).resolve().parent / "trainings"
 
 
+def open_study(command: str, cfg, out: str | Path, store: str | Path | None, *,
+               resume: bool) -> tuple[RunDir, StudyLog, Path]:
+    """A study's run folder: its options validated (``cfg.validate()``), the trainings' store
+    (``store``, else the config's, else beside ``out``), config.json with the command's name
+    and every option, and the log of its trainings: (run, log, store)."""
+    cfg.validate()
+    where = Path(store or cfg.store or default_store(out))
+    run = RunDir(out, {"command": command, **asdict(cfg), "store": str(where)}, resume=resume)
+    return run, StudyLog(run), where
+
+
 def execute(specs: list[RunSpec], log: StudyLog | None = None, *,
             progress_bar: bool | None = None, name: str = "runs") -> dict[str, dict]:
     """Run the specs (run_sweep, inline; finished ones read back); {spec name: flat record}.

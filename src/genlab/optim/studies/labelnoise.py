@@ -12,7 +12,7 @@ each run went towards memorising them. Model size and epochs are ours (digits, C
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from genlab.core.errors import ConfigError
@@ -20,7 +20,7 @@ from genlab.core.options import check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.studies import Study, register_study
-from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.grid import execute, open_study, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.noise import NOISE_KINDS
 from genlab.optim.studies.search import (
@@ -87,11 +87,7 @@ def noise_specs(cfg: LabelNoiseConfig, choices: dict, store: Path) -> list[tuple
 def run_labelnoise(cfg: LabelNoiseConfig, out: str | Path, *, store: str | Path | None = None,
                    resume: bool = False, progress_bar: bool | None = None) -> dict:
     """Every (setting, optimiser, seed) training (resumable), the accuracy table and a plot."""
-    cfg.validate()
-    store = Path(store or cfg.store or default_store(out))
-    run = RunDir(out, {"command": "optim labelnoise", **asdict(cfg), "store": str(store)},
-                 resume=resume)
-    log = StudyLog(run)
+    run, log, store = open_study("optim labelnoise", cfg, out, store, resume=resume)
     choices = run_search(cfg.protocol(), cfg.optimizers, store, log, progress_bar=progress_bar)
     triples = noise_specs(cfg, choices, store)
     records = execute([t[2] for t in triples], log, progress_bar=progress_bar,

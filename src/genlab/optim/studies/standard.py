@@ -22,7 +22,7 @@ from genlab.core.options import check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.studies import Study, register_study
-from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.grid import execute, open_study, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
     ComparisonOptions,
@@ -119,11 +119,7 @@ COLUMNS = ["optimizer", "lr", "radius", "val_acc_seed0", "train_acc", "test_acc"
 def run_standard(cfg: StandardConfig, out: str | Path, *, store: str | Path | None = None,
                  resume: bool = False, progress_bar: bool | None = None) -> dict:
     """Search, final trainings, tables and plot for every architecture (resumable)."""
-    cfg.validate()
-    store = Path(store or cfg.store or default_store(out))
-    run = RunDir(out, {"command": "optim standard", **asdict(cfg), "store": str(store)},
-                 resume=resume)
-    log = StudyLog(run)
+    run, log, store = open_study("optim standard", cfg, out, store, resume=resume)
     tables = []
     for protocol in cfg.protocols():
         choices = run_search(protocol, cfg.optimizers, store, log, progress_bar=progress_bar)

@@ -27,7 +27,7 @@ Test data choose nothing. Seeds 0..n-1: pretraining, fine-tuning and scratch sha
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from genlab.core.errors import ConfigError
@@ -35,7 +35,7 @@ from genlab.core.options import check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir, write_json
 from genlab.optim.studies import Study, register_study
-from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.grid import StudyLog, execute, open_study, stored
 from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
     SEARCH_GRIDS,
@@ -192,11 +192,7 @@ COLUMNS = ["optimizer", "train_acc", "test_acc", "vs_sgd", "vs_best_flatness"]
 def run_transfer(cfg: TransferConfig, out: str | Path, *, store: str | Path | None = None,
                  resume: bool = False, progress_bar: bool | None = None) -> dict:
     """Searches, pretrain, fine-tune every optimiser, scratch; table and plot (resumable)."""
-    cfg.validate()
-    store = Path(store or cfg.store or default_store(out))
-    run = RunDir(out, {"command": "optim transfer", **asdict(cfg), "store": str(store)},
-                 resume=resume)
-    log = StudyLog(run)
+    run, log, store = open_study("optim transfer", cfg, out, store, resume=resume)
     choices = _search(cfg, store, log, progress_bar)
     grouped = transfer_specs(cfg, choices, store)
     records = execute([spec for _, spec in grouped], log, progress_bar=progress_bar,
