@@ -227,17 +227,23 @@ def recorded_part(spec: Mapping, files: Files, verdict=None) -> str:
     return f"{label}: {text}" if label else text
 
 
+def _numbers(spec: Mapping, files: Files, *names: str) -> list[float]:
+    """The numbers ``names`` of the figure ``spec`` points at (its file and key); DataError
+    naming the file and figure when one is missing or not a number."""
+    fig = _file(files, spec["file"]).figure(spec["key"])
+    try:
+        return [float(fig[name]) for name in names]
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"results file {spec['file']}: figure {spec['key']!r} must hold "
+                        f"{' and '.join(names)}") from None
+
+
 def tally_part(spec: Mapping, files: Files, verdict=None) -> str:
     """k of n trials went the claimed way: the exact binomial test against ``chance`` (the
     count's exact distribution, :func:`genlab.core.stats.count_distribution`) and the
     Clopper-Pearson interval of the share (Clopper & Pearson 1934, Biometrika 26)."""
     _need(spec, "file", "key", part="tally")
-    fig = _file(files, spec["file"]).figure(spec["key"])
-    try:
-        k, n = int(fig["successes"]), int(fig["trials"])
-    except (KeyError, TypeError, ValueError):
-        raise DataError(f"results file {spec['file']}: figure {spec['key']!r} must hold "
-                        "successes and trials") from None
+    k, n = (int(v) for v in _numbers(spec, files, "successes", "trials"))
     if not 0 <= k <= n or n < 1:
         raise DataError(f"results file {spec['file']}: figure {spec['key']!r} needs "
                         f"0 <= successes <= trials, got {k} of {n}")
@@ -257,12 +263,7 @@ def tally_part(spec: Mapping, files: Files, verdict=None) -> str:
 
 def room_part(spec: Mapping, files: Files, verdict=None) -> str:
     _need(spec, "file", "key", "claim", part="room")
-    fig = _file(files, spec["file"]).figure(spec["key"])
-    try:
-        baseline, target = float(fig["baseline"]), float(fig["target"])
-    except (KeyError, TypeError, ValueError):
-        raise DataError(f"results file {spec['file']}: figure {spec['key']!r} must hold "
-                        "baseline and target") from None
+    baseline, target = _numbers(spec, files, "baseline", "target")
     room = 100 * (baseline - target) / baseline
     claim = float(spec["claim"])
     text = (f"{spec.get('label', spec['key'])}: room {room:.1f} % (baseline {baseline:.2f}, "
