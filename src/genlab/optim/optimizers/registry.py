@@ -93,13 +93,22 @@ def make_optimizer(name: str, params, **kw) -> torch.optim.Optimizer:
     the optimiser does not take, or a required one left out, is a ConfigError naming it
     and its default.
     """
-    entry = OPTIMIZER_REGISTRY.get(name)
-    from genlab.optim.optimizers.perturb import PerturbedOptimizer, refuse_settings, settings_of
+    from genlab.optim.optimizers.perturb import refuse_settings
 
+    refuse_settings(f"optimizer {name}", [k for k in kw if k != "model"],
+                    optimizer_settings(name))
+    return OPTIMIZER_REGISTRY.get(name).build(params, **kw)
+
+
+def optimizer_settings(name: str) -> dict:
+    """name -> default of every setting optimiser ``name`` takes: its constructors' keyword
+    arguments (a perturbed optimiser's include its base SGD's), less those its registry
+    entry fixes (asam's adaptive); a setting without a default maps to ``REQUIRED``."""
+    from genlab.optim.optimizers.perturb import PerturbedOptimizer, settings_of
+
+    entry = OPTIMIZER_REGISTRY.get(name)
     inits = [c.__init__ for c in entry.cls.__mro__ if "__init__" in vars(c)
              and c not in (PerturbedOptimizer, torch.optim.Optimizer, object)]
     if issubclass(entry.cls, PerturbedOptimizer):  # the base optimiser's (SGD's) settings
         inits.append(torch.optim.SGD.__init__)
-    accepted = {k: v for k, v in settings_of(*inits).items() if k not in entry.fixed}
-    refuse_settings(f"optimizer {name}", [k for k in kw if k != "model"], accepted)
-    return entry.build(params, **kw)
+    return {k: v for k, v in settings_of(*inits).items() if k not in entry.fixed}

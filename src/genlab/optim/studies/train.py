@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -53,7 +54,12 @@ from genlab.optim.limits import (
 from genlab.optim.measures import MeasureConfig, all_measures
 from genlab.optim.measures.per_sample import BN_MODES
 from genlab.optim.optimizers.cov import DEFAULT_LAM, DEFAULT_LR
-from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, OPTIMIZERS, make_optimizer
+from genlab.optim.optimizers.registry import (
+    OPTIMIZER_REGISTRY,
+    OPTIMIZERS,
+    make_optimizer,
+    optimizer_settings,
+)
 from genlab.optim.studies.models import ARCHS, HEAD, build_model
 from genlab.optim.studies.noise import NOISE_KINDS
 from genlab.optim.studies.tasks import (
@@ -93,6 +99,11 @@ class TrainConfig:
     rho: float = option(0.05, help="Radius of SAM/ASAM/SAMGCM; both radii of CSAM.", gt=0)
     lam: float = option(DEFAULT_LAM, help="COV penalty weight.", ge=0)
     xi: float = option(1e-6, help="SAMGCM covariance damping.", gt=0)
+    optimizer_params: dict[str, Any] = option(
+        factory=dict, parse="params", flags=("--optimizer-param",),
+        help="The optimiser's own settings beyond the options above, KEY=VALUE, repeated "
+             "(csam_identity: alpha; acsam_identity: alpha, eta; csam: damping, decay, "
+             "refresh, length; docs/optimizers.md); checked against its settings.")
     task: str = option("digits", help="Data: a registered task (the digits and their class "
                        "subsets, the rendered shapes), or folder:PATH (your images, one "
                        "sub-folder per class; docs/cli.md).", choices=TASKS, checked=False,
@@ -133,6 +144,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         check_options(self)  # types, choices and limits as the fields declare them
+        check_optimizer_params(self)
         check_task(self.task, translate=self.translate, label_noise=self.label_noise,
                    noise_kind=self.noise_kind)
         if not self.label_noise < 1:
@@ -158,13 +170,41 @@ class TrainConfig:
 
 
 def build_optimizer(cfg: TrainConfig, model: nn.Module, n_total: int) -> torch.optim.Optimizer:
-    """make_optimizer(cfg.optimizer, ...) with the options its registry entry accepts."""
-    base = {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay}
-    extra = {"rho": cfg.rho, "rho1": cfg.rho, "rho2": cfg.rho, "lam": cfg.lam, "xi": cfg.xi,
-             "n_total": n_total, "model": model}
+    """make_optimizer(cfg.optimizer, ...) with the options its registry entry accepts and its
+    own settings (``--optimizer-param``)."""
+    return make_optimizer(cfg.optimizer, model.parameters(),
+                          **optimizer_arguments(cfg, model, n_total))
+
+
+# the options of TrainConfig an optimiser may take (its entry's ``accepts``), by setting
+_OPTION_OF = {"rho": "rho", "rho1": "rho", "rho2": "rho", "lam": "lam", "xi": "xi"}
+
+
+def optimizer_arguments(cfg: TrainConfig, model: nn.Module | None = None,
+                        n_total: int = 0) -> dict:
+    """The keyword arguments of ``cfg``'s optimiser: lr, momentum and weight decay, the
+    options its registry entry accepts, then ``cfg.optimizer_params``."""
+    args = {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay}
+    extra = {k: getattr(cfg, option) for k, option in _OPTION_OF.items()}
+    extra.update(n_total=n_total, model=model)
     accepts = OPTIMIZER_REGISTRY.get(cfg.optimizer).accepts
-    base.update({k: v for k, v in extra.items() if k in accepts})
-    return make_optimizer(cfg.optimizer, model.parameters(), **base)
+    args.update({k: v for k, v in extra.items() if k in accepts})
+    return {**args, **cfg.optimizer_params}
+
+
+def check_optimizer_params(cfg: TrainConfig) -> None:
+    """ConfigError for an ``--optimizer-param`` the optimiser does not take (naming its
+    settings and defaults), or one that an option of the command sets (use that option)."""
+    from genlab.optim.optimizers.perturb import refuse_settings
+
+    owned = {"lr", "momentum", "weight_decay", "model", "n_total"}
+    owned |= {k for k in _OPTION_OF if k in OPTIMIZER_REGISTRY.get(cfg.optimizer).accepts}
+    for key in cfg.optimizer_params:
+        if key in owned:
+            flag = "--" + _OPTION_OF.get(key, key).replace("_", "-")
+            raise ConfigError(f"--optimizer-param {key}: set it with {flag}")
+    refuse_settings(f"--optimizer-param (optimizer {cfg.optimizer})",
+                    list(cfg.optimizer_params), optimizer_settings(cfg.optimizer))
 
 
 class PerSampleTrainer(Trainer):
@@ -246,7 +286,9 @@ def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
     device = resolve_device(cfg.device)
     with fixed_threads(cfg.threads):
         data, model = prepare(cfg)  # sizes and init_from checked before the folder is touched
-        run = RunDir(out, asdict(cfg), resume=resume, kind=KIND)
+        # an option newer than a run compares as its default when the run resumes
+        run = RunDir(out, asdict(cfg), resume=resume, kind=KIND,
+                     defaults=asdict(TrainConfig()))
         if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
             run.close()
             return done
