@@ -94,7 +94,7 @@ def test_an_alias_reuses_the_search_it_names_and_forces_are_tabled(tmp_path, mon
 
 
 def test_a_failed_bench_job_is_reported_after_the_others(tmp_path, monkeypatch):
-    import genlab.nas.bench as bench_mod
+    import genlab.nas.bench.jobs as bench_mod  # where a job calls run_search
     from genlab.core.errors import DataError
 
     real = bench_mod.run_search

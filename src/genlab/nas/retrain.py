@@ -237,7 +237,8 @@ def _retrain(cfg: RetrainConfig, out, *, resume: bool, progress_bar) -> dict:
     space = get_space(cfg.space)
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
-    data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
+    data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed,
+                           checked=True)  # retrain validated cfg
     fit_split, score_split = fit_and_score_splits(data, cfg.eval_on)
     builder_args = {"space": space.name, "genotype": cfg.arch, "num_classes": data.num_classes,
                     "in_channels": data.in_channels, "channels": cfg.channels,

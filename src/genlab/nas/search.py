@@ -291,8 +291,8 @@ def run_search(cfg: SearchConfig | SearchPlan, out, *, resume: bool = False,
     if stop_at is not None:
         require_positive("stop_at", stop_at)
     with fixed_threads(plan.cfg.threads):
-        return _run_search(plan.cfg, plan.space, plan.reg, plan.method, out, resume=resume,
-                           progress_bar=progress_bar, stop_at=stop_at)
+        search = Search(plan.cfg, plan.space, plan.reg, plan.method)
+        return search.run(out, resume=resume, progress_bar=progress_bar, stop_at=stop_at)
 
 
 def search_regularizer(cfg: SearchConfig) -> Regularizer:
@@ -332,151 +332,221 @@ def run_config(cfg: SearchConfig, reg: Regularizer | None = None) -> dict:
     return {**asdict(cfg), "reg_resolved": asdict(reg or search_regularizer(cfg))}
 
 
-def _run_search(cfg: SearchConfig, space: SearchSpace, reg: Regularizer, method: SearchMethod,
-                out, *, resume: bool, progress_bar, stop_at: int | None = None) -> dict:
-    table = space_table(space, cfg.nb201_table)
-    device = resolve_device(cfg.device)
-    wanted(cfg.cuda_graph, device)  # --cuda-graph on without CUDA: refused before the run
-    config = run_config(cfg, reg)
+class Search:
+    """One search, read top to bottom as quark0/darts' train_search.py. :meth:`run` calls, in
+    order: :meth:`open` (seed, data, supernet, then the run folder), :meth:`setup` (batch
+    streams, regulariser, the two optimisers, the data-parallel wrapper), :meth:`load_state`
+    (a resumed run), then :meth:`step` for every bilevel step and, at the end of each epoch,
+    :meth:`record` (losses, diagnostics) and :meth:`checkpoint` (:meth:`state`; the names are
+    core's Trainer's), and :meth:`finish` (the selected architecture, summary.json)."""
 
-    seed_everything(cfg.seed)
-    data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)
-    builder_args = {"space": space.name, "num_classes": data.num_classes,
-                    "in_channels": data.in_channels, "channels": cfg.channels,
-                    "cells": cfg.cells,
-                    "options": {**space.proxy.options, **method.supernet_options}}
+    def __init__(self, cfg: SearchConfig, space: SearchSpace, reg: Regularizer,
+                 method: SearchMethod):
+        self.cfg, self.space, self.reg, self.method = cfg, space, reg, method
+        self.table = space_table(space, cfg.nb201_table)
+        self.device = resolve_device(cfg.device)
+        wanted(cfg.cuda_graph, self.device)  # --cuda-graph on without CUDA: refused before
+        self.config = run_config(cfg, reg)
+        self.sums = [0.0, 0.0, 0]  # the epoch's train and val loss sums, and its steps
+        self.elapsed = 0.0  # seconds of the segments before a resume
 
-    def supernet(args: dict):
-        net = build_space_supernet(**{**args, "space": space}).to(device)
-        net.checkpoint_cells = cfg.checkpoint_cells
-        method.attach(net)
+    def run(self, out, *, resume: bool = False, progress_bar=None,
+            stop_at: int | None = None) -> dict:
+        """The search into the run folder ``out``: summary.json's content (see run_search)."""
+        cfg, method = self.cfg, self.method
+        self.open(out, resume)
+        if (done := self.folder.finished_summary()) is not None:  # finished: a no-op
+            self.folder.close()
+            return done
+        announce(self.data)
+        self.setup()
+        start = 0
+        if self.folder.resumed_state is not None:
+            start = self.load_state(self.folder.resumed_state)
+        # bilevel_step, or the same step captured in a CUDA graph (genlab.nas.captured)
+        self.step_fn = search_step(cfg.cuda_graph, self.device, self.net, self.a_opt,
+                                   self.w_opt, self.reg, method, order=cfg.order, amp=cfg.amp,
+                                   checkpoint_cells=cfg.checkpoint_cells,
+                                   parallel=self.par.active, eager=bilevel_step)
+        self.t0 = time.perf_counter() - self.elapsed
+        with progress(cfg.steps, f"search {cfg.space} {cfg.reg} seed {cfg.seed}", progress_bar,
+                      completed=start, unit="step") as tick:
+            for step in range(start, min(stop_at or cfg.steps, cfg.steps)):
+                if method.stop.stopped_epoch is not None:
+                    break  # resumed after the stopping rule fired
+                record = self.step(step)
+                tick(1)
+                if record is None:  # not the end of an epoch
+                    continue
+                stopping = method.stop.update(record)
+                record["seconds"] = time.perf_counter() - self.t0
+                self.folder.log(record)
+                self.checkpoint(step + 1, record["seconds"])
+                tick(0, entropy=record["mean_entropy"], pfree=record["param_free_ops"])
+                if stopping:
+                    break
+        self.par.close()
+        if stop_at is not None and stop_at < cfg.steps:
+            return {"stopped_at": stop_at, "forces": str(self.folder.file(FORCES))}
+        return self.finish()
+
+    # -- set-up ------------------------------------------------------------------------
+    def open(self, out, resume: bool) -> None:
+        """Seed, read the data, build the supernet, then open the run folder (after every
+        check: a refused search leaves no folder)."""
+        cfg, space = self.cfg, self.space
+        seed_everything(cfg.seed)
+        self.data = data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size,
+                                           seed=cfg.seed, checked=True)
+        self.builder_args = {"space": space.name, "num_classes": data.num_classes,
+                             "in_channels": data.in_channels, "channels": cfg.channels,
+                             "cells": cfg.cells,
+                             "options": {**space.proxy.options, **self.method.supernet_options}}
+        self.net = self.supernet(self.builder_args)
+        check_input_size(self.net, data.in_channels, cfg.size, f"the {space.name} supernet",
+                         cfg.channels, cfg.cells)
+        self.folder = RunDir(out, self.config, resume=resume, resume_free=RESUME_FREE,
+                             kind="nas search")
+
+    def supernet(self, args: dict):
+        """The supernet the builder's ``args`` describe, on the device, the method attached."""
+        net = build_space_supernet(**{**args, "space": self.space}).to(self.device)
+        net.checkpoint_cells = self.cfg.checkpoint_cells
+        self.method.attach(net)
         return net
 
-    net = supernet(builder_args)
-    check_input_size(net, data.in_channels, cfg.size, f"the {space.name} supernet",
-                     cfg.channels, cfg.cells)
-    run = RunDir(out, config, resume=resume, resume_free=RESUME_FREE,  # after every check
-                 kind="nas search")
-    if (done := run.finished_summary()) is not None:  # resumed a finished run: a no-op
-        run.close()
-        return done
-    announce(data)
-    if run.resumed_state is not None:
-        layout = resumed_layout(run.resumed_state["net"], net, builder_args, space, out)
-        if layout is not None:  # checkpointed on the per-edge cells: resumed on them
-            builder_args, net = layout, supernet(layout)
-    rebuild = model_record("nas search", path_of(build_space_supernet), builder_args,
-                          state_key="net", inference=data.inference)
-    precision = make_precision(cfg.amp, device)
-    if cfg.channels_last:
-        net.to(memory_format=torch.channels_last)
-    train, val = StepBatches(data.train, cfg.batch_size, cfg.seed * 2 + 1), \
-        StepBatches(data.val, cfg.batch_size, cfg.seed * 2 + 2)
-    spe = len(train)
-    require_positive("steps_per_epoch", spe)
-    for split, part in (("training", data.train), ("validation", data.val)):
-        warn_batch(cfg.batch_size, len(part), split)
-    reg.steps_per_epoch = spe  # beta's lambda counts epochs
-    if reg.needs_probe:  # candidates with state read the network on the step-0 val batch
-        reg.setup(net, _val_batch(cfg, val, 0, device)[0], space)
-    if reg.penalty_object.val_batches_needed:  # ber-pt measures on these (its own steps)
-        reg.penalty_object.val_batches = [
-            _val_batch(cfg, val, i, device) for i in range(reg.penalty_object.val_batches_needed)]
-    a_opt, w_opt = search_optimizers(net, cfg, reg)  # after setup: ber-lbe's targets exist
-    # data-parallel under torchrun (genlab.nas.ddp); the regulariser's learnt targets are
-    # stepped with alpha, so their gradients are all-reduced with alpha's
-    par = SearchParallel(net, cfg.order, extra_arch=reg.parameters())
-    diag_x = data.val.images[: cfg.diag_batch].to(device)
-    diag_y = data.val.labels[: cfg.diag_batch].to(device)
-    epochs = math.ceil(cfg.steps / spe)
-    hessian_every = max(1, epochs // cfg.hessian_points) if cfg.hessian_points else 0
-    if method.stop.needs_hessian:
-        hessian_every = 1
+    def setup(self) -> None:
+        """The supernet's layout of a resumed run, the batch streams, the regulariser's
+        set-up, the two optimisers, the data-parallel wrapper and the diagnostic batch."""
+        cfg, data, reg = self.cfg, self.data, self.reg
+        if self.folder.resumed_state is not None:
+            layout = resumed_layout(self.folder.resumed_state["net"], self.net,
+                                    self.builder_args, self.space, self.folder.path)
+            if layout is not None:  # checkpointed on the per-edge cells: resumed on them
+                self.builder_args, self.net = layout, self.supernet(layout)
+        self.rebuild = model_record("nas search", path_of(build_space_supernet),
+                                    self.builder_args, state_key="net", inference=data.inference)
+        self.precision = make_precision(cfg.amp, self.device)
+        if cfg.channels_last:
+            self.net.to(memory_format=torch.channels_last)
+        self.train = StepBatches(data.train, cfg.batch_size, cfg.seed * 2 + 1)
+        self.val = StepBatches(data.val, cfg.batch_size, cfg.seed * 2 + 2)
+        self.spe = len(self.train)
+        require_positive("steps_per_epoch", self.spe)
+        for split, part in (("training", data.train), ("validation", data.val)):
+            warn_batch(cfg.batch_size, len(part), split)
+        reg.steps_per_epoch = self.spe  # beta's lambda counts epochs
+        if reg.needs_probe:  # candidates with state read the network on the step-0 val batch
+            reg.setup(self.net, self.val_batch(0)[0], self.space)
+        penalty = reg.penalty_object
+        if penalty.val_batches_needed:  # ber-pt measures on these (its own steps)
+            penalty.val_batches = [self.val_batch(i) for i in range(penalty.val_batches_needed)]
+        # after the set-up: ber-lbe's targets exist
+        self.a_opt, self.w_opt = search_optimizers(self.net, cfg, reg)
+        # data-parallel under torchrun (genlab.nas.ddp); the regulariser's learnt targets are
+        # stepped with alpha, so their gradients are all-reduced with alpha's
+        self.par = SearchParallel(self.net, cfg.order, extra_arch=reg.parameters())
+        self.diag_x = data.val.images[: cfg.diag_batch].to(self.device)
+        self.diag_y = data.val.labels[: cfg.diag_batch].to(self.device)
+        epochs = math.ceil(cfg.steps / self.spe)
+        self.hessian_every = max(1, epochs // cfg.hessian_points) if cfg.hessian_points else 0
+        if self.method.stop.needs_hessian:
+            self.hessian_every = 1
 
-    start, elapsed = 0, 0.0
-    if run.resumed_state is not None:
-        st = run.resumed_state
-        net.load_state_dict(st["net"])
-        a_opt.load_state_dict(st["a_opt"])
-        w_opt.load_state_dict(st["w_opt"])
-        reg.load_state_dict(st.get("reg", {}))
-        method.load_state_dict(st.get("method", {}))
-        restore_rng_state(st["rng"])
-        start, elapsed = int(st["step"]), float(st["elapsed"])
+    def train_batch(self, step: int):
+        """The (augmented) training batch of ``step``."""
+        return _train_batch(self.cfg, self.train, step, self.device)
 
-    # bilevel_step, or the same step captured in a CUDA graph (genlab.nas.captured)
-    step_fn = search_step(cfg.cuda_graph, device, net, a_opt, w_opt, reg, method,
-                          order=cfg.order, amp=cfg.amp, checkpoint_cells=cfg.checkpoint_cells,
-                          parallel=par.active, eager=bilevel_step)
-    t0 = time.perf_counter() - elapsed
-    sums = [0.0, 0.0, 0]
-    with progress(cfg.steps, f"search {cfg.space} {cfg.reg} seed {cfg.seed}", progress_bar,
-                  completed=start, unit="step") as tick:
-        for step in range(start, min(stop_at or cfg.steps, cfg.steps)):
-            if method.stop.stopped_epoch is not None:
-                break  # resumed after the stopping rule fired
-            method.begin_step(net, step, cfg.steps)
-            lr = cosine_lr(step, cfg.steps, cfg.w_lr, cfg.w_lr_min)
-            for group in w_opt.param_groups:
-                group["lr"] = lr
-            xt, yt = _train_batch(cfg, train, step, device)
-            xv, yv = _val_batch(cfg, val, step, device)
-            done = step + 1
-            logging = not (done % spe and done != cfg.steps)
-            forced = bool(cfg.force_every) and step % cfg.force_every == 0
-            forces = {} if (logging or forced) and cfg.order == 1 else None
-            xt, yt, xv, yv = par.shard(xt, yt, xv, yv)
-            xt, xv = (channels_last_input(x, cfg.channels_last) for x in (xt, xv))
-            with par.step(), precision.autocast():
-                tl, vl = step_fn(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, step,
-                                      cfg.steps, cfg.grad_clip, cfg.order, forces, method)
-            tl, vl = par.global_losses(tl, vl)
-            if not (math.isfinite(tl) and math.isfinite(vl)):
-                raise DivergedError(f"non-finite loss at step {step} (train {tl}, val {vl}); "
-                                    f"the last good checkpoint is kept in {run.path}")
-            sums = [sums[0] + tl, sums[1] + vl, sums[2] + 1]
-            tick(1)
-            if forced and forces:
-                _append_jsonl(run.file(FORCES), {"step": step, **forces})
-            if not logging:
-                continue
-            epoch = math.ceil(done / spe) - 1
-            record = {"step": done, "epoch": epoch, "lr": lr, "lambda": reg.lam(step, cfg.steps),
-                      "train_loss": sums[0] / sums[2], "val_loss": sums[1] / sums[2]}
-            sums = [0.0, 0.0, 0]
-            record.update(forces or {})
-            with par.local():  # every rank alone, on the same diagnostic batch
-                record.update(diag.epoch_record(space, derive(space, net), net, diag_x, diag_y,
-                                                 table))
-                if hessian_every and (epoch % hessian_every == 0 or done == cfg.steps):
-                    record["hessian_eig"] = diag.hessian_eigenvalue(net, diag_x, diag_y)
-            stopping = method.stop.update(record)
-            record["seconds"] = time.perf_counter() - t0
-            run.log(record)
-            run.save({MODEL_RECORD: rebuild, "net": net.state_dict(), "a_opt": a_opt.state_dict(),
-                      "w_opt": w_opt.state_dict(), "rng": capture_rng_state(), "step": done,
-                      "elapsed": record["seconds"], "reg": reg.state_dict(),
-                      "method": method.state_dict()})
-            tick(0, entropy=record["mean_entropy"], pfree=record["param_free_ops"])
-            if stopping:
-                break
+    def val_batch(self, step: int):
+        """The (augmented) validation batch of ``step``."""
+        return _val_batch(self.cfg, self.val, step, self.device)
 
-    par.close()
-    if stop_at is not None and stop_at < cfg.steps:
-        return {"stopped_at": stop_at, "forces": str(run.file(FORCES))}
+    # -- checkpoints -------------------------------------------------------------------
+    def state(self, step: int, seconds: float) -> dict:
+        """The checkpoint after ``step`` steps, ``seconds`` into the search."""
+        return {MODEL_RECORD: self.rebuild, "net": self.net.state_dict(),
+                "a_opt": self.a_opt.state_dict(), "w_opt": self.w_opt.state_dict(),
+                "rng": capture_rng_state(), "step": step, "elapsed": seconds,
+                "reg": self.reg.state_dict(), "method": self.method.state_dict()}
 
-    history = run.metrics()
-    ctx = SelectionContext(space, net, cfg, train, val, device, w_opt,
-                           lambda step: _train_batch(cfg, train, step, device),
-                           lambda step: _val_batch(cfg, val, step, device),
-                           log=lambda record: _append_jsonl(run.file(SELECTION), record))
-    genotype = method.architecture(ctx)
-    summary = _summary(cfg, space, net, history, table, time.perf_counter() - t0,
-                       config["reg_resolved"], genotype, method)
-    summary["diag_images"] = len(diag_y)  # what supernet_val_acc is over
-    _plots(run, history, space)
-    run.write_summary(summary)
-    return summary
+    def load_state(self, state: dict) -> int:
+        """Resume from a checkpoint (:meth:`state`); returns the step to go on from."""
+        self.net.load_state_dict(state["net"])
+        self.a_opt.load_state_dict(state["a_opt"])
+        self.w_opt.load_state_dict(state["w_opt"])
+        self.reg.load_state_dict(state.get("reg", {}))
+        self.method.load_state_dict(state.get("method", {}))
+        restore_rng_state(state["rng"])
+        self.elapsed = float(state["elapsed"])
+        return int(state["step"])
+
+    def checkpoint(self, step: int, seconds: float) -> None:
+        """Write the checkpoint after ``step`` steps into the run folder."""
+        self.folder.save(self.state(step, seconds))
+
+    # -- one step ----------------------------------------------------------------------
+    def step(self, step: int) -> dict | None:
+        """One bilevel step (alpha, then the weights) on the batches of ``step``; the
+        epoch's record (:meth:`record`) when ``step`` ends an epoch or the search, else None."""
+        cfg, done = self.cfg, step + 1
+        self.method.begin_step(self.net, step, cfg.steps)
+        lr = cosine_lr(step, cfg.steps, cfg.w_lr, cfg.w_lr_min)
+        for group in self.w_opt.param_groups:
+            group["lr"] = lr
+        xt, yt = self.train_batch(step)
+        xv, yv = self.val_batch(step)
+        logging = not (done % self.spe and done != cfg.steps)
+        forced = bool(cfg.force_every) and step % cfg.force_every == 0
+        forces = {} if (logging or forced) and cfg.order == 1 else None
+        xt, yt, xv, yv = self.par.shard(xt, yt, xv, yv)
+        xt, xv = (channels_last_input(x, cfg.channels_last) for x in (xt, xv))
+        with self.par.step(), self.precision.autocast():
+            tl, vl = self.step_fn(self.net, self.a_opt, self.w_opt, (xt, yt), (xv, yv),
+                                  self.reg, step, cfg.steps, cfg.grad_clip, cfg.order, forces,
+                                  self.method)
+        tl, vl = self.par.global_losses(tl, vl)
+        if not (math.isfinite(tl) and math.isfinite(vl)):
+            raise DivergedError(f"non-finite loss at step {step} (train {tl}, val {vl}); "
+                                f"the last good checkpoint is kept in {self.folder.path}")
+        self.sums = [self.sums[0] + tl, self.sums[1] + vl, self.sums[2] + 1]
+        if forced and forces:
+            _append_jsonl(self.folder.file(FORCES), {"step": step, **forces})
+        return self.record(step, lr, forces) if logging else None
+
+    def record(self, step: int, lr: float, forces: dict | None) -> dict:
+        """The metrics record of the epoch that ``step`` ends: its mean losses, the forces on
+        alpha, and the diagnostics of the supernet and of its derived cell."""
+        cfg, done, net = self.cfg, step + 1, self.net
+        epoch = math.ceil(done / self.spe) - 1
+        train_loss, val_loss, count = self.sums
+        record = {"step": done, "epoch": epoch, "lr": lr,
+                  "lambda": self.reg.lam(step, cfg.steps),
+                  "train_loss": train_loss / count, "val_loss": val_loss / count}
+        self.sums = [0.0, 0.0, 0]
+        record.update(forces or {})
+        with self.par.local():  # every rank alone, on the same diagnostic batch
+            record.update(diag.epoch_record(self.space, derive(self.space, net), net,
+                                            self.diag_x, self.diag_y, self.table))
+            if self.hessian_every and (epoch % self.hessian_every == 0 or done == cfg.steps):
+                record["hessian_eig"] = diag.hessian_eigenvalue(net, self.diag_x, self.diag_y)
+        return record
+
+    # -- the end -----------------------------------------------------------------------
+    def finish(self) -> dict:
+        """Select the architecture (the method's rule), write the plots and summary.json."""
+        cfg, run = self.cfg, self.folder
+        history = run.metrics()
+        ctx = SelectionContext(self.space, self.net, cfg, self.train, self.val, self.device,
+                               self.w_opt, self.train_batch, self.val_batch,
+                               log=lambda record: _append_jsonl(run.file(SELECTION), record))
+        genotype = self.method.architecture(ctx)
+        summary = _summary(cfg, self.space, self.net, history, self.table,
+                           time.perf_counter() - self.t0, self.config["reg_resolved"],
+                           genotype, self.method)
+        summary["diag_images"] = len(self.diag_y)  # what supernet_val_acc is over
+        _plots(run, history, self.space)
+        run.write_summary(summary)
+        return summary
 
 
 FORCES = "forces.jsonl"  # step-level force records (``force_every``)

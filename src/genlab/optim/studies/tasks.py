@@ -185,17 +185,20 @@ def _translated(split: Split, name: str, translate: int, copies: int, data_seed:
 def task_data(task: str = "digits", split: str = "full", *, data_seed: int = 0,
               per_class: int = 0, label_noise: float = 0.0, noise_kind: str = "symmetric",
               noise_seed: int = 0, translate: int = 0, translate_copies: int = 1,
-              val_copies: int = 1, size: int = 8) -> TaskData:
+              val_copies: int = 1, size: int = 8, checked: bool = False) -> TaskData:
     """The sets of one task (see module doc); label noise touches the fit labels only.
     ``folder:PATH``: the user's images (genlab.core.data.imagefolder), resized to ``size``, split
     as the digits are (its train + val the pool, its test the test set), decoded batch by
-    batch."""
+    batch. ``checked``: the caller's config has run :func:`check_task` and
+    :func:`check_translation` on these options (TrainConfig.validate), so they are not run
+    again."""
     require_choice("split", split, SPLITS)
     if per_class < 0:
         raise ConfigError(f"per_class must be >= 0, got {per_class}")
-    check_translation(translate, translate_copies)
-    check_translation(translate, val_copies, "val_copies")
-    check_task(task, translate=translate, label_noise=label_noise, noise_kind=noise_kind)
+    if not checked:
+        check_translation(translate, translate_copies)
+        check_translation(translate, val_copies, "val_copies")
+        check_task(task, translate=translate, label_noise=label_noise, noise_kind=noise_kind)
     if (path := folder_path(task)) is not None:
         data = folder_data(path, size, data_seed)
         num_classes, pool, test = data.num_classes, data.train_full(), data.test

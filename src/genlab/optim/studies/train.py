@@ -226,14 +226,15 @@ def split_scores(model: nn.Module, split: Split, device, batch_size: int = 512) 
     return {"loss": res["loss"], "acc": 100 * res["metric"]}
 
 
-def load_task(cfg: TrainConfig) -> TaskData:
-    """The task data of a config (fixed by data_seed; label noise drawn with the seed)."""
+def load_task(cfg: TrainConfig, *, checked: bool = False) -> TaskData:
+    """The task data of a config (fixed by data_seed; label noise drawn with the seed);
+    ``checked``: ``cfg`` is validated (TrainConfig.validate), its task not checked again."""
     data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
     return task_data(cfg.task, cfg.split, data_seed=data_seed, per_class=cfg.per_class,
                      label_noise=cfg.label_noise, noise_kind=cfg.noise_kind,
                      noise_seed=cfg.seed, translate=cfg.translate,
                      translate_copies=cfg.translate_copies, val_copies=cfg.val_copies,
-                     size=cfg.resolved().size)
+                     size=cfg.resolved().size, checked=checked)
 
 
 def model_args(cfg: TrainConfig, data: TaskData) -> dict:
@@ -243,10 +244,11 @@ def model_args(cfg: TrainConfig, data: TaskData) -> dict:
             "num_classes": data.num_classes}
 
 
-def prepare(cfg: TrainConfig) -> tuple[TaskData, nn.Module]:
-    """(task data, model) for a config, seeded; the model starts from ``init_from`` if set."""
+def prepare(cfg: TrainConfig, *, checked: bool = False) -> tuple[TaskData, nn.Module]:
+    """(task data, model) for a config, seeded; the model starts from ``init_from`` if set
+    (``checked``: ``cfg`` is validated, see :func:`load_task`)."""
     seed_everything(cfg.seed)
-    data = load_task(cfg)
+    data = load_task(cfg, checked=checked)
     args = model_args(cfg, data)
     check_model_size(args)
     model = build_model(**args)
@@ -285,7 +287,8 @@ def train_digits(cfg: TrainConfig, out: str | Path, *, resume: bool = False,
     cfg = cfg.resolved()
     device = resolve_device(cfg.device)
     with fixed_threads(cfg.threads):
-        data, model = prepare(cfg)  # sizes and init_from checked before the folder is touched
+        # validated above; sizes and init_from checked before the folder is touched
+        data, model = prepare(cfg, checked=True)
         # an option newer than a run compares as its default when the run resumes
         run = RunDir(out, asdict(cfg), resume=resume, kind=KIND,
                      defaults=asdict(TrainConfig()))
@@ -479,7 +482,7 @@ def measure_checkpoint(checkpoint: str | Path, out: str | Path, *,
     with fixed_threads(threads):
         model, cfg = load_trained(checkpoint, config)
         mcfg = measure or cfg.measure_config()
-        data = load_task(cfg)
+        data = load_task(cfg, checked=True)  # load_trained validated cfg
         run = RunDir(out, {"command": "optim measure", "checkpoint": str(checkpoint),
                            "train_config": asdict(cfg), **asdict(mcfg), "threads": threads,
                            "device": device}, resume=resume)

@@ -1,0 +1,157 @@
+"""A bench's options: :class:`BenchConfig` (rows, seeds, the search template, the retraining
+budget), the flat command config of `genlab nas bench` that builds it, and the rows' search
+options (:func:`row_options`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+from genlab.core.errors import ConfigError
+from genlab.core.options import Options, option, option_like
+from genlab.nas.search import PENALTY_NAMES, SearchConfig
+
+RANDOM = "random"
+# The default rows: DARTS, beta-DARTS, BER as chosen (docs/ber_round3.md), the earlier ber-kl
+# by its own name and round two's batch-entropy candidates at their presets.
+DEFAULT_REGS = ("none", "beta", "ber", "ber-kl", "ber-op", "ber-lbe", "ber-ib")
+
+
+@dataclass
+class BenchConfig(Options):
+    """Regularisers x seeds, the shared search template and the retraining budget."""
+
+    regs: list[str] = option(factory=lambda: list(DEFAULT_REGS), parse="list",
+                             choices=PENALTY_NAMES, help="Regularisers, one row each, on DARTS "
+                             "(unused with --methods).")
+    seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds", help="Seeds: a list "
+                              "0,1,2 or a range 0-4 (both ends included). One search (and "
+                              "retraining) per seed and row.")
+    methods: list[str] | None = option(None, parse="list", help="Rows instead of --regs: "
+                                       "methods at their presets (genlab nas methods), "
+                                       "regularisers (on DARTS) or METHOD+REG.",
+                                       choices="genlab.nas.methods:method_names", checked=False)
+    search: SearchConfig = field(default_factory=SearchConfig)  # every row's template
+    retrain_epochs: int = option(30, help="Epochs of each retraining (0 skips retraining).",
+                                 ge=0)
+    retrain_channels: int | None = option(None, help="Width of the retrainings (default: the "
+                                          "space's recipe).", gt=0)
+    retrain_cells: int | None = option(None, help="Depth of the retrainings (default: the "
+                                       "space's recipe).", gt=0)
+    random_archs: bool = option(True, help="Sanity rows: a random architecture of the space "
+                                "per seed, retrained.")
+    tune: bool = option(False, help="First tune every row alike (genlab.nas.bench.tuning): each of "
+                        "its settings searched and retrained on --tune-seeds, scored by "
+                        "validation accuracy; the chosen one runs on --seeds.")
+    tune_seeds: list[int] = option(factory=lambda: [3, 4, 5], parse="seeds",
+                                   help="Selection seeds of --tune (kept apart from --seeds).")
+    collapse_edges: int = option(2, ge=0, help="--tune: a setting whose cell has more "
+                                 "parameter-free edges than this at any selection seed is "
+                                 "not chosen (collapse).")
+    settings_from: str | None = option(None, help="A tuned bench's folder (or its "
+                                       "tuning.json): every row runs at the setting chosen "
+                                       "there, e.g. chosen on NB201 and used unchanged in "
+                                       "another space (not with --tune).")
+
+    @property
+    def rows(self) -> list[str]:
+        """The bench's row names: ``methods`` when given, else ``regs``."""
+        return list(self.methods) if self.methods is not None else list(self.regs)
+
+    def row_search(self, row: str, seed: int) -> SearchConfig:
+        """The search of ``row`` with ``seed`` (the template with the row's method and reg)."""
+        if self.methods is None:
+            return replace(self.search, reg=row, seed=seed)
+        return replace(self.search, **row_options(row), seed=seed)
+
+
+def _template(name: str):
+    return option_like(SearchConfig, name)
+
+
+def _bench(name: str):
+    return option_like(BenchConfig, name)
+
+
+@dataclass
+class BenchCommandConfig:
+    """Every option of `genlab nas bench`: a flat command config whose fields build the
+    nested one (:meth:`bench`: a BenchConfig with its search template) plus how the jobs run
+    (``executor``, ``workers``, ``address``: run_bench's, not the bench's config)."""
+
+    space: str = _template("space")
+    regs: list[str] = _bench("regs")
+    methods: list[str] | None = _bench("methods")
+    select: str = _template("select")
+    seeds: list[int] = _bench("seeds")
+    steps: int | None = _template("steps")
+    channels: int | None = _template("channels")
+    cells: int | None = _template("cells")
+    order: int = _template("order")
+    augment: bool = _template("augment")
+    retrain_epochs: int = _bench("retrain_epochs")
+    random_archs: bool = _bench("random_archs")
+    tune: bool = _bench("tune")
+    tune_seeds: list[int] = _bench("tune_seeds")
+    collapse_edges: int = _bench("collapse_edges")
+    settings_from: str | None = _bench("settings_from")
+    device: str = _template("device")
+    threads: int = _template("threads")
+    nb201_table: str | None = _template("nb201_table")
+    executor: str = option("local", help="Where the jobs run; local: this machine, in this "
+                           "process with one worker, else a process pool (process).",
+                           choices="genlab.core.sweep:EXECUTORS")
+    workers: int = option(1, help="Jobs (search + retraining) run at the same time.", gt=0)
+    address: str | None = option(None, help="HOST:PORT of a Ray cluster (--executor ray; "
+                                 "default a local Ray instance).")
+
+    def bench(self) -> BenchConfig:
+        """The bench these options describe."""
+        return BenchConfig(search=SearchConfig(**{k: getattr(self, k) for k in _TEMPLATE}),
+                           **{k: getattr(self, k) for k in _BENCH})
+
+    @classmethod
+    def record_options(cls, data: dict) -> dict:
+        """A bench's config.json (the search template nested) as this command's options.
+        One that sets an option the command has no flag for is refused: the command could
+        not repeat that bench."""
+        flat = {k: v for k, v in data.items() if k != "search"}
+        search = data.get("search") or {}
+        if not isinstance(search, dict):
+            raise ConfigError(f"config: search must be a mapping of search options, got "
+                              f"{search!r}")
+        flat.update({k: v for k, v in search.items() if k in _TEMPLATE})
+        defaults = {**asdict(SearchConfig()), **asdict(BenchConfig())}
+        lost = sorted(k for k, v in {**search, **flat}.items()
+                      if k in defaults and k not in cls.__dataclass_fields__
+                      and v != defaults[k])
+        if lost:
+            raise ConfigError(f"config: this bench sets {', '.join(lost)}, which `nas bench` "
+                              "has no option for; run it with genlab.nas.bench.run_bench")
+        return flat
+
+
+_TEMPLATE = tuple(k for k in BenchCommandConfig.__dataclass_fields__
+                  if k in SearchConfig.__dataclass_fields__)
+_BENCH = tuple(k for k in BenchCommandConfig.__dataclass_fields__
+               if k in BenchConfig.__dataclass_fields__)
+
+
+def row_options(row: str) -> dict:
+    """A ``methods`` row's search options: a method's name (its preset), a regulariser's
+    (DARTS with it), or METHOD+REG; ConfigError naming both registries otherwise."""
+    from genlab.nas.methods import get_method, method_names
+    from genlab.nas.regularizers import PENALTIES
+
+    if "+" in row:
+        method, reg = row.split("+", 1)
+        get_method(method)
+        PENALTIES.get(reg)
+        return {"method": method, "reg": reg}
+    if row in method_names():
+        return {"method": row, "reg": None}
+    if row in PENALTIES.choices():
+        return {"method": None, "reg": row}
+    raise ConfigError(f"unknown bench row {row!r}: expected a method ({', '.join(method_names())}"
+                      f"), a regulariser ({', '.join(PENALTIES.choices())}) or METHOD+REG")
+
+

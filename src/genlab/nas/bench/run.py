@@ -1,0 +1,231 @@
+"""Running a bench (:func:`run_bench`): its options checked before the folder, the tuning
+stage, every job through genlab.core.sweep, and bench.json, bench.md and bench.png."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from dataclasses import asdict, replace
+
+import torch
+
+from genlab.core.errors import ConfigError, DataError, require_positive
+from genlab.core.options import check_options
+from genlab.core.runs import RunDir, atomic_write_bytes, write_json
+from genlab.core.sweep import RunSpec, run_sweep
+from genlab.core.trainer import resolve_device
+from genlab.nas.bench.config import RANDOM, BenchConfig, row_options
+from genlab.nas.bench.jobs import BENCH_RESUME_FREE, BenchJob, constant_accuracy, job_spec
+from genlab.nas.bench.report import CONSTANT, aggregate, bench_markdown, plot_bench, tuning_markdown
+from genlab.nas.bench.tuning import (
+    SCORE,
+    TUNING_FILE,
+    chosen_settings,
+    score_settings,
+    setting_text,
+    tuning_grid,
+)
+from genlab.nas.inputs import check_run_kind
+from genlab.nas.methods.reported import standing
+from genlab.nas.search import RESUME_FREE, SearchConfig, search_regularizer
+from genlab.nas.spaces import get_space
+
+
+def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
+              executor: str = "local", workers: int = 1, address: str | None = None) -> dict:
+    """Search and retrain every (regulariser, seed); write bench.json, bench.md, bench.png.
+
+    The jobs go through genlab.core.sweep: ``executor`` "local" runs them one after the
+    other in this process with one worker, else in ``workers`` processes; "inline"; "ray"
+    (``address`` of a cluster, default a local instance). A failed job does not stop the
+    others; afterwards one error lists the failed jobs.
+    """
+    space, grids, settings = check_bench(cfg, workers)
+    check_run_kind(out, "nas bench")
+    run = RunDir(out, asdict(cfg), resume=resume, defaults=asdict(BenchConfig()),
+                 resume_free=BENCH_RESUME_FREE + tuple(f"search.{k}" for k in RESUME_FREE))
+    sweep = {"executor": "inline" if (executor, workers) == ("local", 1) else executor,
+             "workers": workers, "address": address, "progress_bar": progress_bar}
+    tuning = []
+    if cfg.tune:
+        settings, tuning = tune_rows(cfg, grids, run, space, sweep)
+    records = bench_records(cfg, run, space, settings, sweep)
+    result = bench_result(cfg, space, records, settings, tuning)
+    write_bench(run, cfg, space, result)
+    return result
+
+
+def check_bench(cfg: BenchConfig, workers: int) -> tuple:
+    """Every check of a bench before its folder is made: its options, every row's search (and
+    tuning settings), the settings read from a tuned bench, the device. Returns (space, the
+    rows' tuning grids, the rows' settings read with ``settings_from``)."""
+    if not cfg.rows or not cfg.seeds:
+        raise ConfigError("bench needs at least one method (or regulariser) and one seed")
+    check_options(cfg)  # types, choices and limits as the fields declare them
+    require_positive("workers", workers)
+    space = get_space(cfg.search.space)
+    cfg.search.validate(space)
+    grids = row_grids(cfg, space)
+    if cfg.tune and cfg.settings_from:
+        raise ConfigError("--tune chooses each row's setting and --settings-from reads it from "
+                          "a tuned bench: give one of them")
+    settings = chosen_settings(cfg.settings_from, cfg.rows) if cfg.settings_from else {}
+    for row, setting in settings.items():
+        replace(cfg.row_search(row, cfg.seeds[0]), **setting).validate(space)
+    if cfg.tune and cfg.retrain_epochs == 0:
+        raise ConfigError("--tune scores each setting by its retrained cell: give "
+                          "--retrain-epochs > 0")
+    resolve_device(cfg.search.device)  # an unknown or absent device before the folder
+    return space, grids, settings
+
+
+def row_grids(cfg: BenchConfig, space) -> dict[str, tuple[dict, ...]]:
+    """Every row's search checked; with ``tune``, each row's tuning grid (every setting
+    checked too)."""
+    grids = {}
+    for row in cfg.rows:  # every row's options (and tuning settings) before the folder
+        cfg.row_search(row, cfg.seeds[0]).validate(space)
+        if cfg.tune:
+            grids[row] = tuning_grid(row, row_options(row) if cfg.methods is not None
+                                     else {"method": None, "reg": row})
+            for setting in grids[row]:
+                replace(cfg.row_search(row, cfg.tune_seeds[0]), **setting).validate(space)
+    return grids
+
+
+def bench_records(cfg: BenchConfig, run: RunDir, space, settings: dict[str, dict],
+                  sweep: dict) -> list[dict]:
+    """Run every job (rows x seeds, the random rows; a job that repeats another's search
+    reuses it) and return their records, each with its network's size; logged to
+    metrics.jsonl."""
+    jobs = list(itertools.product(cfg.rows, cfg.seeds))
+    if cfg.random_archs:
+        jobs += [(RANDOM, seed) for seed in cfg.seeds]
+    aliases = alias_jobs(cfg, jobs) if not settings and not cfg.tune else {}
+    specs = []
+    for reg, seed in jobs:
+        if f"{reg}-s{seed}" not in aliases:
+            job = BenchJob(reg, seed, cfg, str(run.path), setting=settings.get(reg, {}))
+            specs.append(job_spec(job, run.path / "jobs" / job.name))
+    done = run_jobs(specs, f"nas bench {space.name}", sweep)
+    records, sizes = [], {}
+    for reg, seed in jobs:
+        name = f"{reg}-s{seed}"
+        record = dict(done[aliases.get(name, name)], run=name, reg=reg, seed=seed)
+        genotype = record["genotype"]
+        if genotype not in sizes:  # the derived network's size, from its genotype
+            sizes[genotype] = space.reference_size(genotype) or {}
+        record.update(sizes[genotype])
+        records.append(record)
+        run.log({k: v for k, v in record.items() if not k.endswith(("_curve", "_steps"))})
+    return records
+
+
+def bench_result(cfg: BenchConfig, space, records: list[dict], settings: dict[str, dict],
+                 tuning: list[dict]) -> dict:
+    """bench.json's content: the records, the per-row aggregates, the constant predictor,
+    the standing among the reported results, and the tuning (when tuned)."""
+    regs = cfg.rows + ([RANDOM] if cfg.random_archs else [])
+    result = {"space": space.name, "records": records,
+              "per_reg": aggregate(records, regs, space),
+              "constant_test_acc": constant_accuracy(cfg.search),
+              "steps": cfg.search.resolved(space).steps}
+    per_seed = {row: [r["cifar10"] for r in records
+                      if r["reg"] == row and r.get("cifar10") is not None] for row in regs}
+    if (rank := standing(result["per_reg"], per_seed)) is not None:
+        result["standing"] = rank
+    if cfg.tune:
+        result["tuning"] = tuning
+    if cfg.tune or cfg.settings_from:
+        result["settings"] = {row: setting_text(settings[row]) for row in cfg.rows}
+    return result
+
+
+def write_bench(run: RunDir, cfg: BenchConfig, space, result: dict) -> None:
+    """bench.json, bench.md, bench.png and the summary (the per-row aggregates)."""
+    write_json(run.file("bench.json"), result)
+    atomic_write_bytes(run.file("bench.md"), bench_markdown(result).encode())
+    run.save_figure(plot_bench(result["records"], cfg.rows, space), "bench.png")
+    # a copy (the summary gains "processes"), with the torch threads of the jobs run here
+    threads = torch.get_num_threads() if cfg.search.threads == 0 else cfg.search.threads
+    run.write_summary({**result["per_reg"], "torch_threads": threads})
+
+
+def run_jobs(specs: list[RunSpec], description: str, sweep: dict) -> dict[str, dict]:
+    """Run ``specs`` through genlab.core.sweep (``sweep``: executor, workers, address,
+    progress_bar); name -> summary, or one DataError naming the failed jobs."""
+    outcomes = run_sweep(specs, description=description, **sweep)
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        raise DataError(f"{len(failed)} of {len(specs)} bench jobs failed (finished ones are "
+                        "kept; rerun with --resume): "
+                        + "; ".join(f"{o.name}: {o.error}" for o in failed[:3]))
+    return {o.name: {k: v for k, v in o.summary.items() if k != "processes"}
+            for o in outcomes}
+
+
+def tune_rows(cfg: BenchConfig, grids: dict[str, tuple[dict, ...]], run: RunDir, space,
+              sweep: dict) -> tuple[dict[str, dict], list[dict]]:
+    """The tuning stage (genlab.nas.bench.tuning): every setting of every row searched and
+    retrained on the selection seeds, scored on validation data; the chosen setting of each
+    row and the tuning table (also tuning.json and tuning.md in the bench folder)."""
+    jobs = [BenchJob(row, seed, cfg, str(run.path), setting=setting, eval_on="val",
+                     name=f"tune-{row}-t{k}-s{seed}")
+            for row, grid in grids.items() for k, setting in enumerate(grid)
+            for seed in cfg.tune_seeds]
+    specs = [job_spec(job, run.path / "jobs" / job.name) for job in jobs]
+    done = run_jobs(specs, f"nas bench {space.name} (tuning)", sweep)
+    chosen, table = {}, []
+    for row, grid in grids.items():
+        records = [dict(done[job.name], setting_index=grid.index(job.setting))
+                   for job in jobs if job.reg == row]
+        rows, best = score_settings(row, grid, records, cfg.collapse_edges)
+        chosen[row] = grid[best]
+        table += rows
+    table.append(constant_tuning_row(cfg.search, cfg.tune_seeds))
+    write_json(run.file(TUNING_FILE), {"rows": table, "tune_seeds": cfg.tune_seeds,
+                                         "collapse_edges": cfg.collapse_edges,
+                                         "space": space.name, "chosen": chosen})
+    atomic_write_bytes(run.file("tuning.md"), tuning_markdown(table).encode())
+    return chosen, table
+
+
+def constant_tuning_row(search: SearchConfig, seeds: list[int]) -> dict:
+    """The tuning table's sanity row: the constant predictor (the train half's majority
+    class) scored on the validation half, through each selection seed's split as the tuning
+    jobs' retrainings take it; mean and std over ``seeds``."""
+    scores = [constant_accuracy(search, seed, eval_on="val") for seed in seeds]
+    return {"row": CONSTANT, "setting": "-", "index": None, "seeds": len(scores),
+            f"{SCORE}_mean": statistics.fmean(scores),
+            f"{SCORE}_std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
+            "max_param_free": None, "eligible": None, "chosen": False,
+            "note": "sanity row: the train half's majority class"}
+
+
+def same_search_key(scfg: SearchConfig) -> str:
+    """Searches with equal keys are the same computation (``ber`` and the variant it names)."""
+    reg = search_regularizer(scfg)
+    resolved = scfg.resolved()
+    return repr(asdict(replace(resolved, reg="", reg_strength=None, reg_schedule=None,
+                               reg_params={}))) + repr(asdict(reg))
+
+
+def alias_jobs(cfg: BenchConfig, jobs: list[tuple[str, int]]) -> dict[str, str]:
+    """Job name -> the earlier job whose search (and so retraining) is the same computation.
+
+    ``ber`` names one of the candidates at its selected setting: its rows reuse that
+    candidate's runs instead of repeating them.
+    """
+    owners, aliases = {}, {}
+    for reg, seed in jobs:
+        if reg == RANDOM:
+            continue
+        key = (same_search_key(cfg.row_search(reg, seed)), seed)
+        name = f"{reg}-s{seed}"
+        if key in owners:
+            aliases[name] = owners[key]
+        else:
+            owners[key] = name
+    return aliases
+
+
