@@ -76,6 +76,14 @@ class TrainResult:
 
 
 @torch.no_grad()
+def cosine_lr(step: int, total: int, lr_max: float, lr_min: float = 0.0) -> float:
+    """Cosine annealing from ``lr_max`` at step 0 to ``lr_min`` at ``total`` (Loshchilov &
+    Hutter 2017, without restarts): lr_min + (lr_max - lr_min)(1 + cos(pi step / total)) / 2.
+    The one cosine of genlab: the search's weight steps, the ImageNet recipes' epochs, the
+    gaze training's steps."""
+    return lr_min + 0.5 * (lr_max - lr_min) * (1 + math.cos(math.pi * step / total))
+
+
 def evaluate(model: nn.Module, batches: Iterable, loss_fn: Callable, device,
              metric: Callable | None = None, *, shard: bool = True) -> dict:
     """Mean loss (and mean ``metric(outputs, targets)`` if given) over batches, in eval mode.

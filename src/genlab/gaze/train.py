@@ -58,7 +58,7 @@ from genlab.core.parallel.data_parallel import global_batch_statistics
 from genlab.core.parallel.distributed import global_sum
 from genlab.core.runs import SUMMARY, RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
-from genlab.core.trainer import Trainer, resolve_device
+from genlab.core.trainer import Trainer, cosine_lr, resolve_device
 from genlab.gaze.config import RUN_KIND, GazeTrainConfig, config_from_dict  # noqa: F401 (API)
 from genlab.gaze.data.gazeset import GazeLabels
 from genlab.gaze.data.splits import step_batches, take_share
@@ -72,7 +72,7 @@ from genlab.gaze.protocol import TaskData, load_task_data
 def warmup_cosine(steps: int, warmup: int):
     """LR multiplier at step s: linear warm-up over ``warmup`` steps, cosine to 0 at ``steps``."""
     def factor(s: int) -> float:
-        return min(1.0, (s + 1) / max(warmup, 1)) * 0.5 * (1.0 + math.cos(math.pi * s / steps))
+        return min(1.0, (s + 1) / max(warmup, 1)) * cosine_lr(s, steps, 1.0)
     return factor
 
 

@@ -27,6 +27,7 @@ from genlab.core.amp import channels_last_input, make_precision
 from genlab.core.checkpoints import MODEL_RECORD, model_record
 from genlab.core.data import announce, augment_images, warn_batch
 from genlab.core.errors import CheckpointError, ConfigError, DivergedError, require_positive
+from genlab.core.files import append_line
 from genlab.core.options import check_options, option
 from genlab.core.progress import progress
 from genlab.core.registry import path_of
@@ -38,7 +39,7 @@ from genlab.core.seeding import (
     restore_rng_state,
     seed_everything,
 )
-from genlab.core.trainer import resolve_device
+from genlab.core.trainer import cosine_lr, resolve_device
 from genlab.nas import diagnostics as diag
 from genlab.nas.architect import bilevel_step
 from genlab.nas.captured import CUDA_GRAPH_MODES, search_step, wanted
@@ -252,10 +253,6 @@ def search_optimizers(net, cfg: SearchConfig, reg: Regularizer):
     w_opt = torch.optim.SGD(net.weight_parameters(), lr=cfg.w_lr, momentum=cfg.w_momentum,
                             weight_decay=cfg.w_weight_decay, nesterov=False)
     return a_opt, w_opt
-
-
-def cosine_lr(step: int, total: int, lr_max: float, lr_min: float) -> float:
-    return lr_min + 0.5 * (lr_max - lr_min) * (1 + math.cos(math.pi * step / total))
 
 
 @dataclass(frozen=True)
@@ -574,8 +571,7 @@ def _val_batch(cfg: SearchConfig, val: StepBatches, step: int, device):
 
 
 def _append_jsonl(path, record: dict) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(record) + "\n")
+    append_line(path, json.dumps(record))
 
 
 def _summary(cfg: SearchConfig, space, net, history: list[dict], table, seconds: float,

@@ -18,12 +18,12 @@ the MobileNet recipe). ProxylessNAS anneals its cosine per step; here it moves p
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from torch import nn
 
 from genlab.core.errors import ConfigError
+from genlab.core.trainer import cosine_lr
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def lr_at(schedule: str, lr: float, epoch: int, epochs: int, warmup: int) -> flo
     if epoch < warmup:
         return lr * (epoch + 1) / warmup
     if schedule == "cosine":
-        return lr * 0.5 * (1 + math.cos(math.pi * epoch / epochs))
+        return cosine_lr(epoch, epochs, lr)
     if epochs <= 5:
         return lr * (epochs - epoch) / epochs
     if epochs - epoch > 5:
