@@ -117,5 +117,5 @@ def test_shapes_through_search_train_and_bench(tmp_path):
     assert 0 <= r["val_acc"] <= 100
     b = run_bench(BenchConfig(regs=["none"], seeds=[0], search=SearchConfig(
         dataset="shapes", size=12, steps=2, channels=2, batch_size=16, hessian_points=0),
-        retrain_epochs=1), tmp_path / "b")
+        retrain_epochs=1, retrain_channels=2, random_archs=False), tmp_path / "b")
     assert b

@@ -102,10 +102,11 @@ def evaluate(model: nn.Module, batches: Iterable, loss_fn: Callable, device,
             if len(y) == 0:
                 continue
         x, y = x.to(device), y.to(device)
-        out = model(x)
-        total += float(loss_fn(out, y)) * len(y)
-        if metric is not None:
-            metric_total += float(metric(out, y)) * len(y)
+        with torch.no_grad():  # scores only: no graph kept, no tensor that needs grad read
+            out = model(x)
+            total += float(loss_fn(out, y)) * len(y)
+            if metric is not None:
+                metric_total += float(metric(out, y)) * len(y)
         n += len(y)
     model.train(was_training)
     if split:
