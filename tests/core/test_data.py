@@ -81,3 +81,23 @@ def test_augment_keeps_shape_and_is_reproducible():
     a = augment_images(x, make_generator(0, 1))
     b = augment_images(x, make_generator(0, 1))
     assert a.shape == x.shape and torch.equal(a, b) and not torch.equal(a, x)
+
+
+def test_cifar_data_keeps_what_prediction_needs(tmp_path):
+    folder = tmp_path / "cifar-10-batches-py"
+    _write_cifar10(folder, n=8)
+    names = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
+             "truck"]
+    with open(folder / "batches.meta", "wb") as fh:  # the real file's layout
+        pickle.dump({b"label_names": [n.encode() for n in names], b"num_vis": 3072}, fh)
+    data = load_cifar("cifar10", tmp_path, val_fraction=0.5)
+    facts = data.inference
+    assert facts["classes"] == names and facts["mode"] == "RGB" and facts["size"] == 32
+    # the facts undo the standardisation: pixels / 255 of a test image come back
+    batch = pickle.loads((folder / "test_batch").read_bytes())
+    pixels = np.asarray(batch[b"data"][0], np.float32).reshape(3, 32, 32) / 255
+    mean = np.asarray(facts["mean"], np.float32).reshape(3, 1, 1)
+    std = np.asarray(facts["std"], np.float32).reshape(3, 1, 1)
+    assert np.allclose(data.test.images[0].numpy() * std + mean, pixels, atol=1e-5)
+    (folder / "batches.meta").unlink()  # without the meta file: the labels' numbers
+    assert load_cifar("cifar10", tmp_path).inference["classes"] == [str(i) for i in range(10)]

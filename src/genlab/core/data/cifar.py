@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from genlab.core.data.images import ImageData
+from genlab.core.data.images import ImageData, inference_record
 from genlab.core.data.splits import Split, standardise, stratified_split
 from genlab.core.errors import ConfigError, DataError, require_choice
 
@@ -72,6 +72,19 @@ CIFAR_FILES = {
                 ["test_batch"], "labels", 10),
     "cifar100": (["train"], ["test"], "fine_labels", 100),
 }
+# the file and key of the class names in the same folder (read when present)
+CIFAR_META = {"cifar10": ("batches.meta", "label_names"), "cifar100": ("meta", "fine_label_names")}
+
+
+def class_names(folder: Path, name: str, classes: int) -> list[str]:
+    """The class names of a CIFAR folder (its meta file, when present and complete), else
+    the labels' numbers."""
+    file, key = CIFAR_META[name]
+    if (folder / file).is_file():
+        names = safe_unpickle(folder / file).get(key)
+        if isinstance(names, list) and len(names) == classes:
+            return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+    return [str(i) for i in range(classes)]
 
 
 def find_folder(root: Path, files: list[str]) -> Path:
@@ -90,15 +103,23 @@ def load_cifar(name: str, root: str | Path, seed: int = 0, val_fraction: float =
     xtr, ytr = zip(*(batch_arrays(folder / f, label_key, 32) for f in train_files), strict=True)
     xte, yte = zip(*(batch_arrays(folder / f, label_key, 32) for f in test_files), strict=True)
     return split_arrays(name, np.concatenate(xtr), np.concatenate(ytr), np.concatenate(xte),
-                   np.concatenate(yte), classes, seed, val_fraction)
+                        np.concatenate(yte), classes, seed, val_fraction,
+                        class_names(folder, name, classes))
 
 
-def split_arrays(name, xtr, ytr, xte, yte, classes, seed, val_fraction) -> ImageData:
+def split_arrays(name, xtr, ytr, xte, yte, classes, seed, val_fraction,
+                 names: list[str] | None = None) -> ImageData:
+    """uint8 (N, 3, s, s) arrays as an ImageData: the training arrays split train / val by the
+    seed (stratified), every split standardised with the train split's channel statistics;
+    its inference facts name the classes (``names``, else the labels' numbers) and read RGB
+    files as the arrays were read (pixels / 255)."""
     if not 0 < val_fraction < 1:
         raise ConfigError(f"val_fraction must be in (0, 1), got {val_fraction}")
     tr, va = stratified_split(ytr, (1 - val_fraction, val_fraction), seed)
     to_t = lambda a: torch.from_numpy(a.astype(np.float32) / 255.0)  # noqa: E731
-    xs = standardise([to_t(xtr[tr]), to_t(xtr[va]), to_t(xte)])
+    raw = [to_t(xtr[tr]), to_t(xtr[va]), to_t(xte)]
+    mean, std = raw[0].mean(dim=(0, 2, 3)), raw[0].std(dim=(0, 2, 3)).clamp_min(1e-6)
+    xs = standardise(raw)
     side = xtr.shape[-1]
     return ImageData(
         name,
@@ -106,6 +127,7 @@ def split_arrays(name, xtr, ytr, xte, yte, classes, seed, val_fraction) -> Image
         Split(xs[1], torch.from_numpy(ytr[va])),
         Split(xs[2], torch.from_numpy(yte)),
         classes, 3, side,
+        inference_record(names or [str(i) for i in range(classes)], "RGB", side, mean, std),
     )
 
 
