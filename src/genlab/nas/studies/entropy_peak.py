@@ -127,10 +127,11 @@ def probed_search(cfg: SearchConfig, folder: Path) -> list[dict]:
         resume = (folder / "config.json").exists()
         keep = torch.load(folder / CHECKPOINT, weights_only=True)["metrics_lines"] \
             if resume and (folder / CHECKPOINT).exists() else 0
-        folder.mkdir(parents=True, exist_ok=True)
-        lines = node_file.read_text().splitlines(keepends=True)[:keep] \
-            if node_file.exists() else []
-        atomic_write_bytes(node_file, "".join(lines).encode())
+        if resume:  # the node records the checkpoint's metrics keep (a new run's probe
+            # creates the file once the search has made its folder: nothing is written first)
+            lines = node_file.read_text().splitlines(keepends=True)[:keep] \
+                if node_file.exists() else []
+            atomic_write_bytes(node_file, "".join(lines).encode())
         probe = NodeProbe(3 * cfg.cells, node_file)
         try:
             run_search(cfg, folder, resume=resume, progress_bar=False)
