@@ -141,3 +141,14 @@ def test_bad_input_is_one_line_and_leaves_nothing(argv, word, tmp_path, capsys, 
     assert code == 2, err
     assert len(err.splitlines()) == 1 and word in err, err
     assert not out.exists()
+
+
+def test_an_infinite_score_ranks_at_its_end():
+    from genlab.nas.fidelity.report import ordinal, tau_row
+
+    # NWOT's -inf (a singular kernel) is the lowest rank; the order of the rest is kept
+    x = [float("-inf"), 2.0, float("-inf"), 5.0, 3.0, float("inf")]
+    y = [0.0, 2.0, 0.5, 5.0, 3.0, 9.0]
+    assert list(ordinal(x)) == [1.0, 2.0, 1.0, 5.0, 3.0, 6.0]
+    assert tau(x, y) == pytest.approx(tau(ordinal(x), y))
+    assert tau_row("nwot", x, y)["tau"] == pytest.approx(tau([1, 2, 1, 5, 3, 6], y))

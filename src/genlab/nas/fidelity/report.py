@@ -16,6 +16,17 @@ import numpy as np
 
 from genlab.core.stats import ranks
 
+
+def ordinal(values) -> np.ndarray:
+    """``values`` as floats whose order is theirs, infinities moved just past the finite
+    ones (NWOT's log-determinant is -inf for a cell whose kernel is singular: the lowest
+    rank, as the authors rank it); tau reads only the order."""
+    x = np.asarray(values, float)
+    finite = x[np.isfinite(x)]
+    lo, hi = (finite.min(), finite.max()) if len(finite) else (0.0, 0.0)
+    return np.where(x == -np.inf, lo - 1.0, np.where(x == np.inf, hi + 1.0, x))
+
+
 RESAMPLES = 2000
 LEVEL = 0.95
 BOOT_SEED = 1
@@ -23,12 +34,12 @@ BOOT_SEED = 1
 
 def tau(x, y) -> float:
     """Kendall's tau-b (NaN when either side is constant)."""
-    return ranks.tau_b(np.asarray(x, float), np.asarray(y, float))
+    return ranks.tau_b(ordinal(x), ordinal(y))
 
 
 def tau_row(name: str, x, y) -> dict:
     """tau of ``x`` against ``y`` with its bootstrap interval over the cells."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
+    x, y = ordinal(x), ordinal(y)
     lo = hi = math.nan
     if len(x) > 3:
         lo, hi = ranks.kendall_tau_interval(x, y, resamples=RESAMPLES, level=LEVEL,
@@ -38,7 +49,8 @@ def tau_row(name: str, x, y) -> dict:
 
 def paired_row(name: str, a, b, y) -> dict:
     """tau(a, y) - tau(b, y) over the same cells, with its paired bootstrap interval."""
-    d = ranks.paired_tau_difference(a, b, y, resamples=RESAMPLES, seed=BOOT_SEED, level=LEVEL)
+    d = ranks.paired_tau_difference(ordinal(a), ordinal(b), ordinal(y), resamples=RESAMPLES,
+                                    seed=BOOT_SEED, level=LEVEL)
     nan = lambda v: math.nan if v is None else v  # noqa: E731
     return {"difference": name, "delta tau": nan(d["difference"]), "low": nan(d["low"]),
             "high": nan(d["high"]), "cells": d["n"]}
