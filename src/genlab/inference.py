@@ -68,7 +68,8 @@ class Predictor:
         self.device = torch.device(device)
         self.classes = [str(c) for c in facts["classes"]]
         self.size, self.mode = int(facts["size"]), str(facts["mode"])
-        self.transform = image_transform(self.size, facts["mean"], facts["std"])
+        self.crop_from = facts.get("crop_from")  # the ImageNet evaluation's resize and crop
+        self.transform = image_transform(self.size, facts["mean"], facts["std"], self.crop_from)
         self.mean = torch.tensor(facts["mean"], dtype=torch.float32).view(-1, 1, 1)
         self.std = torch.tensor(facts["std"], dtype=torch.float32).view(-1, 1, 1)
 
@@ -106,8 +107,14 @@ class Predictor:
         if x.shape[0] != channels:  # grey <-> colour as PIL converts
             x = x.expand(3, -1, -1) if channels == 3 else \
                 (0.299 * x[0] + 0.587 * x[1] + 0.114 * x[2]).unsqueeze(0)
-        x = nn.functional.interpolate(x[None], size=(self.size, self.size), mode="bilinear",
-                                      align_corners=False, antialias=True)[0]
+        if self.crop_from is None:
+            x = nn.functional.interpolate(x[None], size=(self.size, self.size),
+                                          mode="bilinear", align_corners=False,
+                                          antialias=True)[0]
+        else:  # the shorter side to crop_from, then the centre square (torchvision's)
+            from torchvision.transforms import functional as TF
+
+            x = TF.center_crop(TF.resize(x, self.crop_from, antialias=True), [self.size])
         return (x - self.mean) / self.std
 
     @torch.no_grad()

@@ -304,3 +304,25 @@ def test_trainer_max_steps_cross_epochs_and_count_resumed_steps(tmp_path):
     again.fit(source, 10, run=RunDir(tmp_path / "r", {"x": 1}, resume=True), max_steps=5)
     assert again.global_step == 5 and seen == [0, 1]
     assert torch.equal(again.model.weight, t.model.weight)
+
+
+def test_an_imagenet_run_predicts_as_its_evaluation_reads(tmp_path, root):
+    """The run keeps the evaluation's resize (shorter side to 256/224 of the crop, centre
+    crop) and ImageNet's normalisation: a val file, or its pixels as a tensor, is predicted
+    as the model scores eval_transform's input."""
+    import genlab
+
+    train_imagenet(_config(root), tmp_path / "run", progress_bar=False)
+    run = genlab.load(tmp_path / "run")
+    image = root / "val" / CLASSES[1] / "0.JPEG"
+    x = imagefolder.eval_transform(32)(Image.open(image).convert("RGB"))
+    run.model.eval()
+    with torch.no_grad():
+        expected = torch.softmax(run.model(x[None]), 1)[0]
+    pixels = torch.from_numpy(np.array(Image.open(image))).permute(2, 0, 1)  # uint8, C x H x W
+    for given in (image, pixels):
+        [row] = run.predict([given])
+        got = torch.tensor([row.probabilities[c] for c in CLASSES])
+        assert row.label == CLASSES[int(expected.argmax())]
+        tol = 1e-5 if given is image else 2e-2  # a tensor is resized by torch, not PIL
+        assert torch.allclose(got, expected, atol=tol), (got, expected)

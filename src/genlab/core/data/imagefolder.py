@@ -261,12 +261,16 @@ def default_workers() -> int:
     return max(0, min(MAX_WORKERS, cpus - 1))
 
 
-def image_transform(size: int, mean=None, std=None):
-    """PIL image -> (C, size, size) float tensor: resized to a square (bilinear), scaled to
-    [0, 1], standardised with ``mean`` and ``std`` (per channel) when given."""
+def image_transform(size: int, mean=None, std=None, crop_from: int | None = None):
+    """PIL image -> (C, size, size) float tensor: resized to a square (bilinear; with
+    ``crop_from``, its shorter side to ``crop_from`` then the centre square, as the ImageNet
+    evaluation reads), scaled to [0, 1], standardised with ``mean`` and ``std`` (per
+    channel) when given."""
     from torchvision import transforms as T
 
-    steps = [T.Resize((size, size), interpolation=T.InterpolationMode.BILINEAR), T.ToTensor()]
+    resize = [T.Resize((size, size), interpolation=T.InterpolationMode.BILINEAR)] \
+        if crop_from is None else [T.Resize(crop_from), T.CenterCrop(size)]
+    steps = [*resize, T.ToTensor()]
     if mean is not None and std is not None:
         steps.append(T.Normalize(floats(mean), floats(std)))
     return T.Compose(steps)

@@ -42,13 +42,22 @@ def floats(values) -> list[float]:
     return [float(v) for v in values]
 
 
-def inference_record(classes, mode: str, size: int, mean, std) -> dict:
+CROP = "shorter-side-crop"  # the ImageNet evaluation: shorter side to crop_from, centre crop
+
+
+def inference_record(classes, mode: str, size: int, mean, std,
+                     crop_from: int | None = None) -> dict:
     """What predicting on a new image file needs, as plain values (a checkpoint keeps it):
     the class names (label order), the PIL mode images are read in (``L`` grey, ``RGB``),
-    the side of the square input, the resize, and the channels' mean and std."""
-    return {"classes": [str(c) for c in classes], "mode": mode, "size": int(size),
-            "channels": 3 if mode == "RGB" else 1, "resize": RESIZE,
-            "mean": floats(mean), "std": floats(std)}
+    the side of the square input, the resize (``bilinear`` to the square; with
+    ``crop_from``, the ImageNet evaluation's: the shorter side to ``crop_from``, then the
+    centre square), and the channels' mean and std."""
+    facts = {"classes": [str(c) for c in classes], "mode": mode, "size": int(size),
+             "channels": 3 if mode == "RGB" else 1, "resize": RESIZE if crop_from is None
+             else CROP, "mean": floats(mean), "std": floats(std)}
+    if crop_from is not None:
+        facts["crop_from"] = int(crop_from)
+    return facts
 
 
 @dataclass

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.checkpoints import model_record
+from genlab.core.data import inference_record
 from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option, option_like
 from genlab.core.parallel.distributed import global_sum, init_distributed
@@ -145,7 +146,10 @@ def _setup(cfg: ImageNetTrainConfig, device) -> _Setup:
     val = folders.FolderBatches(layout.val, folders.eval_transform(cfg.image_size),
                                 max(VAL_BATCH, 1), seed=cfg.seed, shuffle=False,
                                 workers=cfg.workers, pin_memory=pin, limit=limit)
-    return _Setup(model, model_record("nas train", path_of(build_space_network), builder_args),
+    facts = inference_record(layout.classes, "RGB", cfg.image_size, folders.MEAN, folders.STD,
+                             crop_from=folders.resize_size(cfg.image_size))
+    return _Setup(model, model_record("nas train", path_of(build_space_network), builder_args,
+                                      inference=facts),
                   layout, train, val, parameter_counts(model), count_macs(model, cfg.image_size))
 
 
