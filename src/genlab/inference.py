@@ -2,11 +2,13 @@
 (:class:`Predictor`; ``genlab.load(run).predict(images)`` is one).
 
 A run that trains a classifier on images (`nas train`, `nas search`, `optim train` on
-``folder:PATH`` or the digits) keeps in its checkpoint's model record what inference needs
+``folder:PATH``, the digits, the shapes, CIFAR or ImageNet16; `nas train --dataset imagenet`)
+keeps in its checkpoint's model record what inference needs
 (``inference``: genlab.core.data.inference_record): the class names in label order, the PIL
 mode its images were read in, the side of its square input, the resize and the channels'
 mean and std. A new image is read as the training read its files (the file read in that
-mode, resized bilinearly to that square, scaled to [0, 1], standardised), so a file of the
+mode, resized bilinearly to that square, or for an ImageNet run its shorter side resized and
+the centre square cut, scaled to [0, 1], standardised), so a file of the
 run's own test split is predicted as the run's test accuracy scored it. A run whose
 checkpoint lacks the record (written by an earlier genlab, or trained on a data set that is
 not images, such as digits-clutter) is refused in one line naming what is missing.
