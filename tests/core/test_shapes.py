@@ -51,3 +51,12 @@ def test_bad_sizes_are_refused_in_one_line():
         render_shapes(2, size=8)
     with pytest.raises(ConfigError):
         render_shapes(0)
+
+
+def test_a_splits_first_rows_hold_every_class():
+    from genlab.core.data.shapes import load_shapes_data
+
+    data = load_shapes_data(12, seed=1, per_class=40)
+    for split in (data.train, data.val):
+        assert len(set(split.labels[:64].tolist())) == NUM_CLASSES
+    assert torch.equal(torch.bincount(data.test.labels), torch.full((NUM_CLASSES,), 8))

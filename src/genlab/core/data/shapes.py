@@ -229,6 +229,11 @@ def load_shapes_data(size: int = NATIVE_SIZE, seed: int = 0, per_class: int = PE
     its inference facts name the classes (an RGB image file of a shape is predicted as the
     training images were read)."""
     images, labels = render_shapes(per_class, size, seed)
+    # rendered class by class: rows interleaved by a seeded permutation, so that a split's
+    # first rows (the search's diagnostic batch, a selection rule's fixed batches) hold
+    # every class, as the digits' do
+    order = torch.randperm(len(labels), generator=make_generator(seed, 304))
+    images, labels = images[order], labels[order]
     parts = stratified_split(labels.numpy(), search_fractions(), seed)
     raw = [images[p] for p in parts]
     mean = raw[0].mean(dim=(0, 2, 3))
