@@ -4,6 +4,11 @@
 # folder holding a run's config.json and CSV continues it), so rerun this script after a stop.
 #
 #     experiments/nas_proxy_stage1.sh RUNS NB201_TABLE
+#
+# Stage 1 runs at the commit its runs began at, d899413 (docs/nas_proxy.md, the amendment on
+# the shapes' row order): run this with that commit's genlab, e.g. from a worktree
+# (git worktree add ../stage1 d899413) whose src is on PYTHONPATH; a copy of a run's
+# config.json and CSV from docs/nas_proxy/ in RUNS continues it.
 set -eu
 RUNS=${1:?usage: nas_proxy_stage1.sh RUNS NB201_TABLE}
 TABLE=${2:?usage: nas_proxy_stage1.sh RUNS NB201_TABLE}
