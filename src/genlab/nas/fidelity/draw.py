@@ -11,6 +11,7 @@ indices of ``Genotype.all()``, then ``choice`` over the remaining few-parameter-
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,12 +43,21 @@ class DrawnCell:
         return output_connected(self.arch)
 
 
-def _all_cells() -> list[str]:
-    return [g.to_string() for g in Genotype.all()]
+@functools.lru_cache(maxsize=1)
+def _all_cells() -> tuple[str, ...]:
+    """Every cell's string, in Genotype.all()'s order (made once per process)."""
+    return tuple(g.to_string() for g in Genotype.all())
 
 
 def draw_cells(uniform: int = UNIFORM, few: int = FEW, seed: int = DRAW_SEED) -> list[DrawnCell]:
     """The seeded draw (module docstring), uniform part first, each part in draw order."""
+    return list(_draw(uniform, few, seed))
+
+
+@functools.lru_cache(maxsize=4)
+def _draw(uniform: int, few: int, seed: int) -> tuple[DrawnCell, ...]:
+    """The draw, made once per process for each (uniform, few, seed): a command checks,
+    resolves and plans its cells from the same draw."""
     if uniform < 0 or few < 0 or uniform + few == 0:
         raise ConfigError(f"a draw needs at least one cell, got --uniform {uniform} and "
                           f"--few {few}")
@@ -61,8 +71,8 @@ def draw_cells(uniform: int = UNIFORM, few: int = FEW, seed: int = DRAW_SEED) ->
         raise ConfigError(f"--few {few}: only {len(pool)} cells with at most {FEW_PFREE} "
                           "parameter-free op are left to draw")
     second = [pool[int(k)] for k in rng.choice(len(pool), few, replace=False)]
-    return ([DrawnCell(i, cells[i], UNIFORM_GROUP) for i in first]
-            + [DrawnCell(i, cells[i], FEW_GROUP) for i in second])
+    return (tuple(DrawnCell(i, cells[i], UNIFORM_GROUP) for i in first)
+            + tuple(DrawnCell(i, cells[i], FEW_GROUP) for i in second))
 
 
 def given_cells(archs: list[str]) -> list[DrawnCell]:

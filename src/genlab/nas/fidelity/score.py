@@ -12,6 +12,7 @@ CIFAR-100 and ImageNet16-120 columns, with bootstrap intervals (genlab.nas.fidel
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import asdict, dataclass, replace
 
@@ -115,11 +116,11 @@ def score_cell(cfg: ScoreConfig, cell: DrawnCell, images, labels, data) -> dict:
     row = {"index": cell.index, "arch": cell.arch, "group": cell.group,
            "param_free": cell.param_free}
     start = time.process_time()
-    for name in cfg.proxy:
-        seed_everything(cfg.seed)  # every cell and proxy: the same initialisation stream
-        net = build_network(cell.arch, data.num_classes, cfg.channels, cfg.cells,
-                            data.in_channels)
-        row[name] = repr(ZERO_COST.get(name).score(net, images, labels))
+    seed_everything(cfg.seed)  # every cell: the same initialisation stream
+    fresh = build_network(cell.arch, data.num_classes, cfg.channels, cfg.cells,
+                          data.in_channels)
+    for name in cfg.proxy:  # each proxy scores its own copy of the untouched network
+        row[name] = repr(ZERO_COST.get(name).score(copy.deepcopy(fresh), images, labels))
     row["seconds"] = f"{time.process_time() - start:.3f}"
     return row
 
