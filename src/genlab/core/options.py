@@ -150,9 +150,10 @@ def takes_options(wrapped, *, sets: Sequence[str] = ()):
         if annotations is None:
             annotations = {}
             cls.__annotations__ = annotations
+        inherited = getattr(cls, "__dataclass_fields__", {})  # a dataclass base's fields
         types = field_types(wrapped)
         for name in declared:
-            if name not in sets and name not in annotations:
+            if name not in sets and name not in annotations and name not in inherited:
                 annotations[name] = types[name]
                 setattr(cls, name, option_like(wrapped, name))
         cls.wrapping = Wrapping(wrapped, tuple(n for n in declared if n not in sets),
