@@ -158,3 +158,33 @@ def test_the_commands_accept_every_option_they_take(command, sets, tmp_path, cap
     assert not exc.value.code, printed.err
     shown = json.loads(printed.out)
     assert {k: shown[k] for k in values} == values
+
+
+# The options of gaze bench before it took every option of gaze train (its bench_config.json)
+OLD_BENCH_KEYS = ("worlds", "seeds", "reference_seeds", "steps", "batch_size", "train_count",
+                  "test_count", "size", "width", "small_fraction", "small_subjects",
+                  "data_seed", "workers", "n_boot", "device", "threads", "grouping",
+                  "router_input", "shared_expert")
+
+
+def test_a_bench_recorded_before_resumes_from_its_config(tmp_path, capsys):
+    out = tmp_path / "b"
+    tiny = ["--worlds", "control", "--seeds", "0", "--reference-seeds", "0", "--steps", "2",
+            "--train-count", "60", "--test-count", "20", "--size", "16x24", "--width", "4",
+            "--n-boot", "50", "--workers", "1"]
+    with pytest.raises(SystemExit) as exc:
+        main(["gaze", "bench", "--out", str(out), *tiny])
+    assert not exc.value.code, capsys.readouterr().err
+    capsys.readouterr()
+    tables = json.loads((out / "bench.json").read_text())["tables"]
+    recorded = json.loads((out / "bench_config.json").read_text())
+    old = tmp_path / "old_bench_config.json"
+    old.write_text(json.dumps({k: recorded[k] for k in OLD_BENCH_KEYS}))
+    summaries = sorted((out / "runs").glob("*/summary.json"))
+    stamps = {p: p.stat().st_mtime_ns for p in summaries}
+    assert len(stamps) == 4
+    with pytest.raises(SystemExit) as exc:
+        main(["gaze", "bench", "--out", str(out), "--config", str(old)])
+    assert not exc.value.code, capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in summaries} == stamps  # every run read back
+    assert json.loads((out / "bench.json").read_text())["tables"] == tables
