@@ -101,6 +101,68 @@ def option_like(cls, name: str, *, default: Any = MISSING,
     return dataclasses.field(default=f.default, metadata={KEY: spec})
 
 
+@dataclass(frozen=True)
+class Wrapping:
+    """What a wrapper command's config takes of the config of the command it wraps (the
+    ``wrapping`` of a class made with :func:`takes_options`)."""
+
+    wrapped: type
+    names: tuple[str, ...]  # the wrapped options it takes: same name, same meaning
+    sets: tuple[str, ...]  # those it does not take: it sets them for each run itself
+
+    def values(self, cfg, names: Sequence[str] | None = None,
+               but: Sequence[str] = ()) -> dict[str, Any]:
+        """{name: value in ``cfg``} of the options taken (those among ``names`` if given, none
+        of ``but``): keyword arguments of the wrapped config. Lists are copied."""
+        return {n: _copied(getattr(cfg, n)) for n in self.names
+                if (names is None or n in names) and n not in but}
+
+
+def _copied(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else dict(value) if isinstance(
+        value, dict) else value
+
+
+def takes_options(wrapped, *, sets: Sequence[str] = ()):
+    """Class decorator, under ``@dataclass``: the config of a command that wraps another
+    takes every option of the wrapped config ``wrapped`` except those in ``sets``::
+
+        @dataclass
+        @takes_options(TrainConfig, sets=("seed", "model"))  # set per run by the study
+        class StudyConfig(Options):
+            seeds: list[int] = option(...)                 # its own options
+            steps: int = option_like(TrainConfig, "steps", default=20000)  # another default
+
+    Each option of ``wrapped`` that the class does not declare becomes one of its fields,
+    declared as ``wrapped`` declares it (default, help, choices, limits), after the class's
+    own fields, so a new option of the wrapped command reaches the wrapper with no edit. A
+    field the class declares under a wrapped name is its declaration of that option (another
+    default or help) and is still taken, unless the name is in ``sets`` (then it is an
+    option of the wrapper's own that bears the name). ``cls.wrapping`` (:class:`Wrapping`)
+    records which options are taken; ``cls.wrapping.values(cfg)`` are their values."""
+    declared = [f.name for f, _ in option_fields(wrapped)]
+    unknown = [n for n in sets if n not in declared]
+    if unknown:
+        raise ValueError(f"sets names {unknown}, which are not options of {wrapped.__name__}")
+
+    def decorate(cls):
+        annotations = cls.__dict__.get("__annotations__")
+        if annotations is None:
+            annotations = {}
+            cls.__annotations__ = annotations
+        inherited = getattr(cls, "__dataclass_fields__", {})  # a dataclass base's fields
+        types = field_types(wrapped)
+        for name in declared:
+            if name not in sets and name not in annotations and name not in inherited:
+                annotations[name] = types[name]
+                setattr(cls, name, option_like(wrapped, name))
+        cls.wrapping = Wrapping(wrapped, tuple(n for n in declared if n not in sets),
+                                tuple(sets))
+        return cls
+
+    return decorate
+
+
 def spec_of(f: dataclasses.Field) -> OptionSpec | None:
     return f.metadata.get(KEY)
 

@@ -21,6 +21,10 @@ from genlab.gaze.models.subgroups import GROUP_INITS, GROUPINGS
 from genlab.gaze.protocol import check_data_ref, check_oracle_data
 
 RUN_KIND = "gaze train"  # the kind of its checkpoints' model records (genlab.load)
+#: MoEGaze's design: a study that trains other models beside it gives these options to its
+#: MoEGaze runs only; its baseline, reference and oracle runs keep gaze train's defaults, so
+#: they are the same runs whatever design is studied
+DESIGN = ("grouping", "router_input", "shared_expert")
 
 
 def data_help() -> str:
@@ -156,6 +160,11 @@ class GazeTrainConfig:
         """What rebuilds this run's model from its checkpoint alone (``genlab.load``)."""
         return model_record(RUN_KIND, BUILDER, {"name": self.model, **self.model_hparams(),
                                                  "init_seed": self.seed})
+
+
+def design_of(cfg) -> dict:
+    """{option: value} of MoEGaze's design (:data:`DESIGN`) in a study's config ``cfg``."""
+    return {name: getattr(cfg, name) for name in DESIGN}
 
 
 def config_from_dict(values: dict) -> GazeTrainConfig:

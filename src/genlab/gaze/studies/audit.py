@@ -42,11 +42,12 @@ import numpy as np
 import torch
 
 from genlab.core.errors import ConfigError
-from genlab.core.options import Options, check_options, option, option_like
+from genlab.core.options import Options, check_options, option, option_like, takes_options
 from genlab.core.report import markdown_table
 from genlab.core.runs import write_json
 from genlab.core.sweep import RunSpec
 from genlab.core.trainer import resolve_device
+from genlab.gaze.config import DESIGN
 from genlab.gaze.data.splits import hold_out_subjects
 from genlab.gaze.metrics import angular_errors, predict
 from genlab.gaze.models.registry import build_gaze_model
@@ -65,37 +66,35 @@ def _bench(name: str, **changes):
     return option_like(BenchConfig, name, **changes)
 
 
+#: the options of gaze bench that the audit does not take: it audits one world (``world``),
+#: trains no small-share rows, no MoEGaze design (its MoEGaze is the oracle, at gaze train's
+#: defaults, as the bench's) and sets the training subjects of its subset runs itself
+SET_PER_RUN = ("worlds", "small_fraction", "small_subjects", *DESIGN, "train_subjects")
+
+
 @dataclass
+@takes_options(BenchConfig, sets=SET_PER_RUN)
 class AuditConfig(Options):
-    """Every option of `genlab gaze audit` (defaults: the bench's sizes)."""
+    """Every option of `genlab gaze audit`: the world, its sources and the audit's rows, and
+    every option of gaze bench (hence of gaze train) but :data:`SET_PER_RUN`, at the bench's
+    defaults."""
 
     world: str = option("appearance", choices=WORLDS, help="The world audited.")
     sources: list[str] = option(factory=list, parse="list", help="Its sources audited "
                                 "(empty: every source of the world).")
-    seeds: list[int] = _bench("seeds")
     reference_seeds: list[int] = _bench("reference_seeds", empty=True,
                                         help="Seeds of the trained-on-target references "
                                              "(\"\": none).")
-    steps: int = _bench("steps")
-    batch_size: int = _bench("batch_size")
-    train_count: int = _bench("train_count")
-    test_count: int = _bench("test_count")
-    size: list[int] = _bench("size")
-    width: int = _bench("width")
     wide: int = option(2, ge=2, help="The wide baseline's width as a multiple of --width "
                        "(the capacity row).")
     min_subjects: int = option(2, gt=0, help="Clusters with fewer training subjects are left "
                                "out of the similar-vs-random experiment.")
-    data_seed: int = _bench("data_seed")
-    device: str = _bench("device")
-    threads: int = _bench("threads")
-    workers: int = _bench("workers")
-    n_boot: int = _bench("n_boot")
     executor: str = option_like(BenchCommandConfig, "executor")
     address: str | None = option_like(BenchCommandConfig, "address")
 
     def validate(self) -> None:
         check_options(self)  # types, choices (world), limits; seeds
+        self.base().validate()  # gaze train's checks of the options it takes
         known = sources_of(self.world)
         for source in self.sources:
             if source not in known:
@@ -108,12 +107,10 @@ class AuditConfig(Options):
                 if not self.sources or s in self.sources}
 
     def base(self) -> GazeTrainConfig:
-        return GazeTrainConfig(
-            model="baseline", steps=self.steps, batch_size=self.batch_size,
-            train_count=self.train_count, test_count=self.test_count, size=list(self.size),
-            width=self.width, data_seed=self.data_seed, device=self.device,
-            threads=self.threads, eval_every=100,
-        )
+        """Every run's options before its own: the baseline, with the options of gaze train
+        that the bench takes and the audit too."""
+        return GazeTrainConfig(model="baseline", **self.wrapping.values(
+            self, names=BenchConfig.wrapping.names))
 
 
 def subject_subsets(cluster_of: Mapping[int, int], held_out: Sequence[int], cluster: int,

@@ -26,9 +26,18 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from genlab.core.errors import ConfigError
-from genlab.core.options import Options, check_options, field_default, option, option_like, spec_of
+from genlab.core.options import (
+    Options,
+    check_options,
+    field_default,
+    option,
+    option_like,
+    spec_of,
+    takes_options,
+)
 from genlab.core.runs import write_json
 from genlab.core.sweep import RunSpec
+from genlab.gaze.config import DESIGN, design_of
 from genlab.gaze.protocol import WORLDS, SyntheticCache
 from genlab.gaze.studies.runs import run_study, train_spec
 from genlab.gaze.studies.tables import bench_tables, plot_main
@@ -43,9 +52,19 @@ def _train(name: str, **changes):
     return option_like(GazeTrainConfig, name, **changes)
 
 
+#: the options of gaze train that the bench does not take: it sets them for each run itself
+#: (``workers`` is an option of the bench's own, runs trained at the same time; its runs keep
+#: gaze train's DataLoader workers)
+SET_PER_RUN = ("model", "source", "targets", "fraction", "subject_fraction", "seed", "workers")
+
+
 @dataclass
+@takes_options(GazeTrainConfig, sets=SET_PER_RUN)
 class BenchConfig(Options):
-    """Sizes of the bench (defaults: the tables of docs/results.md).
+    """Sizes of the bench (defaults: the tables of docs/results.md), and every option of gaze
+    train but those it sets for each run (:data:`SET_PER_RUN`), at gaze train's defaults
+    except those declared here. MoEGaze's design (gaze.config.DESIGN) reaches its MoEGaze
+    runs only (the oracle keeps the defaults).
 
     ``seeds``: the seeds of the compared runs, ``reference_seeds`` those of the
     trained-on-target references (lists; an int n, as before, means seeds 0..n-1).
@@ -58,33 +77,17 @@ class BenchConfig(Options):
     reference_seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds",
                                         help="Seeds of the trained-on-target references.")
     steps: int = _train("steps", default=300, help="Optimiser steps per run.")
-    batch_size: int = _train("batch_size")
-    train_count: int = _train("train_count", default=3000)
-    test_count: int = _train("test_count", default=1000)
-    size: list[int] = _train("size")
-    width: int = _train("width", default=8)
     small_fraction: float = option(0.1, gt=0, help="The small share of the source data "
                                    "(the paper's 10%), in (0, 1).")
     small_subjects: bool = option(False, help="Also train baseline and MoEGaze on the small "
                                   "share of the source training *subjects*, every image of "
                                   "each (the other reading of the paper's 10%).")
-    data_seed: int = _train("data_seed")
     workers: int = option(2, gt=0, help="Runs trained at the same time (processes).")
     n_boot: int = option(2000, gt=0, help="Bootstrap resamples of the intervals.")
-    device: str = _train("device")
-    threads: int = _train("threads", default=1)
-    # MoEGaze's appearance sub-datasets, router input and shared expert (its runs only;
-    # the oracle keeps the defaults): genlab.gaze.models.subgroups
-    grouping: str = _train("grouping", help="MoEGaze's runs: appearance sub-datasets (as "
-                           "gaze train --grouping).")
-    router_input: str = _train("router_input", help="MoEGaze's runs: router input (as gaze "
-                               "train --router-input).")
-    shared_expert: bool = _train("shared_expert", help="MoEGaze's runs: a shared expert plus "
-                                 "routed corrections (as gaze train --shared-expert).")
 
     def validate(self) -> None:
         check_options(self)  # types, choices (worlds), limits; seeds
-        GazeTrainConfig(grouping=self.grouping, router_input=self.router_input).validate()
+        replace(self.base(), model="moegaze", **design_of(self)).validate()  # gaze train's checks
         if not 0 < self.small_fraction < 1:
             raise ConfigError(f"small_fraction must be in (0, 1), got {self.small_fraction}")
 
@@ -94,12 +97,9 @@ class BenchConfig(Options):
         return cls(**QUICK)
 
     def base(self) -> GazeTrainConfig:
-        return GazeTrainConfig(
-            steps=self.steps, batch_size=self.batch_size, train_count=self.train_count,
-            test_count=self.test_count, size=list(self.size), width=self.width,
-            data_seed=self.data_seed, device=self.device, threads=self.threads,
-            eval_every=100,
-        )
+        """Every run's options before its own (model, data, share, seed): those taken from
+        gaze train, MoEGaze's design left at its defaults."""
+        return GazeTrainConfig(**self.wrapping.values(self, but=DESIGN))
 
 
 #: the options `genlab gaze bench --quick` changes (BenchConfig.quick)
@@ -118,11 +118,8 @@ def _preset(name: str):
                             f"(default {shown}; --quick: {quick}).")
 
 
-def _bench(name: str):
-    return option_like(BenchConfig, name)
-
-
 @dataclass
+@takes_options(BenchConfig)
 class BenchCommandConfig:
     """Every option of `genlab gaze bench`: the bench's (those --quick changes are unset
     unless given) and how its runs are executed (run_bench's, not the bench's config)."""
@@ -137,17 +134,6 @@ class BenchCommandConfig:
     test_count: int | None = _preset("test_count")
     workers: int | None = _preset("workers")
     n_boot: int | None = _preset("n_boot")
-    batch_size: int = _bench("batch_size")
-    size: list[int] = _bench("size")
-    width: int = _bench("width")
-    small_fraction: float = _bench("small_fraction")
-    small_subjects: bool = _bench("small_subjects")
-    data_seed: int = _bench("data_seed")
-    device: str = _bench("device")
-    threads: int = _bench("threads")
-    grouping: str = _bench("grouping")
-    router_input: str = _bench("router_input")
-    shared_expert: bool = _bench("shared_expert")
     executor: str = option("local", choices=("local", "inline", "ray"), help="Where the runs "
                            "train: local (this machine: in this process with one worker, else "
                            "a process pool), inline, ray.")
@@ -194,9 +180,7 @@ def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
             fractions = (1.0,) if world == "control" else (1.0, cfg.small_fraction)
             for source, targets in sources_of(world).items() if seed in cfg.seeds else ():
                 for model in ("baseline", "moegaze"):
-                    variant = ({"grouping": cfg.grouping, "router_input": cfg.router_input,
-                                "shared_expert": cfg.shared_expert}
-                               if model == "moegaze" else {})
+                    variant = design_of(cfg) if model == "moegaze" else {}
                     for fr in fractions:
                         add(f"{world}__{source}__{model}__f{fr:g}__s{seed}", model=model,
                             source=source, targets=targets, fraction=fr, seed=seed,

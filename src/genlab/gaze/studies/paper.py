@@ -9,8 +9,12 @@ target's subjects and tested on the other half, both ways (2 subject folds), so 
 it covers every target subject. Faces are read from disk by a DataLoader (bounded
 memory), resized to 224x224, standardised with ImageNet statistics inside a ResNet-18
 (width 64, ImageNet stem) that starts from a user-supplied torchvision-layout state dict
-(``pretrained``; nothing is downloaded). Runs are independent specs
-(genlab.gaze.studies.runs): a rerun skips finished runs and resumes interrupted ones.
+(``pretrained``; nothing is downloaded). Every other option of `gaze train` is an option of
+the protocol too (derived from its declarations), given to every run, except MoEGaze's design
+(``--grouping``, ``--router-input``, ``--shared-expert``: its MoEGaze runs only) and
+``--subject-fraction`` (the compared runs only: the reference trains on every subject of its
+half). Runs are independent specs (genlab.gaze.studies.runs): a rerun skips finished runs and
+resumes interrupted ones.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.core.options import Options, check_options, option, option_like
+from genlab.core.options import Options, check_options, option, option_like, takes_options
 from genlab.core.runs import write_json
 from genlab.core.sweep import RunSpec
+from genlab.gaze.config import DESIGN, design_of
 from genlab.gaze.models.registry import MODELS
 from genlab.gaze.studies.runs import (
     run_study,
@@ -35,6 +40,8 @@ from genlab.gaze.train import GazeTrainConfig
 SOURCES = {"xgaze": ("E", "ETH-XGaze"), "gaze360": ("G", "Gaze360")}
 TARGETS = {"mpii": ("M", "MPIIFaceGaze"), "eyediap": ("D", "EyeDiap")}
 WORLD = "paper protocol"
+#: the options of gaze train that the protocol sets for each run itself
+SET_PER_RUN = ("model", "source", "targets", "fraction", "seed", "target_fold", "folds")
 
 
 def _train(name: str, **changes):
@@ -43,8 +50,11 @@ def _train(name: str, **changes):
 
 
 @dataclass
+@takes_options(GazeTrainConfig, sets=SET_PER_RUN)
 class PaperConfig(Options):
-    """Data roots and the training budget of the paper protocol.
+    """Data roots, models, shares and seeds of the paper protocol, and every option of gaze
+    train but those it sets for each run (:data:`SET_PER_RUN`), at gaze train's defaults
+    except the training budget declared here.
 
     ``seeds``: the seeds of the compared runs; ``reference_seeds``: those of the
     trained-on-target reference (may be empty: no reference). Lists; an int n, as before,
@@ -67,20 +77,16 @@ class PaperConfig(Options):
     steps: int = _train("steps", default=20000)
     warmup_steps: int = _train("warmup_steps", default=500)
     eval_every: int = _train("eval_every", default=1000)
-    batch_size: int = _train("batch_size")
-    eval_batch_size: int = _train("eval_batch_size")
     lr: float = _train("lr", default=1e-4)
-    weight_decay: float = _train("weight_decay")
     size: list[int] = _train("size", factory=lambda: [224, 224])
     width: int = _train("width", default=64, help="Backbone width (64: ResNet-18).")
     stem: str = _train("stem", default="imagenet")
+    input_norm: str = _train("input_norm", default="imagenet")
     pretrained: str | None = _train("pretrained", help="torchvision-layout ResNet-18 "
                                     "state-dict file.")
-    experts: int = _train("experts")
     device: str = _train("device", default="auto")
     workers: int = _train("workers", default=4)
     threads: int = _train("threads", default=0)
-    data_seed: int = _train("data_seed")
     n_boot: int = option(2000, gt=0, help="Bootstrap resamples of the intervals.")
 
     def roots(self, table: dict) -> dict[str, str]:
@@ -100,16 +106,12 @@ class PaperConfig(Options):
         check_options(self)  # types, choices (models), limits (fractions in (0, 1]); seeds
         if not self.fractions:
             raise ConfigError("fractions: give at least one share of the source data")
+        replace(self.base(), model="moegaze", **design_of(self)).validate()  # gaze train's checks
 
     def base(self) -> GazeTrainConfig:
-        return GazeTrainConfig(
-            steps=self.steps, warmup_steps=self.warmup_steps, eval_every=self.eval_every,
-            batch_size=self.batch_size, eval_batch_size=self.eval_batch_size, lr=self.lr,
-            weight_decay=self.weight_decay,
-            size=list(self.size), width=self.width, stem=self.stem, input_norm="imagenet",
-            pretrained=self.pretrained, experts=self.experts, device=self.device,
-            workers=self.workers, threads=self.threads, data_seed=self.data_seed,
-        )
+        """Every run's options before its own (model, data, share, seed): those taken from
+        gaze train, MoEGaze's design left at its defaults."""
+        return GazeTrainConfig(**self.wrapping.values(self, but=DESIGN))
 
 
 def paper_specs(cfg: PaperConfig, out: str | Path) -> list[RunSpec]:
@@ -120,17 +122,20 @@ def paper_specs(cfg: PaperConfig, out: str | Path) -> list[RunSpec]:
     for seed in sorted({*cfg.seeds, *cfg.reference_seeds}):
         for key, ref in sources.items() if seed in cfg.seeds else ():
             for model in cfg.models:
+                design = design_of(cfg) if MODELS.canonical(model) == "moegaze" else {}
                 for fr in cfg.fractions:
                     name = f"{key}__{model}__f{fr:g}__s{seed}"
                     specs.append(train_spec(name, replace(base, model=model, source=ref,
                                                           targets=list(targets.values()),
-                                                          fraction=fr, seed=seed), runs / name))
+                                                          fraction=fr, seed=seed, **design),
+                                            runs / name))
         for key, ref in targets.items() if seed in cfg.reference_seeds else ():
             for fold in range(2):
                 name = f"{key}__reference__fold{fold}__s{seed}"
                 specs.append(train_spec(name, replace(base, model="baseline", source=ref,
                                                       targets=[ref], target_fold=fold, folds=2,
-                                                      seed=seed), runs / name))
+                                                      subject_fraction=1.0, seed=seed),
+                                        runs / name))
     return specs
 
 
