@@ -2,15 +2,16 @@
 study module with an option-declared config is a generated `genlab optim` command."""
 
 import json
+import sys
 import textwrap
 
 import pytest
 
 import genlab.cli.optim as cli_optim
 from genlab.cli import main
+from genlab.core import studies
 from genlab.core.errors import ConfigError
 from genlab.core.registry import declared_names
-from genlab.optim.studies import STUDIES, get_study, study_modules
 
 TOY_STUDY = '''
 """A toy study: the sum of the seeds, written to the run folder."""
@@ -49,21 +50,21 @@ def toy_package(tmp_path, monkeypatch):
     the `genlab optim` command line."""
     package = tmp_path / "toystudies"
     package.mkdir()
-    (package / "__init__.py").write_text('"""Toy studies."""\n')
+    (package / "__init__.py").write_text('"""Toy studies."""\nfrom genlab.core.studies import '
+                                         'Studies\nSTUDIES = Studies(__name__)\n')
     (package / "sum.py").write_text(textwrap.dedent(TOY_STUDY))
     (package / "helpers.py").write_text('"""No study here."""\nSTUDIES = 1\n')
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(cli_optim, "STUDIES", ("toystudies", package))
-    monkeypatch.setattr(cli_optim._add_studies, "done", False, raising=False)
+    monkeypatch.setattr(cli_optim.app, "studies_package", "toystudies")
+    monkeypatch.setattr(cli_optim.app, "studies_added", False, raising=False)
     yield package
     cli_optim.app.lazy_commands.pop("seed-sum", None)
-    if "seed-sum" in STUDIES:
-        STUDIES.unregister("seed-sum")
+    studies._PACKAGES.pop("toystudies", None)
+    for name in [m for m in sys.modules if m.split(".")[0] == "toystudies"]:
+        del sys.modules[name]
 
 
 def test_declared_names_reads_the_registrations_without_importing(toy_package):
-    import sys
-
     found = declared_names(toy_package, "toystudies", "STUDY")
     assert found == {"seed-sum": ("toystudies.sum", "A toy study: the sum of the seeds, "
                                                     "written to the run folder.")}
@@ -89,12 +90,15 @@ def test_a_study_module_is_a_generated_command(toy_package, tmp_path, capsys):
     assert exc.value.code == 2
 
 
-def test_every_study_module_registers_the_name_it_declares():
-    modules = study_modules()
-    assert set(modules) >= {"standard", "transfer", "sensitivity", "labelnoise", "depth-width",
-                            "correlate", "toy", "sparse"}
-    for name, (module, summary) in modules.items():
-        study = get_study(name)
-        assert study.name == name and study.run.__module__ == module and summary
-    with pytest.raises(ConfigError, match="unknown study 'nope'; expected one of: correlate"):
-        get_study("nope")
+def test_a_study_registers_with_the_package_that_defines_its_run(toy_package):
+    assert studies.study_modules("toystudies") == declared_names(toy_package, "toystudies",
+                                                                 "STUDY")
+    assert "toystudies" not in sys.modules  # listed from the sources alone
+    toy = studies.studies_of("toystudies")
+    study = toy.get("seed-sum")
+    assert study.run.__module__ == "toystudies.sum" and "seed-sum" in toy
+    assert "seed-sum" not in studies.studies_of("genlab.optim.studies")
+    with pytest.raises(ConfigError, match="not in a package that declares Studies"):
+        studies.register_study(studies.Study("stray", dict, print, print))
+    with pytest.raises(ConfigError, match="no package 'nopackage'"):
+        studies.study_modules("nopackage.studies")

@@ -1,6 +1,6 @@
 """`genlab nas ...`: search, train, lookup, bench, score, fidelity, detect, spaces, methods,
-table convert. Thin wrappers over genlab.nas; every option is declared by the command's config
-(docs/cli.md)."""
+table convert, and a command per study of genlab.nas.studies. Thin wrappers over genlab.nas;
+every option is declared by the command's config (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from pathlib import Path
 import typer
 
 from genlab.cli import options
-from genlab.cli.commands import config_command, lazy_app
+from genlab.cli.commands import config_command
 from genlab.cli.nas_detect import detect
 from genlab.cli.nas_table import table_app
+from genlab.cli.studies import studies_app
 
-app = lazy_app(no_args_is_help=True, rich_markup_mode=None)
+app = studies_app("genlab.nas.studies", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(table_app, name="table", help="The NB201 accuracy table: convert the official "
                                             "benchmark files to genlab's CSV.")
 

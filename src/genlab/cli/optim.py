@@ -5,29 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from typer import _click as click  # typer >= 0.26 carries its own click
-from typer.core import TyperGroup
 
 from genlab.cli import options
-from genlab.cli.commands import config_command, lazy_app
-from genlab.cli.optim_studies import aligned_table, study_run
+from genlab.cli.commands import config_command
+from genlab.cli.studies import aligned_table, studies_app
 
-
-class _Group(TyperGroup):
-    """Adds a command for every registered study (genlab.optim.studies) when the commands
-    are first listed or looked up."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        _add_studies()
-        return super().list_commands(ctx)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if _add_studies() and cmd_name in app.lazy_commands:
-            return self.get_command(ctx, cmd_name)  # the lazy table now holds it
-        return super().get_command(ctx, cmd_name)
-
-
-app = lazy_app(_Group, no_args_is_help=True, rich_markup_mode=None)
+app = studies_app("genlab.optim.studies", no_args_is_help=True, rich_markup_mode=None)
 
 
 def _print_trained(summary: dict, out: Path) -> None:
@@ -75,19 +58,3 @@ def _measure(cfg, out: Path, resume: bool) -> None:
 
 config_command(app, "measure", "genlab.optim.studies.train:MeasureRunConfig", _measure)
 
-#: the package of the studies and its folder (read, not imported, to list them)
-STUDIES = ("genlab.optim.studies", Path(__file__).resolve().parents[1] / "optim" / "studies")
-
-
-def _add_studies() -> bool:
-    """Once: a command generated from its config for every study module of
-    genlab.optim.studies (found by reading the sources, so no torch is imported); True
-    when this call added them."""
-    if getattr(_add_studies, "done", False):
-        return False
-    _add_studies.done = True  # type: ignore[attr-defined]
-    from genlab.core.registry import declared_names
-
-    for name, (module, summary) in declared_names(STUDIES[1], STUDIES[0], "STUDY").items():
-        config_command(app, name, f"{module}:STUDY.config", study_run(module, summary))
-    return True

@@ -1,9 +1,17 @@
-"""Studies of the NAS package that tests and experiments/ share (each module has a ``main``).
+"""Studies of the NAS package, each a module that registers itself (genlab.core.studies)
+and a generated `genlab nas <study>` command:
 
-- ``ber_select``: the selection protocol that defines ``--reg ber`` (docs/ber.md, "Selection
+- ``ber-select``: the selection protocol that defines ``--reg ber`` (docs/ber.md, "Selection
   protocol");
 - ``repro``: how far one search moves with threads and last-bit noise;
-- ``entropy_peak``: where the node batch entropy of a search peaks and when alpha commits.
-
-The scripts experiments/nas_<study>.py run them.
+- ``entropy-peak``: where the node batch entropy of a search peaks and when alpha commits.
 """
+
+from __future__ import annotations
+
+from genlab.core.studies import Studies
+
+#: the studies of this package, read from its sources to list the commands
+STUDIES = Studies(__name__)
+
+__all__ = ["STUDIES"]

@@ -12,23 +12,27 @@ table are never read). Then, per setting:
 - ties with the best eligible score: difference < 2 sqrt(SE_best^2 + SE^2); broken by fewer
   mean parameter-free edges, then higher agreement across the three seeds, then higher score.
 
-    python experiments/nas_ber_select.py --out runs/ber_select --grid ber-op:0.798,2.66,7.98 \
-        --proxy digits --shard 0/2        # and 1/2 in parallel: searches, then retrainings
-    python experiments/nas_ber_select.py --out runs/ber_select --grid ... --proxy digits
-                                          # runs what is missing, writes selection.md/.json
+    genlab nas ber-select --out runs/ber_select --grid 'ber-op:0.798,2.66,7.98' \
+        --proxy digits --shard 0/2 [--resume]   # and 1/2 in parallel: searches, retrainings
+    genlab nas ber-select --out runs/ber_select --grid ... --proxy digits --resume
+                                                # runs what is missing, writes selection.md/.json
 
-Every search and retraining is its own run folder (finished ones reused, killed ones resumed).
+Every search and retraining is its own run folder (finished ones reused, killed ones
+resumed), so a study folder is always continued; shards share it.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
+from genlab.core.errors import ConfigError
+from genlab.core.options import option
 from genlab.core.runs import atomic_write_bytes, read_json, write_json
+from genlab.core.studies import Study, register_study
 from genlab.nas.bench import retrain_once, search_once
 from genlab.nas.bench.report import cell_agreement
 from genlab.nas.retrain import RetrainConfig
@@ -42,9 +46,26 @@ def parse_grid(text: str) -> list[tuple[str, float]]:
     """'ber-op:0.8,2.66;ber-lbe:10' -> [(reg, strength), ...]."""
     out = []
     for part in text.split(";"):
-        reg, values = part.split(":")
-        out += [(reg, float(v)) for v in values.split(",")]
+        reg, sep, values = part.partition(":")
+        try:
+            if not (reg and sep):
+                raise ValueError(part)
+            out += [(reg, float(v)) for v in values.split(",")]
+        except ValueError:
+            raise ConfigError(f"--grid {text!r}: expected REG:S1,S2,...;REG2:... (a penalty, "
+                              "then its strengths)") from None
     return out
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'i/n' -> (i, n) with 0 <= i < n."""
+    try:
+        i, n = (int(v) for v in text.split("/"))
+        if not 0 <= i < n:
+            raise ValueError(text)
+    except ValueError:
+        raise ConfigError(f"--shard {text!r}: expected I/N with 0 <= I < N") from None
+    return i, n
 
 
 def setting_name(reg: str, strength: float) -> str:
@@ -157,43 +178,61 @@ def markdown(rows: list[dict], winner: dict | None, proxy: str) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--grid", required=True, help="reg:s1,s2,...;reg2:...")
-    ap.add_argument("--proxy", default=None, help="retraining proxy (PROXIES); "
-                                                  "without it only the searches run")
-    ap.add_argument("--hmin", type=float, default=None)
-    ap.add_argument("--shard", default=None, help="i/n: run every n-th job only, no aggregate")
-    ap.add_argument("--score-eligible-only", action="store_true",
-                    help="retrain only settings that are not already ineligible")
-    ap.add_argument("--finished-only", action="store_true",
-                    help="start no search: use (and retrain) the finished searches only")
-    args = ap.parse_args()
-    grid = parse_grid(args.grid)
-    jobs = [(reg, st, seed) for reg, st in grid for seed in SEEDS]
-    if args.shard:
-        i, n = (int(v) for v in args.shard.split("/"))
-        mine = [j for j in jobs[i::n] if not args.finished_only or finished(args.out, *j)]
+@dataclass
+class SelectConfig:
+    """The options of `genlab nas ber-select`."""
+
+    grid: str = option(None, required=True, help="The settings: REG:S1,S2,...;REG2:... (a "
+                       "penalty, then its strengths).")
+    proxy: str | None = option(None, choices=tuple(PROXIES), help="The retraining proxy that "
+                               "scores the settings; without it only the searches run.")
+    hmin: float | None = option(None, help="ber-lbe's h_min (the floor of its node targets).")
+    shard: str | None = option(None, help="I/N: run every N-th job from I (searches, then "
+                               "retrainings), no aggregate; the shards run in parallel.")
+    score_eligible_only: bool = option(False, help="Retrain only the settings that are not "
+                                       "already ineligible.")
+    finished_only: bool = option(False, help="Start no search: use (and retrain) the finished "
+                                 "searches only.")
+
+
+def run_shard(cfg: SelectConfig, out: Path) -> dict:
+    """One shard's searches (and, with a proxy, retrainings); no aggregate."""
+    i, n = parse_shard(cfg.shard)
+    jobs = [(reg, st, seed) for reg, st in parse_grid(cfg.grid) for seed in SEEDS]
+    mine = [j for j in jobs[i::n] if not cfg.finished_only or finished(out, *j)]
+    for reg, st, seed in mine:
+        search_one(out, reg, st, seed, cfg.hmin)
+    if cfg.proxy and not cfg.score_eligible_only:  # else the aggregate scores
         for reg, st, seed in mine:
-            search_one(args.out, reg, st, seed, args.hmin)
-        if args.proxy and not args.score_eligible_only:  # else the aggregate scores
-            for reg, st, seed in mine:
-                name = f"{setting_name(reg, st)}-s{seed}"
-                arch = read_json(args.out / "search" / name / "summary.json")["genotype"]
-                for r in RETRAIN_SEEDS:
-                    retrain_one(args.out, args.proxy, arch, name, r)
-        return
-    if not args.proxy:
-        raise SystemExit("--proxy is needed to score the settings")
-    rows = [evaluate(args.out, args.proxy, reg, st, args.hmin, args.finished_only,
-                     args.score_eligible_only) for reg, st in grid]
+            name = f"{setting_name(reg, st)}-s{seed}"
+            arch = read_json(out / "search" / name / "summary.json")["genotype"]
+            for r in RETRAIN_SEEDS:
+                retrain_one(out, cfg.proxy, arch, name, r)
+    return {"shard": cfg.shard, "jobs": len(mine)}
+
+
+def run_select(cfg: SelectConfig, out: str | Path, *, resume: bool = False) -> dict:
+    """The selection (a shard of it with ``cfg.shard``); the folder is always continued."""
+    out = Path(out)
+    grid = parse_grid(cfg.grid)
+    if cfg.shard:
+        return run_shard(cfg, out)
+    if not cfg.proxy:
+        raise ConfigError("--proxy is needed to score the settings (or run a --shard)")
+    rows = [evaluate(out, cfg.proxy, reg, st, cfg.hmin, cfg.finished_only,
+                     cfg.score_eligible_only) for reg, st in grid]
     winner = choose(rows)
-    write_json(args.out / "selection.json", {"proxy": args.proxy, "rows": rows,
-                                              "winner": winner and winner["setting"]})
-    atomic_write_bytes(args.out / "selection.md", markdown(rows, winner, args.proxy).encode())
-    print(markdown(rows, winner, args.proxy))
+    summary = {"proxy": cfg.proxy, "rows": rows, "winner": winner and winner["setting"]}
+    write_json(out / "selection.json", summary)
+    atomic_write_bytes(out / "selection.md", markdown(rows, winner, cfg.proxy).encode())
+    return summary
 
 
-if __name__ == "__main__":
-    main()
+def report(summary: dict, cfg: SelectConfig) -> list:
+    if "shard" in summary:
+        return [f"shard {summary['shard']}: {summary['jobs']} searches done"]
+    winner = next((r for r in summary["rows"] if r["setting"] == summary["winner"]), None)
+    return [markdown(summary["rows"], winner, summary["proxy"])]
+
+
+STUDY = register_study(Study("ber-select", SelectConfig, run_select, report))

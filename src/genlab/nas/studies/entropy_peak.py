@@ -22,17 +22,17 @@ count of the argmax cell. The rise starts at the last minimum of the parameter-f
 nodes 1-3 (mean over nodes and cells), raw and after a 9-point moving average, and "peak
 before rise" needs both before the rise.
 
-    python experiments/nas_entropy_peak.py --out runs/entropy_peak [--dataset NAME] [--seeds 0,1,2]
+    genlab nas entropy-peak --out runs/entropy_peak [--dataset NAME] [--seeds 0,1,2] [--resume]
 
-Writes OUT/DATASET/peak.json, peak.md and peak.png; a killed run is resumed.
+Writes OUT/DATASET/peak.json, peak.md and peak.png; a killed run is resumed (each seed's
+search is its own run folder).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -40,8 +40,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from genlab.core.options import option, option_like
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import CHECKPOINT, SUMMARY, atomic_write_bytes, write_json
+from genlab.core.studies import Study, register_study
 from genlab.nas.entropy import batch_entropy, gaussian_batch_entropy
 from genlab.nas.ops import CONV_KERNELS, PARAM_FREE_OPS
 from genlab.nas.search import SearchConfig, run_search
@@ -237,32 +239,41 @@ def summary_rows(results: dict[int, dict]) -> list[dict]:
             for seed, r in results.items()]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path("runs/entropy_peak"))
-    ap.add_argument("--dataset", default=SearchConfig().dataset)
-    ap.add_argument("--size", type=int, default=SearchConfig().size)
-    ap.add_argument("--seeds", default="0,1,2")
-    args = ap.parse_args()
-    base = replace(SearchConfig(), reg="none", dataset=args.dataset, size=args.size,
+@dataclass
+class PeakConfig:
+    """The options of `genlab nas entropy-peak`."""
+
+    dataset: str = option_like(SearchConfig, "dataset")
+    size: int | None = option_like(SearchConfig, "size")
+    seeds: list[int] = option(factory=lambda: [0, 1, 2], parse="seeds",
+                              help="Seeds of the `--reg none` searches.")
+
+
+def run_peak(cfg: PeakConfig, out: str | Path, *, resume: bool = False) -> dict:
+    """Every seed's probed search (each resumed when killed), then the peaks and the rise."""
+    base = replace(SearchConfig(), reg="none", dataset=cfg.dataset, size=cfg.size,
                    nb201_table=None)
-    out = args.out / args.dataset
+    out = Path(out) / cfg.dataset
     results = {}
-    for seed in (int(s) for s in args.seeds.split(",")):
-        cfg = replace(base, seed=seed)
-        metrics = probed_search(cfg, out / "search" / f"none-s{seed}")
-        results[seed] = analyse(metrics, get_space(cfg.space).ops)
+    for seed in cfg.seeds:
+        search = replace(base, seed=seed)
+        metrics = probed_search(search, out / "search" / f"none-s{seed}")
+        results[seed] = analyse(metrics, get_space(search.space).ops)
     rows = summary_rows(results)
+    seeds = ",".join(map(str, cfg.seeds))
     write_json(out / "peak.json", {"config": asdict(base), "results": results, "rows": rows})
-    md = (f"`--reg none` on {args.dataset}, seeds {args.seeds}; batch entropy of Peer et al. "
+    md = (f"`--reg none` on {cfg.dataset}, seeds {seeds}; batch entropy of Peer et al. "
           "over nodes 1-3 of every search cell (mean), at every logging step.\n\n"
           + markdown_table(rows, digits=3))
     atomic_write_bytes(out / "peak.md", md.encode())
-    fig = plot_peaks(results, args.dataset)
+    fig = plot_peaks(results, cfg.dataset)
     fig.savefig(out / "peak.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    print(md)
+    return {"markdown": md, "rows": rows}
 
 
-if __name__ == "__main__":
-    main()
+def report(summary: dict, cfg: PeakConfig) -> list:
+    return [summary["markdown"]]
+
+
+STUDY = register_study(Study("entropy-peak", PeakConfig, run_peak, report))

@@ -21,37 +21,38 @@ mean edge entropy, the parameter-free edges, the NB201 CIFAR-10 accuracy of the 
 the distance between the final alphas, and the first logging step whose architecture weights
 differ by more than 1e-3 (where the trajectories part).
 
-    python experiments/nas_repro.py --out runs/repro [--shard 0/2]   # shards in parallel, then
-    python experiments/nas_repro.py --out runs/repro                 # aggregates
+    genlab nas repro --out runs/repro --shard 0/2 [--resume]   # shards in parallel, then
+    genlab nas repro --out runs/repro --resume                 # aggregates
 
 Writes OUT/repro.json, repro.md and repro.png (the distance to the reference over the steps).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from genlab.core.options import option, option_like
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import SUMMARY, RunDir, atomic_write_bytes, read_json, write_json
 from genlab.core.seeding import capture_rng_state, fixed_threads, seed_everything
+from genlab.core.studies import Study, register_study
 from genlab.nas.architect import bilevel_step
 from genlab.nas.bench import run_stage
 from genlab.nas.data import load_image_data
 from genlab.nas.regularizers import make_regularizer
 from genlab.nas.search import SearchConfig, run_config, run_search
-from genlab.nas.spaces import get_space
+from genlab.nas.spaces import get_space, resolve_table
 from genlab.nas.spaces.nb201.supernet import NB201SuperNet
 from genlab.nas.spaces.nb201.table import NB201Table
+from genlab.nas.studies.ber_select import parse_shard
 
 EPS = 1e-6
 PART_THRESHOLD = 1e-3
@@ -200,37 +201,50 @@ def plot_distances(result: dict):
     return fig
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path("runs/repro"))
-    ap.add_argument("--reg", default="ber")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=SearchConfig().steps)
-    ap.add_argument("--nb201-table", default=os.environ.get("GENLAB_NB201_TABLE"))
-    ap.add_argument("--shard", default=None, help="i/n: run every n-th variant from i")
-    args = ap.parse_args()
-    base = replace(SearchConfig(), reg=args.reg, seed=args.seed, steps=args.steps,
+@dataclass
+class ReproConfig:
+    """The options of `genlab nas repro`."""
+
+    reg: str = option("ber", help="The penalty of the searches (--reg of nas search).")
+    seed: int = option(0, help="The searches' seed.", ge=0)
+    steps: int | None = option_like(SearchConfig, "steps")
+    nb201_table: str | None = option_like(SearchConfig, "nb201_table")
+    shard: str | None = option(None, help="I/N: run every N-th variant from I, no aggregate; "
+                               "the shards run in parallel.")
+
+
+def run_repro(cfg: ReproConfig, out: str | Path, *, resume: bool = False) -> dict:
+    """The variants (a shard of them), then the comparison; the folder is always continued
+    (each variant is its own run folder)."""
+    out = Path(out)
+    base = replace(SearchConfig(), reg=cfg.reg, seed=cfg.seed, steps=cfg.steps,
                    nb201_table=None)
     names = list(VARIANTS)
-    todo = names[int(args.shard.split("/")[0])::int(args.shard.split("/")[1])] \
-        if args.shard else names
-    for name in todo:
-        run_variant(args.out, name, base)
-    if args.shard:
-        return
-    table = NB201Table.load(args.nb201_table) if args.nb201_table else None
-    result = compare(args.out, names, table)
+    if cfg.shard:
+        i, n = parse_shard(cfg.shard)
+        for name in names[i::n]:
+            run_variant(out, name, base)
+        return {"shard": cfg.shard, "variants": names[i::n]}
+    for name in names:
+        run_variant(out, name, base)
+    table = resolve_table(cfg.nb201_table)
+    result = compare(out, names, table)
     result["config"] = asdict(base)
     result["thread_speed"] = thread_speed(base)
-    write_json(args.out / "repro.json", result)
+    write_json(out / "repro.json", result)
     md = (markdown_table(result["rows"], digits=4) + f"\nspread: {result['spread']}\n"
           + f"\nthread speed (wall, interleaved, one process): {result['thread_speed']}\n")
-    atomic_write_bytes(args.out / "repro.md", md.encode())
+    atomic_write_bytes(out / "repro.md", md.encode())
     fig = plot_distances(result)
-    fig.savefig(args.out / "repro.png", dpi=110, bbox_inches="tight")
+    fig.savefig(out / "repro.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    print(md)
+    return {**result, "markdown": md}
 
 
-if __name__ == "__main__":
-    main()
+def report(summary: dict, cfg: ReproConfig) -> list:
+    if "shard" in summary:
+        return [f"shard {summary['shard']}: {', '.join(summary['variants'])} done"]
+    return [summary["markdown"]]
+
+
+STUDY = register_study(Study("repro", ReproConfig, run_repro, report))
