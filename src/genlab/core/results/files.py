@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,3 +140,24 @@ def load_results(folder: str | Path) -> dict[str, ResultFile]:
         raise DataError(f"results folder {folder} does not exist")
     return {p.stem: load_result(p) for p in sorted(folder.glob("*.json"))
             if p.name != SPEC_FILE}
+
+
+def current_commit(where: str | Path | None = None) -> str | None:
+    """The short hash of the checkout's HEAD (of the checkout holding this code when
+    ``where`` is None); None outside a git checkout."""
+    where = Path(__file__).parent if where is None else Path(where)
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=where,
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and _COMMIT.match(commit) else None
+
+
+def write_result(path: str | Path, data: dict) -> ResultFile:
+    """Write a results file (see the module docstring) and read it back through the checks."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return load_result(path)
