@@ -144,8 +144,8 @@ def plan_lines(sized: dict, source: str) -> list[str]:
             f"  {r['comparison']}: pilot sd {r['sd_pilot']:.2f} deg ({r['pilot_seeds']} seeds, "
             f"{r['pilot_subjects']} subjects; seed {r['sd_seed']:.2f}, seed x subject "
             f"{r['sd_subject']:.2f}); at {r['subjects_run']} subjects {r['seeds_needed_run']} "
-            f"seeds needed, MDE at this run's seeds {mde_run}; at {r['subjects_planned']} "
-            f"subjects {r['seeds_needed_planned']}")
+            f"seeds needed, MDE at this run's seeds {mde_run} deg; planned: "
+            f"{r['subjects_planned']} subjects, {r['seeds_needed_planned']} seeds")
     lines.append(f"Plan: --target-scale {sized['target_scale_needed']} and "
                  f"{sized['seeds_needed']} seeds give every comparison an MDE of at most "
                  f"{sized['mde']:g} deg.")
