@@ -220,3 +220,25 @@ def test_a_stale_page_is_found_and_rewritten(tmp_path):
     page.write_text("# P, the region gone\n")
     with pytest.raises(DataError, match="has no marked region t"):
         check_pages(tmp_path)
+
+
+def test_an_output_region_is_the_recorded_command_and_its_lines(tmp_path):
+    import sys
+
+    from genlab.core.results.files import record_output
+    from genlab.core.results.render import render_region
+
+    done = record_output(tmp_path / "demo.json",
+                         [sys.executable, "-c", "print('first'); print('  second')"],
+                         title="a demo", workdir=tmp_path)
+    assert done.output == ("first", "  second") and done.figures["wall_seconds"] > 0
+    assert done.command.endswith("-c 'print('\"'\"'first'\"'\"'); print('\"'\"'  second'\"'\"')'")
+    body = render_region("d", {"d": {"kind": "output", "file": "demo"}}, {"demo": done})
+    lines = body.splitlines()
+    assert lines[0] == f"    $ {done.command}" and lines[1:3] == ["    first", "      second"]
+    assert lines[3] == "" and lines[4].startswith(f"({done.figures['wall_seconds']:.2f} s wall "
+                                                  f"on {done.figures['machine']}")
+    assert lines[4].endswith(f"; commit {done.commit}.)")
+    with pytest.raises(DataError, match="holds no printed output"):
+        render_region("d", {"d": {"kind": "output", "file": "f"}},
+                      {"f": load_result(_write(tmp_path / "f.json"))})

@@ -31,7 +31,8 @@ table of paper, claim, verdict, figures, or the ``columns`` named; its own ``row
 of the claims region named by ``from``, kept to one ``paper`` or to the ``claims`` listed),
 ``values`` (one results
 file's per-seed table with its command and commit), ``verdicts`` (every comparison of a
-claims region with its p-values) and ``chance`` (a chance distribution's summary).
+claims region with its p-values), ``chance`` (a chance distribution's summary) and ``output``
+(a command and the lines it printed, recorded with ``--record``: a page's example block).
 """
 
 from __future__ import annotations
@@ -454,7 +455,22 @@ def chance_region(spec: Mapping, files: Files, regions: Mapping) -> str:
             + chance_part({"file": source.name}, files) + ".\n")
 
 
+def output_region(spec: Mapping, files: Files, regions: Mapping) -> str:
+    """A command and what it printed (a results file's ``output``), as a page's indented
+    example block, with the run's wall time, machine and commit."""
+    source = _file(files, spec.get("file"))
+    if not source.output:
+        raise DataError(f"results file {source.name} holds no printed output")
+    lines = [f"    $ {source.command}", *(f"    {x}".rstrip() for x in source.output), ""]
+    about = [f"{float(source.figures['wall_seconds']):.2f} s wall"
+             if "wall_seconds" in source.figures else "",
+             f"on {source.figures['machine']}" if "machine" in source.figures else ""]
+    lines.append("(" + " ".join(x for x in about if x) + f"; commit {source.commit}.)")
+    return "\n".join(lines) + "\n"
+
+
 REGION_KINDS.register("claims", claims_region)
+REGION_KINDS.register("output", output_region)
 REGION_KINDS.register("verdicts", verdicts_region)
 REGION_KINDS.register("values", values_region)
 REGION_KINDS.register("chance", chance_region)
