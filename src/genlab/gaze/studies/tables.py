@@ -203,7 +203,7 @@ def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap, s
         d = boot.paired(cells["baseline"], cells["moegaze"], target)
         d10 = boot.paired(cells["baseline"], cells["moegaze10"], target)
         moe_estimates[task] = estimate(cells["baseline"], cells["moegaze"])
-        if source in gates and (gates[source] is None or gates[source].kind != BETTER):
+        if gates.get(source) is not None and gates[source].kind != BETTER:
             gate = verdict_text(gates[source])
             untestable[task] = f"{NO_GATE} ({source}: oracle - baseline {gate})"
         if pilots is not None:
@@ -387,8 +387,8 @@ def study_tables(runs: list[BenchRun], worlds: dict[str, Tasks], *, n_boot: int,
                                 "clusters": crows, "router": rrows}
         md += [f"\n### {world}: target error\n", markdown_table(rows)]
         if avg is not None:
-            room = (f"room {min(rooms):.1f}-{max(rooms):.1f}% (baseline - trained on target, "
-                    "in % of the baseline)" if rooms else "room not measured (no "
+            room = (f"room {min(rooms):.1f}% to {max(rooms):.1f}% (baseline - trained on "
+                    "target, in % of the baseline)" if rooms else "room not measured (no "
                     "trained-on-target runs)")
             md.append(f"\nAverage relative reduction of MoEGaze over the baseline on the "
                       f"{avg['tasks']} tasks: {fmt_ci(avg['rel_pct'], avg['rel_ci'], 1, True)}%"
