@@ -138,6 +138,27 @@ def test_room_recorded_and_undecided_parts(tmp_path):
     assert und == "undecided (no per-seed data recorded; rerun: `genlab optim x`)"
 
 
+def test_a_recorded_verdict_waits_for_its_gates(tmp_path):
+    path = _write(tmp_path / "g.json", figures={
+        "gain": {"effect": 2.8, "low": 0.7, "high": 5.3, "n": 5, "test": "t"},
+        "open": {"effect": -0.45, "low": -0.77, "high": -0.14, "n": 5, "test": "t"},
+        "shut": {"effect": -0.34, "low": -0.77, "high": 0.0, "n": 5, "test": "t"}})
+    files = {"g": load_result(path)}
+
+    def gated(*keys):
+        return render_cell([{"recorded": {
+            "file": "g", "key": "gain", "label": "world", "gate_reason": "no premise here",
+            "gates": [{"file": "g", "key": k, "higher_is_better": False} for k in keys]}}],
+            files)
+
+    # a gate whose interval lies below 0 (lower is better) lets the verdict through
+    assert gated("open") == "world: +2.80 [+0.70, +5.30] (n=5, t, recorded, uncorrected) better"
+    # one that reaches 0 is undecided: the verdict is not testable, with the gate's line
+    assert gated("open", "shut") == ("world: not testable: no premise here (shut: -0.34 "
+                                     "[-0.77, +0.00] (n=5, t, recorded, uncorrected) "
+                                     "undecided)")
+
+
 def test_a_tally_is_the_exact_binomial_count(tmp_path):
     files = {"t": load_result(_write(tmp_path / "t.json", figures={
         "all": {"successes": 20, "trials": 20}, "some": {"successes": 7, "trials": 10}}))}
