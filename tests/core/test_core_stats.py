@@ -31,6 +31,7 @@ from genlab.core.stats import (
     pilot_sd,
     pooled_sd,
     sampled_distribution,
+    sd_from_interval,
     seeds_needed,
     sign_flip,
     unpaired_difference,
@@ -275,6 +276,16 @@ def test_minimum_detectable_effect_formula_and_inverse():
         assert minimum_detectable_effect(0.7, n - 1, design=design) > 0.4
     assert pilot_sd([3.0, 5.0, 4.0], [1.0, 2.0, 3.0]) == pytest.approx(1.0)  # d = 2, 3, 1
     assert pooled_sd([1.0, 3.0], [2.0, 4.0, 6.0]) == pytest.approx(math.sqrt((2 + 8) / 3))
+
+
+def test_sd_from_interval_inverts_the_paired_t_interval():
+    d = [0.3, -0.1, 0.5, 0.2, 0.4]
+    low, high = paired_t(d).interval(0.95)
+    assert sd_from_interval(low, high, 5) == pytest.approx(float(np.std(d, ddof=1)))
+    # by hand: [0, 2.776445] at n = 5 is a half-width of 1.388223 = t_{0.975, 4} sd / sqrt(5)
+    assert sd_from_interval(0.0, 2.776445, 5) == pytest.approx(math.sqrt(5) / 2, abs=1e-5)
+    with pytest.raises(ConfigError, match="interval must be"):
+        sd_from_interval(1.0, 0.0, 5)
 
 
 def test_power_formula_against_simulated_benches():

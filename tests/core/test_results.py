@@ -138,6 +138,27 @@ def test_room_recorded_and_undecided_parts(tmp_path):
     assert und == "undecided (no per-seed data recorded; rerun: `genlab optim x`)"
 
 
+def test_a_recorded_verdict_waits_for_its_gates(tmp_path):
+    path = _write(tmp_path / "g.json", figures={
+        "gain": {"effect": 2.8, "low": 0.7, "high": 5.3, "n": 5, "test": "t"},
+        "open": {"effect": -0.45, "low": -0.77, "high": -0.14, "n": 5, "test": "t"},
+        "shut": {"effect": -0.34, "low": -0.77, "high": 0.0, "n": 5, "test": "t"}})
+    files = {"g": load_result(path)}
+
+    def gated(*keys):
+        return render_cell([{"recorded": {
+            "file": "g", "key": "gain", "label": "world", "gate_reason": "no premise here",
+            "gates": [{"file": "g", "key": k, "higher_is_better": False} for k in keys]}}],
+            files)
+
+    # a gate whose interval lies below 0 (lower is better) lets the verdict through
+    assert gated("open") == "world: +2.80 [+0.70, +5.30] (n=5, t, recorded, uncorrected) better"
+    # one that reaches 0 is undecided: the verdict is not testable, with the gate's line
+    assert gated("open", "shut") == ("world: not testable: no premise here (shut: -0.34 "
+                                     "[-0.77, +0.00] (n=5, t, recorded, uncorrected) "
+                                     "undecided)")
+
+
 def test_a_tally_is_the_exact_binomial_count(tmp_path):
     files = {"t": load_result(_write(tmp_path / "t.json", figures={
         "all": {"successes": 20, "trials": 20}, "some": {"successes": 7, "trials": 10}}))}
@@ -220,3 +241,25 @@ def test_a_stale_page_is_found_and_rewritten(tmp_path):
     page.write_text("# P, the region gone\n")
     with pytest.raises(DataError, match="has no marked region t"):
         check_pages(tmp_path)
+
+
+def test_an_output_region_is_the_recorded_command_and_its_lines(tmp_path):
+    import sys
+
+    from genlab.core.results.files import record_output
+    from genlab.core.results.render import render_region
+
+    done = record_output(tmp_path / "demo.json",
+                         [sys.executable, "-c", "print('first'); print('  second')"],
+                         title="a demo", workdir=tmp_path)
+    assert done.output == ("first", "  second") and done.figures["wall_seconds"] > 0
+    assert done.command.endswith("-c 'print('\"'\"'first'\"'\"'); print('\"'\"'  second'\"'\"')'")
+    body = render_region("d", {"d": {"kind": "output", "file": "demo"}}, {"demo": done})
+    lines = body.splitlines()
+    assert lines[0] == f"    $ {done.command}" and lines[1:3] == ["    first", "      second"]
+    assert lines[3] == "" and lines[4].startswith(f"({done.figures['wall_seconds']:.2f} s wall "
+                                                  f"on {done.figures['machine']}")
+    assert lines[4].endswith(f"; commit {done.commit}.)")
+    with pytest.raises(DataError, match="holds no printed output"):
+        render_region("d", {"d": {"kind": "output", "file": "f"}},
+                      {"f": load_result(_write(tmp_path / "f.json"))})

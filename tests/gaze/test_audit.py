@@ -108,6 +108,13 @@ def test_tiny_audit_through_the_command_resumes(tmp_path, capsys):
     assert cfg["train_subjects"] and summary["train_images"] < 320
     tables = first["tables"]
     assert tables["verdict"].split(" from ")[0] in ("holds", "reversed", "not shown")
+    judged = tables["verdicts"]["app-e"]["all held-out subjects"]["judged"]
+    assert judged["n"] == 2 and judged["test"] == "paired t, Holm 3"  # the 3 sets scored on
+    # the run's own pilot (the next run's --size-from): similar - random and oracle - 1x
+    assert set(first["pilot"]) == {"app-e all held-out subjects: similar - random",
+                                   "app-e on val: oracle - 1x", "app-e on app-m: oracle - 1x",
+                                   "app-e on app-d: oracle - 1x"}
+    assert first["own_sizing"]["seeds_run"] == 2 and "Sizing from this run's own" in printed
     assert [r["cluster"] for r in tables["premise"]] == [0, 1]
     params = tables["parameters"]
     assert params["baseline 2x width"] > params["oracle MoEGaze"] > params["baseline 1x"]

@@ -125,3 +125,85 @@ def test_tiny_bench_runs_and_resumes(tmp_path):
                     "control__ctrl-s__baseline__f1__s0", "control__ctrl-s__moegaze__f1__s0"]
     again = run_bench(cfg, tmp_path / "b", progress_bar=False)  # everything finished: read back
     assert again["markdown"] == out["markdown"] and again["seconds"] < out["seconds"]
+
+
+def _gated_results(specs, oracle_shift):
+    """Hand-made summaries: baseline 10 + seed, MoEGaze 9 + seed, oracle 10 + seed +
+    oracle_shift[seed] on the held-out source subjects, reference 5 (target) or 9.5."""
+    results = {}
+    for s in specs:
+        kind, seed = s.name.split("__")[2], s.config.seed
+        e = {"baseline": 10.0, "moegaze": 9.0, "reference": 5.0}.get(kind, 10.0) + seed
+        if kind == "oracle":
+            e += oracle_shift[seed]
+        results[s.name] = _fake_summary(e, targets=s.config.targets)
+    return results
+
+
+def test_learned_router_is_judged_only_where_the_oracle_gate_clears_zero(tmp_path):
+    cfg = BenchConfig(worlds=["appearance"], seeds=3, reference_seeds=1, n_boot=100)
+    specs = bench_specs(cfg, tmp_path)
+    # oracle - baseline per seed: -1, +1, -0.5: a paired t interval that holds 0
+    t = bench_tables(specs, _gated_results(specs, [-1.0, 1.0, -0.5]), cfg)
+    world = t["worlds"]["appearance world"]
+    assert world["source"][0]["gate"]["kind"] == "undecided"
+    assert world["source"][0]["gate"]["low"] < 0 < world["source"][0]["gate"]["high"]
+    for row in world["main"]:
+        assert row["verdict"]["kind"] == "not testable"
+        assert row["verdict"]["reason"].startswith("the oracle gate does not clear 0 in this "
+                                                   "world")
+    assert "not testable: the oracle gate does not clear 0" in t["markdown"]
+    # -1.0, -1.2, -0.8: mean -1, sd 0.2; Holm over the two sources' gates: the first at
+    # level 1 - 0.05/2, -1 +- t_{0.9875, 2} 0.2 / sqrt(3) = -1 +- 6.205347 * 0.11547, below 0
+    t = bench_tables(specs, _gated_results(specs, [-1.0, -1.2, -0.8]), cfg)
+    world = t["worlds"]["appearance world"]
+    gate = world["source"][0]["gate"]
+    assert gate["kind"] == "better" and gate["effect"] == pytest.approx(-1.0)
+    assert gate["high"] == pytest.approx(-1.0 + 6.205347 * 0.2 / 3 ** 0.5, abs=1e-5)
+    assert all(row["verdict"]["kind"] == "better" for row in world["main"])  # -1 every seed
+    assert all("Holm 4" in row["verdict"]["test"] for row in world["main"])
+
+
+def test_room_beside_the_claim_by_hand(tmp_path):
+    cfg = BenchConfig(worlds=["appearance"], seeds=2, reference_seeds=1, n_boot=100)
+    specs = bench_specs(cfg, tmp_path)
+    results = _gated_results(specs, [-1.0, -1.0])
+    t = bench_tables(specs, results, cfg)
+    main = t["worlds"]["appearance world"]["main"][0]
+    # baseline 10.75 (seeds 10, 11; subjects +0, +0.5), trained on target 5.25 (seed 0)
+    assert main["room_pct"] == pytest.approx(100 * (10.75 - 5.25) / 10.75)  # 51.2 %
+    for s in specs:  # trained on target 10.5 (subjects 10.25, 10.75): room 2.3 % < 27.6 %
+        if "reference" in s.name:
+            results[s.name] = _fake_summary(10.25, targets=s.config.targets)
+    t = bench_tables(specs, results, cfg)
+    world = t["worlds"]["appearance world"]
+    assert world["main"][0]["room_pct"] == pytest.approx(100 * 0.25 / 10.75)
+    assert world["average_reduction"]["claim"] == ("not testable in this world (room 2.3% at "
+                                                   "most, below 27.6%)")
+    assert "2.3 (not testable in this world)" in t["markdown"]
+
+
+def test_tiny_bench_prints_its_plan_before_the_runs(tmp_path):
+    pilot = {"control label-shift: MoEGaze - baseline": {
+        "seeds": 3, "fixed": 0, "scaled": 6, "scale": 1, "sd_seed": 0.05, "sd_subject": 0.6}}
+    (tmp_path / "pilot.json").write_text(json.dumps({"pilot": pilot}))
+    cfg = replace(BenchConfig.quick(), worlds=["control"], seeds=[0, 1], reference_seeds=[0],
+                  steps=2, train_count=60, test_count=20, size=[16, 24], width=4, n_boot=20,
+                  size_from=str(tmp_path / "pilot.json"))
+    said = []
+    out = run_bench(cfg, tmp_path / "b", progress_bar=False, say=said.append)
+    # by hand: sd(k) = sqrt(0.05^2 + 0.36 / (6k)); the seeds stop falling at the k printed
+    assert said[0].startswith("Sizing from") and said[-2].startswith("Plan: --target-scale")
+    k = int(said[-2].split()[2])
+    recorded = json.loads((tmp_path / "b" / "bench.json").read_text())
+    assert recorded["config"]["target_scale"] == k > 1 and recorded["plan"]["seeds_run"] == 2
+    assert recorded["plan"]["rows"][0]["subjects_planned"] == 6 * k
+    assert "Sizing from" in out["markdown"]
+    run = json.loads((tmp_path / "b" / "runs" / "control__ctrl-s__baseline__f1__s0"
+                      / "config.json").read_text())
+    assert run["target_scale"] == k
+    if said[-1].startswith("results file"):  # a git checkout: the results file's format
+        from genlab.core.results.files import load_result
+        result = load_result(tmp_path / "b" / "results.json")
+        assert result.command.startswith("genlab gaze bench --out")
+        assert "--size-from" in result.command and set(result.values["target_error"])

@@ -48,7 +48,7 @@ PAPER_DEFAULTS = {"steps": 20000, "warmup_steps": 500, "eval_every": 1000, "lr":
                   "size": [224, 224], "width": 64, "stem": "imagenet",
                   "input_norm": "imagenet", "device": "auto", "workers": 4, "threads": 0}
 BENCH_SETS = ("model", "source", "targets", "fraction", "subject_fraction", "seed", "workers")
-BENCH_DEFAULTS = {"steps": 300}
+BENCH_DEFAULTS = {"steps": 300, "target_scale": 0}  # 0: the sizing plan's scale
 QUICK = ("worlds", "seeds", "reference_seeds", "steps", "train_count", "test_count", "workers",
          "n_boot")
 AUDIT_SETS = ("worlds", "small_fraction", "small_subjects", "grouping", "router_input",

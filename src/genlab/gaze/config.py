@@ -121,6 +121,9 @@ class GazeTrainConfig:
     amp: str = option("off", help="off | bf16 | fp16: autocast of forward and loss; fp16 adds a "
                       "GradScaler (its state in the checkpoint).", choices=tuple(PRECISIONS))
     channels_last: bool = option(False, help="NHWC layout of model and inputs.")
+    target_scale: int = option(1, ge=1, help="Synthetic targets: render k times each "
+                               "domain's subjects and k x --test-count images (more test "
+                               "subjects, as many images each).")
 
     def validate(self) -> None:
         check_options(self)  # types, choices and limits as the fields declare them

@@ -15,6 +15,8 @@ every one of its targets, so the E->M and E->D rows share one E model.
 Source and target are different people: synthetic targets are rendered with their own
 data seed (``target_seed``), real ones are other data sets. Validation holds out a
 ``val_fraction`` of the source's *subjects*; targets are used only for the final test.
+``target_scale`` k renders each synthetic target with k times its subjects and images
+(the same images per subject: more test subjects for a sized comparison).
 ``fraction`` keeps a seeded random share of the source training images (the paper's
 "10% of the data", every subject kept), ``subject_fraction`` a seeded share of the
 training subjects with all their images (the other reading: 10% of the people); both
@@ -119,22 +121,25 @@ class SyntheticCache:
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["folder"])
 
-    def get(self, domain: str, count: int, seed: int, size) -> GazeSet:
-        key = (domain, int(count), int(seed), tuple(int(s) for s in size))
+    def get(self, domain: str, count: int, seed: int, size, scale: int = 1) -> GazeSet:
+        """The domain's ``count`` images (``scale`` x count images of scale x its subjects)."""
+        key = (domain, int(count), int(seed), tuple(int(s) for s in size), int(scale))
         if key not in self._sets:
             self._sets[key] = self._load_or_render(key)
         return self._sets[key]
 
     def _load_or_render(self, key: tuple) -> GazeSet:
-        domain, count, seed, size = key
+        domain, count, seed, size, scale = key
         path = None
         if self.folder is not None:
-            path = self.folder / f"{domain}_n{count}_s{seed}_{size[0]}x{size[1]}.pt"
+            more = f"_x{scale}" if scale != 1 else ""
+            path = self.folder / f"{domain}_n{count}_s{seed}_{size[0]}x{size[1]}{more}.pt"
             if path.is_file():
                 d = torch.load(path, weights_only=True)
                 return GazeSet(d["images"], GazeLabels(d["gaze"], d["subject"], d["cluster"]),
                                domain)
-        data = synthetic_set(domain, count, seed, size)
+        subjects = None if scale == 1 else scale * get_domain(domain).n_subjects
+        data = synthetic_set(domain, scale * count, seed, size, n_subjects=subjects)
         if path is not None:
             self.folder.mkdir(parents=True, exist_ok=True)
             save_checkpoint(path, {"images": data.images, "gaze": data.gaze,
@@ -168,12 +173,14 @@ def check_oracle_data(refs: dict[str, list[str]], experts: int) -> None:
                     f"{len(spec.clusters)}")
 
 
-def open_data(ref: str, count: int, seed: int, size, cfg, cache: SyntheticCache | None):
-    """A synthetic domain (rendered, through ``cache``) or a real ``NAME:ROOT`` data set."""
+def open_data(ref: str, count: int, seed: int, size, cfg, cache: SyntheticCache | None,
+              scale: int = 1):
+    """A synthetic domain (rendered, through ``cache``; ``scale`` x its subjects and
+    ``count``) or a real ``NAME:ROOT`` data set."""
     check_data_ref(ref)
     if split_ref(ref) is not None:
         return open_real(ref, size, workers=cfg.workers)
-    return (cache or SyntheticCache()).get(ref, count, seed, size)
+    return (cache or SyntheticCache()).get(ref, count, seed, size, scale)
 
 
 def load_task_data(cfg, cache: SyntheticCache | None = None) -> TaskData:
@@ -188,7 +195,7 @@ def load_task_data(cfg, cache: SyntheticCache | None = None) -> TaskData:
         targets = {cfg.source: fold}
     else:
         targets = {t: open_data(t, cfg.test_count, target_seed(cfg.data_seed), cfg.size, cfg,
-                                cache) for t in cfg.targets}
+                                cache, cfg.target_scale) for t in cfg.targets}
     train, val = hold_out_subjects(source, cfg.val_fraction, cfg.data_seed)
     if cfg.train_subjects:
         train = keep_subjects(train, cfg.train_subjects)

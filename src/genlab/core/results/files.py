@@ -9,15 +9,22 @@ A file is JSON with
 - ``metrics``: {metric: what it measures};
 - ``values``: {metric: {row: {seed: value}}}, the per-seed figures (seeds as strings);
 - optionally ``summaries``: {metric: {row: [mean, std, n]}} for figures recorded without
-  their seeds, ``figures``: {key: value} for single recorded figures, and ``chance``:
+  their seeds, ``figures``: {key: value} for single recorded figures, ``chance``:
   ``{"metric", "population", "values", "counts"}``, an exact chance distribution (a value
-  and how many members of the population have it).
+  and how many members of the population have it), and ``output``: the lines a command
+  printed (a page's example block), recorded by :func:`record_output` with its wall time
+  and the machine (``figures``: ``wall_seconds``, ``machine``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import subprocess
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +51,7 @@ class ResultFile:
     summaries: dict = field(default_factory=dict)
     figures: dict = field(default_factory=dict)
     chance: dict | None = None
+    output: tuple[str, ...] = ()
 
     def seeds(self, metric: str, row: str) -> dict[str, float]:
         """{seed: value} of ``row`` for ``metric``."""
@@ -126,10 +134,14 @@ def load_result(path: str | Path) -> ResultFile:
                                != len(chance.get("counts", [None])) or not chance["values"]):
         raise DataError(f"results file {path}: chance must hold equally long, non-empty "
                         "values and counts")
+    output = data.get("output", [])
+    if not isinstance(output, list) or not all(isinstance(x, str) for x in output):
+        raise DataError(f"results file {path}: output must be a list of printed lines")
     return ResultFile(path.stem, data["title"], data["command"], data["commit"], recovered,
                       dict(data.get("metrics", {})),
                       _check_values(path.stem, data.get("values", {})),
-                      dict(data.get("summaries", {})), dict(data.get("figures", {})), chance)
+                      dict(data.get("summaries", {})), dict(data.get("figures", {})), chance,
+                      tuple(output))
 
 
 def load_results(folder: str | Path) -> dict[str, ResultFile]:
@@ -139,3 +151,51 @@ def load_results(folder: str | Path) -> dict[str, ResultFile]:
         raise DataError(f"results folder {folder} does not exist")
     return {p.stem: load_result(p) for p in sorted(folder.glob("*.json"))
             if p.name != SPEC_FILE}
+
+
+def current_commit(where: str | Path | None = None) -> str | None:
+    """The short hash of the checkout's HEAD (of the checkout holding this code when
+    ``where`` is None); None outside a git checkout."""
+    where = Path(__file__).parent if where is None else Path(where)
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=where,
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and _COMMIT.match(commit) else None
+
+
+def write_result(path: str | Path, data: dict) -> ResultFile:
+    """Write a results file (see the module docstring) and read it back through the checks."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return load_result(path)
+
+
+def machine_line() -> str:
+    """The machine a command ran on, in words: its cores and the load average at the start."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cores = f"{os.cpu_count()} cores"
+    return cores + (f", load average {load:.1f} at the start" if load is not None else "")
+
+
+def record_output(path: str | Path, command: Sequence[str], *, title: str,
+                  workdir: str | Path = ".") -> ResultFile:
+    """Run ``command`` in ``workdir`` and record what it printed (stdout), its wall time, the
+    machine and the commit of this checkout as a results file at ``path``."""
+    commit = current_commit()
+    if commit is None:
+        raise DataError("record: not a git checkout, so the commit cannot be named")
+    machine = machine_line()
+    start = time.perf_counter()
+    done = subprocess.run(list(command), cwd=workdir, stdout=subprocess.PIPE, text=True,
+                          check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise DataError(f"record: {shlex.join(command)} exited with {done.returncode}")
+    return write_result(path, {
+        "title": title, "command": shlex.join(command), "commit": commit,
+        "output": done.stdout.rstrip("\n").split("\n"),
+        "figures": {"wall_seconds": round(seconds, 2), "machine": machine}})

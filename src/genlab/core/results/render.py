@@ -14,10 +14,12 @@ figures), a one-key object is a part of that kind (PARTS), rendered from the res
 - ``chance`` {file, of: {file, metric, row}}: an exact chance distribution (a results file's
   ``chance``) and how often a random member is at least the row's mean;
 - ``figure`` {file, key}: a single recorded figure;
-- ``recorded`` {file, key, unit, margin, higher_is_better, claim, words}: an interval
-  recorded without its seeds ({effect, low, high, n, test}), classed on its own
-  (uncorrected, and said so); ``claim`` says where a claimed value lies against the
-  interval, ``words`` renames a class (a correlation's "better" read as "positive");
+- ``recorded`` {file, key, unit, margin, higher_is_better, claim, words, gates,
+  gate_reason}: an interval recorded without its seeds ({effect, low, high, n, test}),
+  classed on its own (uncorrected, and said so); ``claim`` says where a claimed value lies
+  against the interval, ``words`` renames a class (a correlation's "better" read as
+  "positive"); ``gates`` (recorded parts of the comparison's premise) make it "not
+  testable: <gate_reason>" unless every gate is "better";
 - ``tally`` {file, key, chance}: k of n trials ({successes, trials}) against a chance rate:
   the exact binomial test and the Clopper-Pearson interval of the share;
 - ``room`` {file, key, claim}: a world's room ({baseline, target}: baseline minus
@@ -31,7 +33,8 @@ table of paper, claim, verdict, figures, or the ``columns`` named; its own ``row
 of the claims region named by ``from``, kept to one ``paper`` or to the ``claims`` listed),
 ``values`` (one results
 file's per-seed table with its command and commit), ``verdicts`` (every comparison of a
-claims region with its p-values) and ``chance`` (a chance distribution's summary).
+claims region with its p-values), ``chance`` (a chance distribution's summary) and ``output``
+(a command and the lines it printed, recorded with ``--record``: a page's example block).
 """
 
 from __future__ import annotations
@@ -202,7 +205,8 @@ def figure_part(spec: Mapping, files: Files, verdict=None) -> str:
     return str(value)
 
 
-def recorded_part(spec: Mapping, files: Files, verdict=None) -> str:
+def recorded_verdict(spec: Mapping, files: Files) -> Verdict:
+    """The verdict of a recorded interval (a ``recorded`` part's figure), classed alone."""
     _need(spec, "file", "key", part="recorded")
     fig = _file(files, spec["file"]).figure(spec["key"])
     try:
@@ -212,16 +216,30 @@ def recorded_part(spec: Mapping, files: Files, verdict=None) -> str:
                         "effect, low and high") from None
     kind = classify(low, high, margin=spec.get("margin"),
                     higher_is_better=spec.get("higher_is_better", True))
-    v = Verdict(effect, low, high, LEVEL, fig.get("n"), fig.get("test", ""), kind,
-                correction="recorded, uncorrected", margin=spec.get("margin"))
+    return Verdict(effect, low, high, LEVEL, fig.get("n"), fig.get("test", ""), kind,
+                   correction="recorded, uncorrected", margin=spec.get("margin"))
+
+
+def recorded_part(spec: Mapping, files: Files, verdict=None) -> str:
+    """A recorded interval's verdict; with ``gates`` (recorded parts of its premise) and
+    ``gate_reason``, "not testable: <reason>" unless every gate is "better"."""
+    v = recorded_verdict(spec, files)
     label = spec.get("label")
+    failed = [(g, recorded_verdict(g, files)) for g in spec.get("gates", [])]
+    failed = [(g, gv) for g, gv in failed if gv.kind != BETTER]
+    if failed:
+        _need(spec, "gate_reason", part="recorded")
+        why = "; ".join(f"{g.get('label', g['key'])}: {verdict_text(gv, g.get('digits', 2))}"
+                        for g, gv in failed)
+        text = f"not testable: {spec['gate_reason']} ({why})"
+        return f"{label}: {text}" if label else text
     text = verdict_text(v, spec.get("digits", 2), spec.get("unit", ""))
     words = spec.get("words", {})
     if v.label in words:  # e.g. a correlation's "better" / "worse" read as its sign
         text = text[: -len(v.label)] + words[v.label]
     if "claim" in spec:
         claim = float(spec["claim"])
-        where = ("above the interval" if claim > high else "below the interval" if claim < low
+        where = ("above the interval" if claim > v.high else "below the interval" if claim < v.low
                  else "inside the interval")
         text += f"; the claimed {claim:g}{spec.get('unit', '')} lies {where}"
     return f"{label}: {text}" if label else text
@@ -454,7 +472,22 @@ def chance_region(spec: Mapping, files: Files, regions: Mapping) -> str:
             + chance_part({"file": source.name}, files) + ".\n")
 
 
+def output_region(spec: Mapping, files: Files, regions: Mapping) -> str:
+    """A command and what it printed (a results file's ``output``), as a page's indented
+    example block, with the run's wall time, machine and commit."""
+    source = _file(files, spec.get("file"))
+    if not source.output:
+        raise DataError(f"results file {source.name} holds no printed output")
+    lines = [f"    $ {source.command}", *(f"    {x}".rstrip() for x in source.output), ""]
+    about = [f"{float(source.figures['wall_seconds']):.2f} s wall"
+             if "wall_seconds" in source.figures else "",
+             f"on {source.figures['machine']}" if "machine" in source.figures else ""]
+    lines.append("(" + " ".join(x for x in about if x) + f"; commit {source.commit}.)")
+    return "\n".join(lines) + "\n"
+
+
 REGION_KINDS.register("claims", claims_region)
+REGION_KINDS.register("output", output_region)
 REGION_KINDS.register("verdicts", verdicts_region)
 REGION_KINDS.register("values", values_region)
 REGION_KINDS.register("chance", chance_region)

@@ -5,7 +5,8 @@ every comparison of methods goes through.
   tests of an effect, each an :class:`Estimate` (effect, n, test, p, interval at any level).
 - family: the :class:`Verdict` of a comparison (better, worse, no difference larger than a
   margin, undecided, not testable) alone or under Holm's correction over a family.
-- power: the minimum detectable effect of a paired or unpaired design and the seeds it needs.
+- power: the minimum detectable effect of a paired or unpaired design and the seeds it needs,
+  from a pilot's sd (or from its recorded interval).
 - chance: exact distributions of a statistic over a finite population and of a count of
   independent choices, with a draws-based fallback.
 - ranks: Kendall tau-b, its bootstrap interval and the paired difference of two taus.
@@ -45,6 +46,7 @@ from genlab.core.stats.power import (
     minimum_detectable_effect,
     pilot_sd,
     pooled_sd,
+    sd_from_interval,
     seeds_needed,
 )
 from genlab.core.stats.ranks import (
@@ -60,6 +62,6 @@ __all__ = [
     "exact_distribution", "holm", "holm_adjust", "judge", "kendall_tau_b",
     "kendall_tau_interval", "minimum_detectable_effect", "not_testable", "paired_bootstrap",
     "paired_difference", "paired_t", "paired_tau_difference", "pilot_sd", "pooled_sd",
-    "sampled_distribution", "seeds_needed", "sign_flip", "unpaired_difference",
-    "unpaired_permutation", "unpaired_t", "verdict_counts",
+    "sampled_distribution", "sd_from_interval", "seeds_needed", "sign_flip",
+    "unpaired_difference", "unpaired_permutation", "unpaired_t", "verdict_counts",
 ]

@@ -17,6 +17,11 @@ Statistics in Medicine 23; Cohen 1988, "Statistical Power Analysis for the Behav
 Sciences", 2nd ed., ch. 2). With the z quantiles in place of t it is the normal formula
 n = (z_{1-alpha/2} + z_{power})^2 sd^2 / MDE^2. :func:`seeds_needed` inverts it: the
 fewest seeds (runs per group) whose MDE is at most the wanted effect.
+
+A pilot recorded only as an interval of a mean difference (its seeds gone) gives its sd by
+inverting the paired t interval, mean +- t_{(1+level)/2, n-1} sd / sqrt(n):
+:func:`sd_from_interval`. For an interval of another test (a bootstrap) it is the sd that a
+t interval of that width would have: an approximation, and said so where it is used.
 """
 
 from __future__ import annotations
@@ -89,6 +94,16 @@ def pilot_sd(a: Sequence[float], b: Sequence[float] | None = None) -> float:
         xa, xb = checks.paired("a", a, "b", b, minimum=2)
         d = xa - xb
     return float(np.std(d, ddof=1))
+
+
+def sd_from_interval(low: float, high: float, n: int, *, level: float = 0.95) -> float:
+    """The sd of n paired differences whose paired t interval at ``level`` is [low, high]."""
+    checks.level(level)
+    checks.count("n", n, minimum=2)
+    if not (math.isfinite(low) and math.isfinite(high)) or high < low:
+        raise ConfigError(f"interval must be finite with low <= high, got [{low}, {high}]")
+    half = (high - low) / 2
+    return float(half * math.sqrt(n) / scipy_stats.t.ppf((1 + level) / 2, n - 1))
 
 
 def pooled_sd(a: Sequence[float], b: Sequence[float]) -> float:

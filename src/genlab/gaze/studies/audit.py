@@ -45,6 +45,8 @@ from genlab.core.errors import ConfigError
 from genlab.core.options import Options, check_options, option, option_like, takes_options
 from genlab.core.report import markdown_table
 from genlab.core.runs import write_json
+from genlab.core.stats import Verdict
+from genlab.core.stats.family import BETTER, UNDECIDED, WORSE
 from genlab.core.sweep import RunSpec
 from genlab.core.trainer import resolve_device
 from genlab.gaze.config import DESIGN
@@ -52,10 +54,18 @@ from genlab.gaze.data.splits import hold_out_subjects
 from genlab.gaze.metrics import angular_errors, predict
 from genlab.gaze.models.registry import build_gaze_model
 from genlab.gaze.protocol import WORLDS, SyntheticCache, target_seed
-from genlab.gaze.studies.bench import BenchCommandConfig, BenchConfig, clusters_of, sources_of
+from genlab.gaze.studies.bench import (
+    BenchCommandConfig,
+    BenchConfig,
+    clusters_of,
+    own_sizing,
+    size_before,
+    sources_of,
+)
 from genlab.gaze.studies.runs import run_study, seed_text, train_spec
+from genlab.gaze.studies.sizing import pilot_dicts, pilot_of, plan_lines
 from genlab.gaze.studies.stats import Cell, cell_summary, fmt_ci
-from genlab.gaze.studies.tables import Bootstrap
+from genlab.gaze.studies.tables import Bootstrap, estimate, family, verdict_record
 from genlab.gaze.train import GazeTrainConfig, trained_model
 
 __all__ = ["AuditConfig", "audit_plan", "run_audit", "signed_means", "subject_subsets"]
@@ -91,6 +101,8 @@ class AuditConfig(Options):
                                "out of the similar-vs-random experiment.")
     executor: str = option_like(BenchCommandConfig, "executor")
     address: str | None = option_like(BenchCommandConfig, "address")
+    size_from: str = _bench("size_from", help="Pilot of the sizing: a finished audit's "
+                            "audit.json; the plan is printed before the runs.")
 
     def validate(self) -> None:
         check_options(self)  # types, choices (world), limits; seeds
@@ -108,9 +120,10 @@ class AuditConfig(Options):
 
     def base(self) -> GazeTrainConfig:
         """Every run's options before its own: the baseline, with the options of gaze train
-        that the bench takes and the audit too."""
-        return GazeTrainConfig(model="baseline", **self.wrapping.values(
-            self, names=BenchConfig.wrapping.names))
+        that the bench takes and the audit too, the targets at the plan's scale."""
+        values = self.wrapping.values(self, names=BenchConfig.wrapping.names)
+        values["target_scale"] = max(1, self.target_scale)
+        return GazeTrainConfig(model="baseline", **values)
 
 
 def subject_subsets(cluster_of: Mapping[int, int], held_out: Sequence[int], cluster: int,
@@ -240,9 +253,13 @@ def matched_width(cfg: AuditConfig, plan: SourcePlan) -> int:
                                       w))
 
 
-def run_audit(cfg: AuditConfig, out: str | Path, *, progress_bar: bool | None = None) -> dict:
-    """Run (or resume) every run of the audit; write audit.json and audit.md; the tables."""
+def run_audit(cfg: AuditConfig, out: str | Path, *, progress_bar: bool | None = None,
+              say=print) -> dict:
+    """Run (or resume) every run of the audit; write audit.json and audit.md; the tables.
+    With ``size_from`` the plan is printed (``say``) before any run."""
     out = Path(out)
+    cfg.validate()
+    sized, cfg = size_before(cfg, say)
     cache = SyntheticCache(out / "data")
     plan = audit_plan(cfg, out, cache)
     out.mkdir(parents=True, exist_ok=True)
@@ -252,9 +269,15 @@ def run_audit(cfg: AuditConfig, out: str | Path, *, progress_bar: bool | None = 
                         address=cfg.address, progress_bar=progress_bar,
                         description="gaze audit")
     tables = audit_tables(cfg, plan, results, cache)
+    own, lines = own_sizing(cfg, tables)
+    if lines:
+        tables["markdown"] += "\n#### Sizing\n\n" + "\n".join(
+            (plan_lines(sized, cfg.size_from) if sized else []) + lines) + "\n"
+    pilots = pilot_dicts(tables.pop("pilot"))
     seconds = time.perf_counter() - t0
     write_json(out / "audit.json", {
         "config": asdict(cfg), "tables": {k: v for k, v in tables.items() if k != "markdown"},
+        "plan": sized, "own_sizing": own, "pilot": pilots,
         "runs": {s.name: str(s.out) for s in plan.specs},
         "wall_seconds_this_invocation": seconds,
         "train_cpu_seconds_all_runs": sum(r.get("train_cpu_seconds", 0.0)
@@ -278,7 +301,8 @@ class _Source:
         data = cache.get(plan.source, cfg.train_count, cfg.data_seed, cfg.size)
         _, val = hold_out_subjects(data, cfg.base().val_fraction, cfg.data_seed)
         self.sets = {"val": val} | {t: cache.get(t, cfg.test_count, target_seed(cfg.data_seed),
-                                                 cfg.size) for t in plan.targets}
+                                                 cfg.size, max(1, cfg.target_scale))
+                                    for t in plan.targets}
         self.cluster = {str(s): int(c) for d in self.sets.values()
                         for s, c in zip(d.labels.subject.tolist(), d.labels.cluster.tolist(),
                                         strict=True)}
@@ -309,11 +333,19 @@ class _Source:
         return {str(s) for s in self.sets[where].labels.subject.tolist()}
 
 
-def _verdict(d: dict | None) -> str:
-    if d is None:
+#: the premise's words for the verdict of similar - random (lower error is better)
+PREMISE_WORDS = {BETTER: "holds", WORSE: "reversed", UNDECIDED: "not shown"}
+
+
+def _verdict(v: Verdict | None) -> str:
+    """The premise's word for a verdict of similar - random, with the verdict's line."""
+    if v is None:
         return "-"
-    lo, hi = d["diff_ci"]
-    return "holds" if hi < 0 else ("reversed" if lo > 0 else "not shown")
+    return f"{PREMISE_WORDS.get(v.kind, v.kind)}: {v.line()}"
+
+
+def premise_word(v: Verdict | None) -> str:
+    return "-" if v is None else PREMISE_WORDS.get(v.kind, v.kind)
 
 
 def _diff(d: dict | None) -> str:
@@ -324,7 +356,7 @@ def premise_rows(src: _Source, boot: Bootstrap) -> tuple[list[dict], list[dict],
     """Per cluster and pooled: similar, random, all-data baseline and their differences."""
     plan = src.plan
     every = ["val", *plan.targets]
-    rows, pooled = [], []
+    rows, pooled, estimates = [], [], {}
     for c in plan.audited:
         subjects = src.of_cluster(c, every)
         if not subjects:
@@ -334,16 +366,20 @@ def premise_rows(src: _Source, boot: Bootstrap) -> tuple[list[dict], list[dict],
         rnd = src.cell(f"random-c{c}", every, subjects)
         full = src.cell("baseline", every, subjects)
         d, d_full = boot.paired(rnd, sim, key), boot.paired(full, sim, key)
+        estimates[c] = estimate(rnd, sim)
         rows.append({"source": plan.source, "cluster": c,
                      "training subjects": plan.train_subjects[c],
                      "held-out subjects": len(subjects),
                      "similar": boot.value(sim, key), "random": boot.value(rnd, key),
                      "all training data": boot.value(full, key),
-                     "similar - random": _diff(d), "similar - all data": _diff(d_full),
-                     "verdict": _verdict(d)})
+                     "similar - random": _diff(d), "similar - all data": _diff(d_full)})
+    per_cluster = family(estimates)
+    for row in rows:
+        row["verdict (paired t over seeds, Holm over clusters)"] = _verdict(
+            per_cluster[row["cluster"]])
     sets = {"held-out source subjects": ["val"], "target subjects": plan.targets,
             "all held-out subjects": every}
-    verdicts = {}
+    verdicts, pooled_estimates, pilots = {}, {}, []
     for label, where in sets.items():
         pick = {c: src.of_cluster(c, where) for c in plan.audited}
         if not any(pick.values()):
@@ -361,7 +397,13 @@ def premise_rows(src: _Source, boot: Bootstrap) -> tuple[list[dict], list[dict],
         key = f"{plan.source}:pooled:{label}"
         d = boot.paired(cells["random"], cells["similar"], key)
         d_full = boot.paired(cells["baseline"], cells["similar"], key)
-        verdicts[label] = {"diff": d["diff"], "diff_ci": d["diff_ci"], "verdict": _verdict(d),
+        pooled_estimates[label] = estimate(cells["random"], cells["similar"])
+        if label == "all held-out subjects":
+            p = pilot_of(f"{plan.source} all held-out subjects: similar - random",
+                         cells["random"], cells["similar"], fixed_subjects=src._ids("val"),
+                         scale=max(1, src.cfg.target_scale))
+            pilots += [p] if p else []
+        verdicts[label] = {"diff": d["diff"], "diff_ci": d["diff_ci"],
                            "similar": cells["similar"].value, "random": cells["random"].value,
                            "all_training_data": cells["baseline"].value}
         pooled.append({"source": plan.source, "scored on": label,
@@ -369,9 +411,13 @@ def premise_rows(src: _Source, boot: Bootstrap) -> tuple[list[dict], list[dict],
                        "similar": boot.value(cells["similar"], key),
                        "random": boot.value(cells["random"], key),
                        "all training data": boot.value(cells["baseline"], key),
-                       "similar - random": _diff(d), "similar - all data": _diff(d_full),
-                       "verdict": _verdict(d)})
-    return rows, pooled, verdicts
+                       "similar - random": _diff(d), "similar - all data": _diff(d_full)})
+    judged = family(pooled_estimates)
+    for row in pooled:
+        v = judged[row["scored on"]]
+        row["verdict (paired t over seeds, Holm over the sets)"] = _verdict(v)
+        verdicts[row["scored on"]] |= {"verdict": premise_word(v), "judged": verdict_record(v)}
+    return rows, pooled, verdicts, pilots
 
 
 def cluster_rows(src: _Source, boot: Bootstrap, device) -> list[dict]:
@@ -418,9 +464,12 @@ def cluster_rows(src: _Source, boot: Bootstrap, device) -> list[dict]:
     return rows
 
 
-def capacity_rows(src: _Source, boot: Bootstrap, references: dict) -> list[dict]:
-    """Baseline 1x, wide, oracle, constant and trained-on-target per test set."""
+def capacity_rows(src: _Source, boot: Bootstrap, references: dict,
+                  pilots: list | None = None) -> list[dict]:
+    """Baseline 1x, wide, oracle, constant and trained-on-target per test set; the pilot of
+    oracle - 1x per test set joins ``pilots``."""
     plan, rows = src.plan, []
+    pilots = [] if pilots is None else pilots
     for where in ["val", *plan.targets]:
         key = f"{plan.source}:{where}"
         base, wide = src.cell("baseline", [where]), src.cell("wide", [where])
@@ -431,6 +480,9 @@ def capacity_rows(src: _Source, boot: Bootstrap, references: dict) -> list[dict]
         const = src.cell("baseline", [where], what="constant")
         ref = references.get(where) if where != "val" else None
         d_wide, d_or = boot.paired(base, wide, key), boot.paired(base, oracle, key)
+        p = pilot_of(f"{plan.source} on {where}: oracle - 1x", base, oracle,
+                     fixed_subjects=src._ids("val"), scale=max(1, src.cfg.target_scale))
+        pilots += [p] if p else []
         d_or_wide = boot.paired(wide, oracle, key)
         d_or_matched = boot.paired(matched, oracle, key)
         rows.append({
@@ -469,16 +521,17 @@ def audit_tables(cfg: AuditConfig, plan: AuditPlan, results: dict,
         params[f"baseline at width {p.matched_width} (matched)"] = parameter_count(
             replace(base, width=p.matched_width))
         params["oracle MoEGaze"] = parameter_count(oracle_config(cfg, p))
-    premise, pooled, clusters, capacity, verdicts = [], [], [], [], {}
+    premise, pooled, clusters, capacity, verdicts, pilots = [], [], [], [], {}, []
     for p in plan.sources:
         src = _Source(cfg, p, results, plan.specs, cache)
         if p.audited:
-            rows, prow, verdicts[p.source] = premise_rows(src, boot)
+            rows, prow, verdicts[p.source], more = premise_rows(src, boot)
             premise += rows
             pooled += prow
+            pilots += more
         if p.clusters:
             clusters += cluster_rows(src, boot, device)
-        capacity += capacity_rows(src, boot, references)
+        capacity += capacity_rows(src, boot, references, pilots)
     world_verdict = _world_verdict(cfg, plan, verdicts)
     md = [_header(cfg, plan), f"\n**Premise verdict, {cfg.world} world: {world_verdict}**\n"]
     if pooled:
@@ -497,7 +550,8 @@ def audit_tables(cfg: AuditConfig, plan: AuditPlan, results: dict,
            "\nParameters: " + ", ".join(f"{k} {v:,}" for k, v in params.items()) + ".\n"]
     return {"world": cfg.world, "verdict": world_verdict, "verdicts": verdicts,
             "premise": premise, "premise_pooled": pooled, "clusters": clusters,
-            "capacity": capacity, "parameters": params, "markdown": "\n".join(md)}
+            "capacity": capacity, "parameters": params, "pilot": pilots,
+            "markdown": "\n".join(md)}
 
 
 def _world_verdict(cfg: AuditConfig, plan: AuditPlan, verdicts: dict) -> str:
@@ -521,4 +575,5 @@ def _header(cfg: AuditConfig, plan: AuditPlan) -> str:
             f"per domain, {cfg.test_count} per target, width {cfg.width}; trained-on-target "
             f"seeds {refs}. Premise verdict per source: similar - random pooled over the "
             "clusters on all held-out subjects (the source's held-out subjects and the "
-            "targets'): holds (interval below 0), reversed (above 0), not shown.\n")
+            "targets'): holds (better: the paired t interval over seeds below 0, Holm over the "
+            "sets each source is scored on), reversed (worse), not shown (undecided).\n")

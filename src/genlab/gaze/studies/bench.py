@@ -35,11 +35,13 @@ from genlab.core.options import (
     spec_of,
     takes_options,
 )
+from genlab.core.results.files import current_commit, write_result
 from genlab.core.runs import write_json
 from genlab.core.sweep import RunSpec
 from genlab.gaze.config import DESIGN, design_of
 from genlab.gaze.protocol import WORLDS, SyntheticCache
-from genlab.gaze.studies.runs import run_study, train_spec
+from genlab.gaze.studies.runs import command_line, run_study, train_spec
+from genlab.gaze.studies.sizing import load_pilots, pilot_dicts, plan, plan_lines
 from genlab.gaze.studies.tables import bench_tables, plot_main
 from genlab.gaze.synth.domains import get_domain
 from genlab.gaze.train import GazeTrainConfig
@@ -84,6 +86,15 @@ class BenchConfig(Options):
                                   "each (the other reading of the paper's 10%).")
     workers: int = option(2, gt=0, help="Runs trained at the same time (processes).")
     n_boot: int = option(2000, gt=0, help="Bootstrap resamples of the intervals.")
+    # sizing before the runs (genlab.gaze.studies.sizing)
+    mde: float = option(0.2, gt=0, help="The minimum detectable effect (degrees) the sizing "
+                        "plans for.")
+    power: float = option(0.8, gt=0, le=0.999, help="The power at that effect (paired t over "
+                          "seeds, two-sided alpha 0.05).")
+    size_from: str = option("", help="Pilot of the sizing: a finished bench's bench.json (or "
+                            "a results file it wrote); the plan is printed before the runs.")
+    target_scale: int = option(0, ge=0, help="Render k times each target's subjects and "
+                               "images (0: as the plan of --size-from needs, else 1).")
 
     def validate(self) -> None:
         check_options(self)  # types, choices (worlds), limits; seeds
@@ -98,8 +109,10 @@ class BenchConfig(Options):
 
     def base(self) -> GazeTrainConfig:
         """Every run's options before its own (model, data, share, seed): those taken from
-        gaze train, MoEGaze's design left at its defaults."""
-        return GazeTrainConfig(**self.wrapping.values(self, but=DESIGN))
+        gaze train, MoEGaze's design left at its defaults, the targets at the plan's scale."""
+        values = self.wrapping.values(self, but=DESIGN)
+        values["target_scale"] = max(1, self.target_scale)
+        return GazeTrainConfig(**values)
 
 
 #: the options `genlab gaze bench --quick` changes (BenchConfig.quick)
@@ -201,10 +214,40 @@ def bench_specs(cfg: BenchConfig, out: str | Path) -> list[RunSpec]:
     return specs
 
 
+def size_before(cfg, say=print):
+    """The plan of ``cfg.size_from`` (None without it), printed through ``say``, and ``cfg``
+    with ``target_scale`` resolved (0: the plan's, 1 without a pilot)."""
+    if not cfg.size_from:
+        return None, replace(cfg, target_scale=max(1, cfg.target_scale))
+    pilots = load_pilots(cfg.size_from)
+    sized = plan(pilots, mde=cfg.mde, power=cfg.power, seeds_run=len(cfg.seeds),
+                 scale_run=max(1, cfg.target_scale))
+    if not cfg.target_scale:
+        cfg = replace(cfg, target_scale=sized["target_scale_needed"])
+        sized = plan(pilots, mde=cfg.mde, power=cfg.power, seeds_run=len(cfg.seeds),
+                     scale_run=cfg.target_scale)
+    for line in plan_lines(sized, cfg.size_from):
+        say(line)
+    return sized, cfg
+
+
+def own_sizing(cfg, tables: dict) -> tuple[dict | None, list[str]]:
+    """The sizing from the study's own variances (the pilot of its next run) and its lines."""
+    if not tables["pilot"]:
+        return None, []
+    own = plan(tables["pilot"], mde=cfg.mde, power=cfg.power, seeds_run=len(cfg.seeds),
+               scale_run=cfg.target_scale)
+    return own, plan_lines(own, "this run's own variances")
+
+
 def run_bench(cfg: BenchConfig, out: str | Path, *, progress_bar: bool | None = None,
-              executor: str = "local", address: str | None = None) -> dict:
-    """Run (or resume) every spec of the bench; write bench.json, bench.md and bench_main.png."""
+              executor: str = "local", address: str | None = None, say=print) -> dict:
+    """Run (or resume) every spec of the bench; write bench.json, bench.md, bench_main.png
+    and results.json (the results file of docs/results). With ``size_from`` the plan is
+    printed (``say``) before any run."""
     out = Path(out)
+    cfg.validate()
+    sized, cfg = size_before(cfg, say)
     specs = bench_specs(cfg, out)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "bench_config.json", asdict(cfg))
@@ -213,9 +256,15 @@ def run_bench(cfg: BenchConfig, out: str | Path, *, progress_bar: bool | None = 
                         description="gaze bench", executor=executor, address=address)
     seconds = time.perf_counter() - t0
     tables = bench_tables(specs, results, cfg)
+    own, lines = own_sizing(cfg, tables)
+    if lines:
+        tables["markdown"] += "\n### Sizing\n\n" + "\n".join(
+            (plan_lines(sized, cfg.size_from) if sized else []) + lines) + "\n"
+    pilots = pilot_dicts(tables.pop("pilot"))
     write_json(out / "bench.json", {
         "config": asdict(cfg),
         "tables": {k: v for k, v in tables.items() if k != "markdown"},
+        "plan": sized, "own_sizing": own, "pilot": pilots,
         "runs": {s.name: {"folder": str(s.out), **_row(results[s.name])} for s in specs},
         "wall_seconds_this_invocation": seconds,
         "main_process_cpu_seconds": time.process_time() - cpu0,
@@ -224,8 +273,72 @@ def run_bench(cfg: BenchConfig, out: str | Path, *, progress_bar: bool | None = 
     })
     (out / "bench.md").write_text(tables["markdown"])
     plot_main(tables, out / "bench_main.png")
+    written = write_bench_results(cfg, out, tables, pilots, sized)
+    say(f"results file: {written}" if written else
+        "no results file (results.json): not run from a git checkout")
     tables["seconds"] = seconds
     return tables
+
+
+#: the short world names of the results files' keys (docs/results/gaze_bench.json)
+WORLD_KEYS = {"realistic": "real", "appearance": "app", "control": "ctrl", "anatomy": "ana"}
+
+
+def task_key(task: str) -> str:
+    """E->M -> em, label-shift -> label_shift: a task in a results file's keys."""
+    return task.replace("->", "").replace("-", "_").lower()
+
+
+def write_bench_results(cfg: BenchConfig, out: Path, tables: dict, pilots: dict,
+                        sized: dict | None) -> Path | None:
+    """results.json: the bench's per-seed errors and its figures (room, the average
+    reduction, the oracle gates, 10 % against 100 %, the pilot and the plan) in the format of
+    genlab.core.results.files, so that a rerun replaces a recovered file of docs/results."""
+    commit = current_commit()
+    if commit is None:
+        return None
+    values: dict = {"target_error": {}, "held_out_error": {}}
+    figures: dict = {}
+    for world, t in tables["worlds"].items():
+        key = WORLD_KEYS.get(world.removesuffix(" world"), world.split()[0])
+        for d in t["main"]:
+            task = task_key(d["task"])
+            for kind, seeds in d["seeds"].items():
+                if seeds:
+                    values["target_error"][f"{key} {d['task']} {kind}"] = seeds
+            if d["baseline"] is not None and d["reference"] is not None:
+                figures[f"{key}_room_{task}"] = {"baseline": round(d["baseline"], 4),
+                                                 "target": round(d["reference"], 4)}
+            if d["verdict_10_vs_100"] and "effect" in d["verdict_10_vs_100"]:
+                figures[f"{key}_10_{task}"] = d["verdict_10_vs_100"]
+            if d["verdict"]:
+                figures[f"{key}_moegaze_{task}"] = d["verdict"]
+        for d in t["source"]:
+            for kind, seeds in d["seeds"].items():
+                if seeds:
+                    values["held_out_error"][f"{key} {d['source']} {kind}"] = seeds
+            if d["gate"]:
+                figures[f"{key}_oracle_{d['source'].split('-')[-1]}"] = d["gate"]
+        avg = t["average_reduction"]
+        if avg is not None:
+            low, high = avg["rel_ci"]
+            figures[f"{key}_reduction"] = {
+                "effect": avg["rel_pct"], "low": low, "high": high, "n": len(cfg.seeds),
+                "test": "bootstrap over seeds and test subjects", "claim": avg["claim"]}
+    figures["pilot"] = pilots
+    if sized:
+        figures["plan"] = {k: v for k, v in sized.items() if k != "rows"}
+    path = out / "results.json"
+    write_result(path, {
+        "title": f"MoEGaze against the baseline in the {', '.join(cfg.worlds)} world(s) "
+                 f"(degrees; {len(cfg.seeds)} seeds; verdicts: paired t over seeds, Holm over "
+                 "each table's family)",
+        "command": command_line("genlab gaze bench", cfg, out), "commit": commit,
+        "metrics": {"target_error": "image-weighted mean angular error on the target, deg",
+                    "held_out_error": "image-weighted mean angular error on the held-out "
+                                      "source subjects, deg"},
+        "values": values, "figures": figures})
+    return path
 
 
 def _row(summary: dict) -> dict:

@@ -17,11 +17,86 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from genlab.core.report import figure, markdown_table
+from genlab.core.stats import Estimate, Verdict, holm, judge, not_testable, paired_difference
+from genlab.core.stats.family import BETTER
 from genlab.gaze.protocol import WORLDS
 from genlab.gaze.studies.runs import seed_text
+from genlab.gaze.studies.sizing import Pilot, pilot_of
 from genlab.gaze.studies.stats import Cell, Draws, cell_summary, fmt_ci, interval, paired
 
 PAPER_REDUCTION_PCT = 27.6
+#: the paired test of every verdict (over seeds, of the per-seed image-weighted mean
+#: difference): the test whose power genlab.gaze.studies.sizing computes
+TEST = "t"
+NO_GATE = "the oracle gate does not clear 0 in this world"
+
+
+def seed_values(cell: Cell) -> list[float]:
+    """Each seed's image-weighted mean error over the cell's subjects."""
+    return (cell.m @ cell.n / cell.n.sum()).tolist()
+
+
+def by_seed(runs: Sequence[BenchRun], cell: Cell | None) -> dict[str, float] | None:
+    """{seed: the seed's mean error} of a cell made from ``runs`` (in seed order)."""
+    if cell is None:
+        return None
+    return dict(zip((str(r.seed) for r in runs), seed_values(cell), strict=True))
+
+
+def estimate(a: Cell | None, b: Cell | None) -> Estimate | None:
+    """b - a paired by seed (each seed's mean over the same subjects), or None without
+    two seeds of both."""
+    if a is None or b is None or a.m.shape != b.m.shape or a.m.shape[0] < 2:
+        return None
+    return paired_difference(seed_values(b), seed_values(a), test=TEST)
+
+
+def family(estimates: dict[str, Estimate | None], untestable: dict[str, str] | None = None
+           ) -> dict[str, Verdict | None]:
+    """Verdicts of a table's family (lower error is better): Holm over the members that can
+    be judged; ``untestable`` {member: reason} are "not testable", missing ones None."""
+    untestable = untestable or {}
+    out: dict[str, Verdict | None] = {k: None for k in estimates}
+    for k, reason in untestable.items():
+        if k in out:
+            out[k] = not_testable(reason, test=f"paired {TEST}")
+    judged = {k: e for k, e in estimates.items() if e is not None and k not in untestable}
+    if len(judged) == 1:
+        (k, e), = judged.items()
+        out[k] = judge(e, higher_is_better=False)
+    elif judged:
+        out |= dict(zip(judged, holm(list(judged.values()), higher_is_better=False),
+                        strict=True))
+    return out
+
+
+def verdict_text(v: Verdict | None) -> str:
+    return "-" if v is None else v.line()
+
+
+def verdict_record(v: Verdict | None) -> dict | None:
+    """A verdict as the JSON and results files hold it (a recorded interval)."""
+    if v is None:
+        return None
+    if v.kind == "not testable":
+        return {"kind": v.kind, "reason": v.reason}
+    return {"effect": v.effect, "low": v.low, "high": v.high, "n": v.n,
+            "test": f"{v.test}, {v.correction}" if v.correction else v.test,
+            "p": v.p, "p_corrected": v.p_corrected, "kind": v.kind}
+
+
+def room_pct(baseline: float | None, reference: float | None) -> float | None:
+    """A world's room: (baseline - trained-on-target) in % of the baseline."""
+    if baseline is None or reference is None:
+        return None
+    return 100.0 * (baseline - reference) / baseline
+
+
+def room_text(room: float | None) -> str:
+    if room is None:
+        return "-"
+    short = room < PAPER_REDUCTION_PCT
+    return f"{room:.1f}" + (" (not testable in this world)" if short else "")
 
 
 @dataclass
@@ -94,9 +169,19 @@ class Bootstrap:
 Tasks = dict[str, tuple[str, str]]  # task name -> (source, target)
 
 
-def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap, small: float):
-    """One row per task of the world, plus the data for averages and plots."""
+def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap, small: float,
+              gates: dict[str, Verdict | None] | None = None, scale: int = 1,
+              pilots: list[Pilot] | None = None):
+    """One row per task of the world, plus the data for averages and plots.
+
+    MoEGaze - baseline is judged (paired t over seeds, Holm over the world's tasks) only
+    where its source's oracle gate (``gates``: source -> verdict) is "better"; a source
+    with a gate that is not is "not testable". Each task's room is printed beside the
+    paper's claim; ``pilots`` collects each comparison's variances for the sizing.
+    """
     rows, data = [], []
+    gates = gates or {}
+    moe_estimates, untestable = {}, {}
     for task, (source, target) in tasks.items():
         sel = dict(world=world, source=source)
         base, moe = _pick(runs, kind="baseline", fraction=1.0, **sel), _pick(
@@ -108,15 +193,30 @@ def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap, s
         cells = {"constant": _cell(base, target, "constant"), "reference": _cell(ref, target),
                  "baseline": _cell(base, target), "moegaze": _cell(moe, target),
                  "baseline10": _cell(base10, target), "moegaze10": _cell(moe10, target)}
+        lists = {"constant": base, "reference": ref, "baseline": base, "moegaze": moe,
+                 "baseline10": base10, "moegaze10": moe10,
+                 "baseline10_subjects": people["baseline"],
+                 "moegaze10_subjects": people["moegaze"]}
         if any(people.values()):  # the other reading of "10%": a share of the subjects
             cells |= {"baseline10_subjects": _cell(people["baseline"], target),
                       "moegaze10_subjects": _cell(people["moegaze"], target)}
         d = boot.paired(cells["baseline"], cells["moegaze"], target)
         d10 = boot.paired(cells["baseline"], cells["moegaze10"], target)
+        moe_estimates[task] = estimate(cells["baseline"], cells["moegaze"])
+        if gates.get(source) is not None and gates[source].kind != BETTER:
+            gate = verdict_text(gates[source])
+            untestable[task] = f"{NO_GATE} ({source}: oracle - baseline {gate})"
+        if pilots is not None:
+            p = pilot_of(f"{world} {task}: MoEGaze - baseline", cells["baseline"],
+                         cells["moegaze"], scale=scale)
+            pilots += [p] if p else []
+        room = room_pct(cells["baseline"] and cells["baseline"].value,
+                        cells["reference"] and cells["reference"].value)
         rows.append({
             "task": task,
             "constant (source mean)": boot.value(cells["constant"], target),
             "trained on target": boot.value(cells["reference"], target),
+            f"room % (paper {PAPER_REDUCTION_PCT})": room_text(room),
             "baseline 100%": boot.value(cells["baseline"], target),
             "MoEGaze 100%": boot.value(cells["moegaze"], target),
             "MoEGaze - baseline": fmt_ci(d and d["diff"], d and d["diff_ci"], sign=True),
@@ -136,13 +236,24 @@ def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap, s
                     d10s and d10s["diff"], d10s and d10s["diff_ci"], sign=True)}
         data.append({"task": task, "source": source, "target": target, "paired": d,
                      "paired_10_vs_100": d10, "paired_10_subjects_vs_100": d10s,
+                     "room_pct": room, "seeds": {k: by_seed(lists[k], c)
+                                                 for k, c in cells.items()},
+                     "verdict_10_vs_100": verdict_record(family(
+                         {"x": estimate(cells["baseline"], cells["moegaze10"])})["x"]),
                      **{k: (c.value if c is not None else None) for k, c in cells.items()}})
+    verdicts = family(moe_estimates, untestable)
+    for row, item in zip(rows, data, strict=True):
+        v = verdicts[item["task"]]
+        row["verdict (paired t over seeds, Holm over tasks)"] = verdict_text(v)
+        item["verdict"] = verdict_record(v)
     return rows, data
 
 
-def source_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap):
-    """Held-out source subjects: constant, baseline, MoEGaze, the oracle gate."""
-    rows, data = [], []
+def source_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap,
+                pilots: list[Pilot] | None = None):
+    """Held-out source subjects: constant, baseline, MoEGaze, the oracle gate (judged by a
+    paired t over seeds, Holm over the world's sources); the gates by source."""
+    rows, data, gate_estimates, moe_estimates = [], [], {}, {}
     for source in _sources(tasks):
         sel = dict(world=world, source=source, fraction=1.0)
         base, moe = _pick(runs, kind="baseline", **sel), _pick(runs, kind="moegaze", **sel)
@@ -152,6 +263,15 @@ def source_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap)
         key = f"val:{source}"
         d_moe, d_or = boot.paired(c_base, c_moe, key), boot.paired(c_base, c_oracle, key)
         ratio = (c_base.value / c_const.value) if c_base and c_const else None
+        if c_oracle is not None:
+            gate_estimates[source] = estimate(c_base, c_oracle)
+        moe_estimates[source] = estimate(c_base, c_moe)
+        for name, other in (("oracle - baseline (gate)", c_oracle),
+                            ("MoEGaze - baseline", c_moe)):
+            p = pilot_of(f"{world} {source} held-out: {name}", c_base, other,
+                         fixed_subjects=c_base.subjects if c_base else ())
+            if pilots is not None and p:
+                pilots.append(p)
         rows.append({
             "source": source,
             "constant (source mean)": boot.value(c_const, key),
@@ -167,8 +287,18 @@ def source_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap)
         data.append({"source": source, "constant": c_const and c_const.value,
                      "baseline": c_base and c_base.value, "baseline_over_constant": ratio,
                      "moegaze": c_moe and c_moe.value, "oracle": c_oracle and c_oracle.value,
-                     "paired_moegaze": d_moe, "paired_oracle": d_or})
-    return rows, data
+                     "paired_moegaze": d_moe, "paired_oracle": d_or,
+                     "seeds": {"baseline": by_seed(base, c_base), "moegaze": by_seed(moe, c_moe),
+                               "oracle": by_seed(oracle, c_oracle)}})
+    gates = family(gate_estimates)
+    moe = family(moe_estimates)
+    for row, item in zip(rows, data, strict=True):
+        g = gates.get(item["source"])
+        row["gate verdict"] = verdict_text(g) if item["source"] in gates else "-"
+        row["MoEGaze verdict"] = verdict_text(moe[item["source"]])
+        item["gate"], item["verdict_moegaze"] = verdict_record(g), verdict_record(
+            moe[item["source"]])
+    return rows, data, gates
 
 
 def cluster_rows(world: str, tasks: Tasks, runs: list[BenchRun]) -> list[dict]:
@@ -229,17 +359,21 @@ def average_reduction(data: list[dict]) -> dict | None:
 
 
 def study_tables(runs: list[BenchRun], worlds: dict[str, Tasks], *, n_boot: int,
-                 small_fraction: float, header: str, label=str) -> dict:
+                 small_fraction: float, header: str, label=str, scale: int = 1) -> dict:
     """Every table of a study as Markdown plus the numbers behind them.
 
     ``label`` turns a source or target key into the name shown in tables.
     """
     boot = Bootstrap(n_boot)
-    out, md = {"worlds": {}}, [header]
+    out, md, pilots = {"worlds": {}}, [header], []
     for world, tasks in worlds.items():
-        rows, data = main_rows(world, tasks, runs, boot, small_fraction)
-        srows, sdata = source_rows(world, tasks, runs, boot)
+        srows, sdata, gates = source_rows(world, tasks, runs, boot, pilots)
+        rows, data = main_rows(world, tasks, runs, boot, small_fraction, gates, scale, pilots)
         avg = average_reduction(data)
+        rooms = [d["room_pct"] for d in data if d["room_pct"] is not None]
+        if avg is not None:
+            avg["rooms_pct"] = rooms
+            avg["claim"] = claim_verdict(avg, rooms)
         for d in (*data, *sdata):  # bootstrap replicates stay out of the JSON
             for v in d.values():
                 if isinstance(v, dict):
@@ -253,9 +387,13 @@ def study_tables(runs: list[BenchRun], worlds: dict[str, Tasks], *, n_boot: int,
                                 "clusters": crows, "router": rrows}
         md += [f"\n### {world}: target error\n", markdown_table(rows)]
         if avg is not None:
+            room = (f"room {min(rooms):.1f}% to {max(rooms):.1f}% (baseline - trained on "
+                    "target, in % of the baseline)" if rooms else "room not measured (no "
+                    "trained-on-target runs)")
             md.append(f"\nAverage relative reduction of MoEGaze over the baseline on the "
                       f"{avg['tasks']} tasks: {fmt_ci(avg['rel_pct'], avg['rel_ci'], 1, True)}%"
-                      f" (the paper reports {PAPER_REDUCTION_PCT}% on real data).\n")
+                      f"; {room}, beside the paper's {PAPER_REDUCTION_PCT}% on real data: "
+                      f"{avg['claim']}.\n")
         md += [f"\n### {world}: held-out source subjects\n", markdown_table(srows)]
         if crows:
             md += [f"\n### {world}: error per appearance cluster (mean over seeds)\n",
@@ -263,8 +401,21 @@ def study_tables(runs: list[BenchRun], worlds: dict[str, Tasks], *, n_boot: int,
         if rrows:
             md += [f"\n### {world}: MoEGaze's router (mean over seeds)\n",
                    markdown_table(rrows, digits=3)]
+    out["pilot"] = pilots
     out["markdown"] = "\n".join(md)
     return out
+
+
+def claim_verdict(avg: dict, rooms: list[float]) -> str:
+    """The paper's average reduction in a world: not testable where every task's room is
+    below it, else where the claim lies against the interval."""
+    if rooms and max(rooms) < PAPER_REDUCTION_PCT:
+        return (f"not testable in this world (room {max(rooms):.1f}% at most, below "
+                f"{PAPER_REDUCTION_PCT}%)")
+    low, high = avg["rel_ci"]
+    where = ("above the interval" if PAPER_REDUCTION_PCT > high else "below the interval"
+             if PAPER_REDUCTION_PCT < low else "inside the interval")
+    return f"the claimed {PAPER_REDUCTION_PCT}% lies {where}"
 
 
 def bench_tables(specs, results: dict[str, dict], cfg) -> dict:
@@ -277,7 +428,8 @@ def bench_tables(specs, results: dict[str, dict], cfg) -> dict:
               "included.\n")
     return study_tables(parse_runs(specs, results),
                         {f"{w} world": WORLDS.get(w) for w in cfg.worlds},
-                        n_boot=cfg.n_boot, small_fraction=cfg.small_fraction, header=header)
+                        n_boot=cfg.n_boot, small_fraction=cfg.small_fraction, header=header,
+                        scale=max(1, getattr(cfg, "target_scale", 1)))
 
 
 def plot_main(tables: dict, path: Path) -> None:
