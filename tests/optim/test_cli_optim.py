@@ -110,6 +110,7 @@ def test_correlate_cli_resumes_a_killed_grid(tmp_path, monkeypatch, capsys):
     assert summary["tau"]["gap_acc"][-1]["measure"] == "random_sanity"  # the sanity row
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     assert (out / "scatter_gap_acc.png").exists()
-    table = (out / "table.md").read_text()  # one table per gap (and per converged subset)
-    assert "### Kendall tau against gap_acc, all 2 trainings" in table
-    assert table.count("| trace_sigma |") == len(summary["tau"]) + len(summary["tau_converged"])
+    table = (out / "table.md").read_text()  # one tau table and one paired table per gap
+    assert "### Kendall tau against gap_acc, all 2 models" in table
+    assert table.count("| trace_sigma |") == len(summary["tau"]) + sum(
+        len([r for r in rows if r["a"] == "trace_sigma"]) for rows in summary["paired"].values())

@@ -33,6 +33,7 @@ from genlab.core.stats.intervals import (
     PAIRED_TESTS,
     UNPAIRED_TESTS,
     Estimate,
+    bootstrap_estimate,
     paired_bootstrap,
     paired_difference,
     paired_t,
@@ -56,7 +57,7 @@ from genlab.core.stats.ranks import (
 
 __all__ = [
     "KINDS", "PAIRED_TESTS", "UNPAIRED_TESTS", "Distribution", "Estimate", "Verdict",
-    "bootstrap_counts", "classify", "count_distribution", "distribution_of",
+    "bootstrap_counts", "bootstrap_estimate", "classify", "count_distribution", "distribution_of",
     "exact_distribution", "holm", "holm_adjust", "judge", "kendall_tau_b",
     "kendall_tau_interval", "minimum_detectable_effect", "not_testable", "paired_bootstrap",
     "paired_difference", "paired_t", "paired_tau_difference", "pilot_sd", "pooled_sd",
