@@ -17,7 +17,7 @@
   trainings are regrouped). Each difference is judged through genlab.core.stats: its
   replicates give the interval and p-value (``bootstrap_estimate``), Holm's correction runs
   over the claim's pairs of one table, and an undecided pair gets the number of models a
-  decision needs from the variance of the difference at the current n (``seeds_needed``).
+  decision needs from the variance of the difference at the current n (``decision_size``).
 - Conditional mutual information (Jiang et al. 2020, section 5): see :func:`conditional_mi`.
 """
 
@@ -35,10 +35,10 @@ from genlab.core.stats import (
     Estimate,
     Verdict,
     bootstrap_estimate,
+    decision_size,
     holm,
     judge,
     ranks,
-    seeds_needed,
 )
 from genlab.core.stats.family import BETTER, UNDECIDED, WORSE
 from genlab.core.stats.ranks import (
@@ -380,30 +380,10 @@ PAIRED_TEST = "paired bootstrap over models"
 def models_needed(estimate: Estimate, *, alpha: float, margin: float,
                   power: float = 0.8) -> int | None:
     """How many models a decision on ``estimate`` needs, from the variance of the paired
-    difference at its n (genlab.core.stats.power).
-
-    The bootstrap standard error se of D = tau(a) - tau(b) over n models falls as
-    1/sqrt(n) (D is a difference of U-statistics), so sd = se sqrt(n) is the per-model
-    standard deviation the power formulas take. Two decisions are possible: "beats" needs
-    the minimum detectable effect at ``power`` and ``alpha`` below |D|; "no difference
-    larger than margin" needs the interval's half-width (the MDE at power 0.5) below
-    margin - |D|. The fewer models of the two (None when neither is reachable: D = 0 and
-    no margin, or se 0). ``alpha``: the family's first Holm step, (1 - level) / members.
-    """
-    low, high = estimate.interval(0.6827)  # +-1 se of a normal replicate distribution
-    se = (high - low) / 2
-    if not se > 0:
-        return None
-    sd = se * math.sqrt(estimate.n)
-    effect = abs(estimate.effect)
-    options = []
-    for wanted, at_power in ((effect, power), (margin - effect, 0.5)):
-        if wanted > 0:
-            try:
-                options.append(seeds_needed(sd, wanted, alpha=alpha, power=at_power))
-            except ConfigError:  # more than the power module looks at
-                continue
-    return min(options) if options else None
+    difference at its n (:func:`genlab.core.stats.decision_size`: D = tau(a) - tau(b) is a
+    difference of U-statistics, whose variance falls as 1/n). ``alpha``: the family's first
+    Holm step, (1 - level) / members."""
+    return decision_size(estimate, alpha=alpha, margin=margin, power=power)
 
 
 def _judged(rows: list[dict], estimates: list[Estimate | None], prefix: str,
