@@ -139,8 +139,8 @@ def test_library_callers_passing_a_count_keep_working():
     with pytest.raises(ConfigError, match="seeds"):
         ToyConfig(seeds=0).validate()
     assert CorrelateConfig().resolved().stop_loss == 0.01  # Jiang et al.'s value
-    with pytest.raises(ConfigError, match="stop_loss must be > 0"):
-        CorrelateConfig(stop_loss=0).validate()
+    with pytest.raises(ConfigError, match="stop_loss must be >= 0"):
+        CorrelateConfig(stop_loss=-1).validate()
 
 
 def test_correlate_defaults_per_architecture():

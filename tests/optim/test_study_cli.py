@@ -187,7 +187,7 @@ def test_depth_width_cli(tmp_path):
     ["labelnoise", "--rates", "1.5"],
     ["sensitivity", "--seeds", "1-0"],
     ["transfer", "--seeds", "0,0"],
-    ["correlate", "--stop-loss", "0"],
+    ["correlate", "--stop-loss", "-1"],
     ["depth-width", "--mlp-widths", "4.5"],
 ])
 def test_bad_options_exit_2(tmp_path, capsys, args):

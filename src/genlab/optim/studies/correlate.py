@@ -37,9 +37,11 @@ rate, 200-epoch cap, docs/nonuniformity_sizing.md "The stopping rule"):
 Defaults per architecture (ARCH_GRIDS; any option given overrides its default): MLP 324,
 CNN 216 and Transformer 144 trainings over learning rate, batch size, width, depth,
 optimiser (SGD, SAM) and weight decay (docs/nonuniformity_sizing.md sizes them).
-A run folder made before the stopping rule (its config.json has ``min_train_acc``, not
-``stop_loss``) is refused on ``--resume`` naming the options that differ; its summary.json
-stays readable (experiments/nonuniformity_sizing.py reads both kinds).
+``--stop-loss 0`` trains every model for ``epochs`` (the protocol before the rule, which the
+pilot tables of docs/nonuniformity_studies.md used). A run folder made before the stopping
+rule (its config.json has ``min_train_acc``, not ``stop_loss``) is refused on ``--resume``
+naming the options that differ; its summary.json stays readable
+(experiments/nonuniformity_sizing.py reads both kinds).
 """
 
 from __future__ import annotations
@@ -135,9 +137,10 @@ class CorrelateConfig(Options):
     curvature_samples: int = option_like(TrainConfig, "curvature_samples", default=64)
     measure_iterations: int = option_like(TrainConfig, "measure_iterations", default=15)
     measure_probes: int = option_like(TrainConfig, "measure_probes", default=10)
-    stop_loss: float | None = option(None, gt=0, help="Every model trains until its training "
-                                     "cross-entropy is below this, --epochs being the cap "
-                                     f"({_per_arch('stop_loss')}).")
+    stop_loss: float | None = option(None, ge=0, help="Every model trains until its training "
+                                     "cross-entropy is below this, --epochs being the cap; 0: "
+                                     "every model trains --epochs (the protocol before the "
+                                     f"rule) ({_per_arch('stop_loss')}).")
     threads: int = option_like(TrainConfig, "threads", default=1)
     resamples: int = option(1000, gt=0, help="Bootstrap resamples of the paired intervals "
                             "(the same resamples for every pair of measures).")
@@ -190,7 +193,8 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
     models = with_random_measure([r for r in records if not r.get("diverged")])
     if not models:
         raise DivergedError("every training of the grid diverged; lower the learning rates")
-    capped = [r for r in models if not r.get("reached_stop_loss")]
+    capped = ([r for r in models if not r.get("reached_stop_loss")] if cfg.stop_loss > 0
+              else [])  # without the rule no model is capped: each trains every epoch
     measures = (*TAU_MEASURES, RANDOM_MEASURE)  # the last: the sanity row
     tables = {gap: tau_table(models, measures, gap, varying) for gap in GAPS}
     # the claim's comparison: tau(nonuniformity) - tau(sharpness) on every model, paired
@@ -224,6 +228,8 @@ CAPPED_COLUMNS = ["key", "epochs_trained", "train_loss", "train_acc", "test_acc"
 
 def population(models: int, capped: int, cfg: CorrelateConfig) -> str:
     """The models a table is computed over, in words."""
+    if not cfg.stop_loss:
+        return f"all {models} models ({cfg.epochs} epochs each, no stopping rule)"
     return (f"all {models} models ({models - capped} reached training cross-entropy "
             f"< {cfg.stop_loss:g}, {capped} capped at {cfg.epochs} epochs)")
 
