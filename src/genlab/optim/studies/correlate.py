@@ -27,8 +27,8 @@ rate, 200-epoch cap, docs/nonuniformity_sizing.md "The stopping rule"):
   it within 23-106 epochs (lr 0.1, batch 16, depth 3 does not learn at all and is capped);
 - Transformer: 0.05. Under weight decay 1e-3 and the larger learning rates SGD's noise holds
   the training CE at 0.02-0.1 (lr 0.05 batch 32: minimum 0.021 over 200 epochs; lr 0.1:
-  0.039), so 0.01 would cap half the grid; every measured corner is below 0.05 within 39-114
-  epochs;
+  0.039), so 0.01 capped 2 of the 4 measured corners; every measured corner is below 0.05
+  within 39-114 epochs;
 - CNN: 0.05, and depths {2, 3} instead of {1, 2}: a depth-1 CNN (one conv block, then the
   mean over positions) does not fit digits (training CE 0.10 and 0.13 after 200 epochs), so
   under any common loss it would only be capped; the measured depth-2 and depth-3 corners
