@@ -69,8 +69,13 @@ def test_sparse_cli_and_resume(tmp_path):
     args = ["optim", "sparse", "--out", str(out), "--seeds", "0", "--epochs", "3", "--n", "20",
             "--d", "12", "--optimizers", "sgd,samgcm,cov"]
     assert run_cli(args) in (0, None)
-    table = read_summary(out)["table"]
+    summary = read_summary(out)
+    table = summary["table"]
     assert [r["optimizer"] for r in table] == ["sgd", "samgcm", "cov"]
+    # the guided ones against SGD (SAM not run), paired by seed: one seed is not testable
+    assert [(r["optimizer"], r["against"], r["kind"]) for r in summary["comparisons"]] == [
+        ("samgcm", "sgd", "not testable"), ("cov", "sgd", "not testable")]
+    assert summary["beta_l1_per_seed"]["samgcm"]["0"] == pytest.approx(table[1]["beta_l1"])
     assert (out / "sparse_paths.png").exists()
     # resuming a finished run recomputes nothing and gives the same table
     assert run_cli([*args, "--resume"]) in (0, None)
