@@ -1,8 +1,9 @@
 """How many converged trainings does the paired tau difference need to be +-0.1 wide?
 
 For every run folder of ``genlab optim correlate`` given, every gap and every pair (a
-nonuniformity measure a, a sharpness measure b), on the run's converged trainings (training
-accuracy >= the study's ``min_train_acc``), two estimates of the number of trainings n* at
+nonuniformity measure a, a sharpness measure b), on the run's models (every one under the
+stopping rule; in a run made before it, the converged ones: training accuracy >= its
+``min_train_acc``), two estimates of the number of trainings n* at
 which the paired 95% interval of tau(a) - tau(b) has half-width ``--target``:
 
 - bootstrap (measured): for each n of ``--sizes``, ``--draws`` samples of n trainings drawn
@@ -42,19 +43,28 @@ from genlab.optim.measures.correlation import (
     paired_tau_difference,
     with_random_measure,
 )
-from genlab.optim.studies.correlate import GAPS, CorrelateConfig
+from genlab.optim.studies.correlate import GAPS
 
 SIZES = (16, 24, 32, 48, 64, 96, 128, 192, 256)
-TABLE_COLUMNS = ["a", "b", "tau_diff", "tau_lo", "tau_hi", "verdict", "granulated_diff",
+TABLE_COLUMNS = ["a", "b", "tau_diff", "tau_lo", "tau_hi", "tau_verdict", "granulated_diff",
                  "granulated_lo", "granulated_hi", "granulated_verdict", "cmi_a", "cmi_b"]
 
 
+#: the training accuracy (percent) that made a model "converged" in a run made before the
+#: stopping rule (its config.json has ``min_train_acc``)
+OLD_MIN_TRAIN_ACC = 99.0
+
+
 def converged_records(run: Path) -> tuple[dict, list[dict], list[dict]]:
-    """The run's summary, its finished trainings and those of them that converged."""
+    """The run's summary, its finished trainings and those the tables count: every one in a
+    run under the stopping rule (config ``stop_loss``), the converged ones (training accuracy
+    >= ``min_train_acc``) in a run made before it."""
     summary = json.loads((run / "summary.json").read_text())
     config = json.loads((run / "config.json").read_text())
-    threshold = config.get("min_train_acc", CorrelateConfig().min_train_acc)
     finished = [r for r in summary["records"] if not r.get("diverged")]
+    if config.get("stop_loss"):
+        return summary, finished, finished
+    threshold = config.get("min_train_acc", OLD_MIN_TRAIN_ACC)
     return summary, finished, [r for r in finished if r["train_acc"] >= threshold]
 
 

@@ -263,3 +263,32 @@ def test_an_output_region_is_the_recorded_command_and_its_lines(tmp_path):
     with pytest.raises(DataError, match="holds no printed output"):
         render_region("d", {"d": {"kind": "output", "file": "f"}},
                       {"f": load_result(_write(tmp_path / "f.json"))})
+
+
+def test_recorded_family_holm_over_normal_approximations_by_hand(tmp_path):
+    """Two recorded intervals as one family: se = (high - low) / (2 z_.975), p = 2 (1 -
+    Phi(|effect| / se)), Holm by hand; the undecided member's decision size from the normal
+    formulas (the t quantiles at n ~ 1000 differ from z by < 0.1 %)."""
+    from scipy.stats import norm
+
+    path = _write(tmp_path / "c.json", figures={
+        "a": {"effect": 0.3, "low": 0.1, "high": 0.5, "n": 50, "test": "bootstrap"},
+        "b": {"effect": 0.05, "low": -0.15, "high": 0.25, "n": 50, "test": "bootstrap"}})
+    text = render_cell([{"recorded family": {"file": "c", "keys": ["a", "b"],
+                                             "labels": ["A", "B"], "margin": 0.1,
+                                             "unit": "models"}}], {"c": load_result(path)})
+    z = norm.ppf(0.975)
+    se = 0.2 / z
+    p_a = 2 * norm.sf(0.3 / se)
+    assert 2 * p_a < 0.05  # Holm's first step rejects: A is better at level 1 - 0.05 / 2
+    half = norm.ppf(1 - 0.025 / 2) * se
+    a_text, b_text = text.split("; ")
+    assert a_text == (f"A: +0.30 [{0.3 - half:+.2f}, {0.3 + half:+.2f}] (n=50, bootstrap, "
+                      "normal approx., Holm 2) better")
+    sd = se * math.sqrt(50)
+    z_b = norm.ppf(1 - 0.025 / 2)  # the family's first level, alpha 0.05 / 2
+    beats = ((z_b + norm.ppf(0.8)) * sd / 0.05) ** 2
+    same = (z_b * sd / (0.1 - 0.05)) ** 2
+    assert b_text.startswith("B: +0.05 [") and "undecided, a decision needs about" in b_text
+    needed = int(b_text.split("about ")[1].split()[0])
+    assert needed == pytest.approx(min(beats, same), rel=0.01)

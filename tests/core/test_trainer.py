@@ -48,3 +48,26 @@ def test_nan_loss_raises_and_keeps_checkpoint(tmp_path):
     state = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
     assert state["epoch"] == 0
     assert all(torch.isfinite(v).all() for v in state["model"].values())
+
+
+def test_until_stops_at_the_first_epoch_it_holds_and_a_resumed_run_trains_no_further(tmp_path):
+    """fit(until=...) against a hand loop over the same records: the training stops after
+    the first epoch whose record makes ``until`` true, and the run resumed from its folder
+    (as after a kill before summary.json) trains no further epoch."""
+    data = load_digits_data()
+    batches = Batches(data.train, 64, seed=0)
+    full = _trainer().fit(batches.epoch, 5)  # no rule: every epoch, its losses recorded
+    losses = [r["train_loss"] for r in full.history]
+    threshold = (losses[1] + losses[2]) / 2  # the loss falls epoch by epoch here
+    first = next(i for i, loss in enumerate(losses) if loss < threshold)  # the hand loop
+    run = RunDir(tmp_path / "r", {})
+    stopped = _trainer().fit(batches.epoch, 5, run=run,
+                             until=lambda r: r["train_loss"] < threshold)
+    assert stopped.stopped and stopped.epochs == first + 1 == len(stopped.history)
+    assert [r["train_loss"] for r in stopped.history] == losses[:first + 1]
+    resumed = _trainer(seed=9).fit(batches.epoch, 5, run=RunDir(tmp_path / "r", {},
+                                                                resume=True),
+                                   until=lambda r: r["train_loss"] < threshold)
+    assert resumed.stopped and resumed.epochs == first + 1 and resumed.history == []
+    never = _trainer().fit(batches.epoch, 3, until=lambda r: False)  # the cap
+    assert not never.stopped and never.epochs == 3

@@ -69,8 +69,13 @@ def test_sparse_cli_and_resume(tmp_path):
     args = ["optim", "sparse", "--out", str(out), "--seeds", "0", "--epochs", "3", "--n", "20",
             "--d", "12", "--optimizers", "sgd,samgcm,cov"]
     assert run_cli(args) in (0, None)
-    table = read_summary(out)["table"]
+    summary = read_summary(out)
+    table = summary["table"]
     assert [r["optimizer"] for r in table] == ["sgd", "samgcm", "cov"]
+    # the guided ones against SGD (SAM not run), paired by seed: one seed is not testable
+    assert [(r["optimizer"], r["against"], r["kind"]) for r in summary["comparisons"]] == [
+        ("samgcm", "sgd", "not testable"), ("cov", "sgd", "not testable")]
+    assert summary["beta_l1_per_seed"]["samgcm"]["0"] == pytest.approx(table[1]["beta_l1"])
     assert (out / "sparse_paths.png").exists()
     # resuming a finished run recomputes nothing and gives the same table
     assert run_cli([*args, "--resume"]) in (0, None)
@@ -110,6 +115,7 @@ def test_correlate_cli_resumes_a_killed_grid(tmp_path, monkeypatch, capsys):
     assert summary["tau"]["gap_acc"][-1]["measure"] == "random_sanity"  # the sanity row
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     assert (out / "scatter_gap_acc.png").exists()
-    table = (out / "table.md").read_text()  # one table per gap (and per converged subset)
-    assert "### Kendall tau against gap_acc, all 2 trainings" in table
-    assert table.count("| trace_sigma |") == len(summary["tau"]) + len(summary["tau_converged"])
+    table = (out / "table.md").read_text()  # one tau table and one paired table per gap
+    assert "### Kendall tau against gap_acc, all 2 models" in table
+    assert table.count("| trace_sigma |") == len(summary["tau"]) + sum(
+        len([r for r in rows if r["a"] == "trace_sigma"]) for rows in summary["paired"].values())

@@ -138,9 +138,9 @@ def test_library_callers_passing_a_count_keep_working():
     assert StandardConfig().seeds == [0, 1, 2] and TransferConfig().seeds == [0, 1, 2, 3, 4]
     with pytest.raises(ConfigError, match="seeds"):
         ToyConfig(seeds=0).validate()
-    assert CorrelateConfig().min_train_acc == 99.0  # percent
-    with pytest.raises(ConfigError, match="min_train_acc must be <= 100"):
-        CorrelateConfig(min_train_acc=150).validate()
+    assert CorrelateConfig().resolved().stop_loss == 0.01  # Jiang et al.'s value
+    with pytest.raises(ConfigError, match="stop_loss must be >= 0"):
+        CorrelateConfig(stop_loss=-1).validate()
 
 
 def test_correlate_defaults_per_architecture():
@@ -152,17 +152,18 @@ def test_correlate_defaults_per_architecture():
 
     mlp = CorrelateConfig().resolved()  # unset options: the architecture's defaults
     assert mlp == CorrelateConfig.for_arch("mlp") and mlp.lrs == [0.02, 0.05, 0.1]
-    assert (mlp.epochs, mlp.schedule, mlp.weight_decays) == (20, "cosine", [0.0, 5e-4])
+    assert (mlp.epochs, mlp.schedule, mlp.weight_decays) == (200, "constant", [0.0, 5e-4])
+    assert mlp.base().stop_loss == mlp.stop_loss == 0.01  # every training gets the rule
     assert len(expand(mlp.base(), mlp.axes())) == 3 * 3 * 3 * 3 * 2 * 2 == 324
     assert CorrelateConfig(arch="resnet").resolved().lrs == mlp.lrs  # not listed: the MLP's
     tf = CorrelateConfig.for_arch("transformer")
-    assert (tf.epochs, tf.schedule, tf.weight_decays) == (40, "cosine", [5e-4, 1e-3])
+    assert (tf.epochs, tf.schedule, tf.weight_decays) == (200, "constant", [5e-4, 1e-3])
     assert len(expand(tf.base(), tf.axes())) == math.prod(len(v) for v in tf.axes().values()
                                                           ) == 144
     cnn = CorrelateConfig.for_arch("cnn")
     assert len(expand(cnn.base(), cnn.axes())) == 216 and cnn.base().arch == "cnn"
     given = CorrelateConfig.for_arch("transformer", depths=[2], epochs=None)
-    assert given.depths == [2] and given.epochs == 40  # None: the architecture's default
+    assert given.depths == [2] and given.epochs == 200  # None: the architecture's default
     with pytest.raises(ConfigError):
         CorrelateConfig.for_arch("rnn")
 

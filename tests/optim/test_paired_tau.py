@@ -17,7 +17,7 @@ from genlab.optim.measures.correlation import (
     paired_granulated_difference,
     paired_table,
     paired_tau_difference,
-    paired_verdict,
+    verdict_text,
     with_random_measure,
 )
 
@@ -121,15 +121,15 @@ def test_random_measure_difference_covers_zero_and_a_real_measure_beats_it():
     assert pairs == [("good", "indep"), ("good", "good"), ("weak", "indep"), ("weak", "good"),
                      (RANDOM_MEASURE, "indep"), (RANDOM_MEASURE, "good")]
     by_pair = dict(zip(pairs, rows, strict=True))
-    assert by_pair[("good", "indep")]["verdict"] == "good beats indep"
-    assert by_pair[("weak", "good")]["verdict"] == "good beats weak"
-    assert by_pair[(RANDOM_MEASURE, "good")]["verdict"] == f"good beats {RANDOM_MEASURE}"
-    assert by_pair[(RANDOM_MEASURE, "indep")]["verdict"] in (
+    assert by_pair[("good", "indep")]["tau_verdict"] == "good beats indep"
+    assert by_pair[("weak", "good")]["tau_verdict"] == "good beats weak"
+    assert by_pair[(RANDOM_MEASURE, "good")]["tau_verdict"] == f"good beats {RANDOM_MEASURE}"
+    assert by_pair[(RANDOM_MEASURE, "indep")]["tau_verdict"] in (
         "undecided", "no difference larger than 0.1")
     # a measure against itself: the difference is 0 in every resample
     same = by_pair[("good", "good")]
     assert same["tau_diff"] == same["tau_lo"] == same["tau_hi"] == 0.0
-    assert same["verdict"] == "no difference larger than 0.1"
+    assert same["tau_verdict"] == "no difference larger than 0.1"
     assert same["granulated_verdict"] == "no difference larger than 0.1"
     assert {f"psi_{h}_diff" for h in AXES} <= same.keys()
     assert same["cmi_a"] == same["cmi_b"]
@@ -150,13 +150,64 @@ def test_paired_table_adds_the_random_measure_and_matches_its_parts():
     assert row["cmi_a"] == conditional_mi(records, "good", "gap", AXES)["K"]
 
 
-def test_paired_verdict():
-    assert paired_verdict(0.01, 0.3, "a", "b") == "a beats b"
-    assert paired_verdict(-0.3, -0.01, "a", "b") == "b beats a"
-    assert paired_verdict(-0.08, 0.1, "a", "b") == "no difference larger than 0.1"
-    assert paired_verdict(-0.08, 0.12, "a", "b") == "undecided"
-    assert paired_verdict(-0.15, 0.12, "a", "b", margin=0.2) == "no difference larger than 0.2"
-    assert paired_verdict(None, None, "a", "b") == "undecided"
+def test_paired_table_judges_the_claim_pairs_under_holm_by_hand():
+    """Each row's p-value from its bootstrap replicates by hand, Holm's adjusted p-values and
+    step levels by hand over the claim's rows; the sanity row judged alone."""
+    records = with_random_measure(grid_records(3, seed=11))  # 24 trainings
+    rows = paired_table(records, "gap", AXES, nonuniform=("good", "weak"), sharp=("indep",),
+                        resamples=200, seed=3)
+    assert [(r["a"], r["b"]) for r in rows] == [("good", "indep"), ("weak", "indep"),
+                                                (RANDOM_MEASURE, "indep")]
+    reps = [paired_tau_difference(records, r["a"], r["b"], "gap", resamples=200,
+                                  seed=3)["replicates"] for r in rows]
+    reps = [x[np.isfinite(x)] for x in reps]
+    ps = [min(1.0, 2 * min(float((x <= 0).mean()), float((x >= 0).mean()))) for x in reps]
+    assert [r["tau_p"] for r in rows] == pytest.approx(ps)
+    first, second = sorted(range(2), key=lambda i: ps[i])  # Holm over the two claim rows
+    adjusted = {first: min(1.0, 2 * ps[first])}
+    adjusted[second] = max(adjusted[first], min(1.0, ps[second]))
+    assert [rows[i]["tau_p_holm"] for i in range(2)] == pytest.approx(
+        [adjusted[0], adjusted[1]])
+    assert rows[2]["tau_p_holm"] is None  # the sanity row: alone, uncorrected
+    level = 1 - 0.05 / 2  # the first step's level
+    assert rows[first]["tau_level"] == pytest.approx(level)
+    assert (rows[first]["tau_lo"], rows[first]["tau_hi"]) == pytest.approx(
+        percentile_interval(list(reps[first]), level))
+    for r in rows:
+        assert (r["tau_models_needed"] is None) == (r["tau_verdict"] != "undecided")
+
+
+def test_models_needed_against_the_normal_formula():
+    """Replicates N(D, se) over n models: sd = se sqrt(n); 'beats' needs
+    ((z_.975 + z_.8) sd / D)^2 models, 'no difference larger than m' (1.96 sd / (m - D))^2;
+    the fewer of the two."""
+    from genlab.core.stats import bootstrap_estimate
+    from genlab.optim.measures.correlation import models_needed
+
+    n, effect, se = 100, 0.05, 0.04
+    reps = np.random.default_rng(0).normal(effect, se, 200_000)
+    est = bootstrap_estimate(effect, reps, n, "bootstrap")
+    sd = se * math.sqrt(n)
+    beats = ((1.959964 + 0.841621) * sd / effect) ** 2  # 502
+    same = (1.959964 * sd / (0.1 - effect)) ** 2  # 246
+    assert models_needed(est, alpha=0.05, margin=0.1) == pytest.approx(min(beats, same),
+                                                                      rel=0.03)
+    assert models_needed(est, alpha=0.05, margin=0.01) == pytest.approx(beats, rel=0.03)
+
+
+def test_verdict_text_names_the_measures():
+    from genlab.core.stats import Estimate, judge
+
+    def verdict(low, high, margin=0.1):
+        est = Estimate((low + high) / 2, 10, "t", 0.0 if low > 0 or high < 0 else 1.0,
+                       lambda level: (low, high))
+        return verdict_text(judge(est, margin=margin), "a", "b")
+
+    assert verdict(0.01, 0.3) == "a beats b"
+    assert verdict(-0.3, -0.01) == "b beats a"
+    assert verdict(-0.08, 0.1) == "no difference larger than 0.1"
+    assert verdict(-0.08, 0.12) == "undecided"
+    assert verdict(-0.15, 0.12, margin=0.2) == "no difference larger than 0.2"
 
 
 def test_missing_values_leave_the_training_out_of_both_taus():
@@ -266,26 +317,40 @@ def test_jackknife_matches_a_leave_one_out_loop():
     assert 0.2 < many["se"] / res["se"] < 0.6
 
 
-def test_correlate_prints_the_paired_table_of_its_converged_trainings(tmp_path):
-    """`optim correlate` computes the paired table on its converged trainings: each row's
-    difference is the two taus' difference over exactly those trainings."""
+def test_correlate_counts_every_model_capped_ones_included(tmp_path, monkeypatch):
+    """`optim correlate` under the stopping rule: no model is dropped. A model whose
+    training cross-entropy (finish()'s, recorded as train_loss) is still at or above the
+    stop loss after the cap is counted as capped and listed; the paired table's differences
+    are the two taus' difference over every model."""
     from genlab.optim.measures.correlation import RANDOM_MEASURE, kendall_tau
+    from genlab.optim.studies import correlate, train
     from genlab.optim.studies.correlate import CorrelateConfig, report, run_correlate
 
-    cfg = CorrelateConfig(lrs=[0.05, 0.1], batch_sizes=[64], widths=[4], depths=[1],
-                          optimizers=["sgd", "sam"], weight_decays=[0.0], epochs=1,
-                          measure_samples=16, curvature_samples=8, measure_iterations=2,
-                          measure_probes=2, min_train_acc=0.0, resamples=50)
+    monkeypatch.setattr(train, "_plot_curves", lambda run: None)  # the figures: not tested
+    monkeypatch.setattr(correlate, "_scatter", lambda *args: None)  # here
+    cfg = CorrelateConfig(lrs=[0.02, 0.1], batch_sizes=[64], widths=[4], depths=[1],
+                          optimizers=["sgd", "sam"], weight_decays=[0.0], epochs=2,
+                          stop_loss=1.5, measure_samples=16, curvature_samples=8,
+                          measure_iterations=2, measure_probes=2, resamples=50)
     summary = run_correlate(cfg, tmp_path / "c", progress_bar=False)
-    assert summary["converged"] == 4 and set(summary["paired"]) == {"gap_acc", "gap_loss"}
+    recs = [r for r in summary["records"] if not r.get("diverged")]
+    assert summary["models"] == len(recs) == summary["trainings"] - summary["diverged"] == 4
+    capped = [r["key"] for r in recs if r["train_loss"] >= 1.5]  # by hand, from finish()
+    assert 0 < len(capped) < 4  # this grid has both kinds
+    assert summary["capped"] == len(capped)
+    assert [r["key"] for r in summary["capped_models"]] == capped
+    assert all(r["epochs_trained"] == 2 for r in summary["capped_models"])
+    assert set(summary["paired"]) == {"gap_acc", "gap_loss"}
     rows = summary["paired"]["gap_acc"]
     assert {(r["a"], r["b"]) for r in rows} >= {("trace_sigma", "hessian_top_eigenvalue"),
                                                 (RANDOM_MEASURE, "m_sharpness")}
-    recs = [r for r in summary["records"] if not r.get("diverged")]
+    assert all(r["n"] == 4 for r in rows)  # every model, none dropped
     row = next(r for r in rows if (r["a"], r["b"]) == ("trace_sigma", "m_sharpness"))
     expected = (kendall_tau([r["trace_sigma"] for r in recs], [r["gap_acc"] for r in recs])
                 - kendall_tau([r["m_sharpness"] for r in recs], [r["gap_acc"] for r in recs]))
     assert row["tau_diff"] == pytest.approx(expected)
-    assert "tau(a) - tau(b)" in (tmp_path / "c" / "table.md").read_text()
-    assert any(isinstance(b, tuple) and b[0].startswith("tau(a) - tau(b)")
-               for b in report(summary, cfg.resolved()))
+    table = (tmp_path / "c" / "table.md").read_text()
+    assert "tau(a) - tau(b)" in table and "capped at 2 epochs" in table
+    printed = report(summary, cfg.resolved())
+    assert any(isinstance(b, tuple) and b[0].startswith("tau(a) - tau(b)") for b in printed)
+    assert any(isinstance(b, tuple) and b[0].startswith("models capped") for b in printed)

@@ -246,16 +246,61 @@ def test_search_budget_equal_and_choice_on_validation():
     assert (cfg.optimizer, cfg.lr, cfg.lam) == ("cov", best_cov.config.lr, best_cov.config.lam)
 
 
-def test_stats_intervals():
-    from genlab.optim.studies.stats import mean_std, pct, verdict
+def test_stats_means():
+    from genlab.optim.studies.stats import mean_std, pct
 
     m, s = mean_std([90, 92, 94])
     assert m == pytest.approx(92) and s == pytest.approx(2)  # sample std (ddof 1)
     assert mean_std([50]) == (50.0, 0.0)
-    assert verdict((95, 1), (90, 1)) == "better"
-    assert verdict((90, 1), (95, 1)) == "worse"
-    assert verdict((92, 2), (90, 1)) == "within intervals"
     assert pct(92.34, 1.23) == "92.3 ± 1.2"  # percentages, printed as they are
+
+
+def test_paired_comparisons_by_hand():
+    """Guided minus SAM and SGD, paired by seed: the exact sign-flip p-values of all-positive
+    differences (2 / 2^n), Holm over the four testable comparisons by hand, a missing seed
+    left out of its pairs, one seed in common not testable, and the MDE of the paired t
+    formula at alpha 0.05 / 4."""
+    import numpy as np
+    from scipy import stats as st
+
+    from genlab.optim.studies.stats import compare, per_seed
+
+    seeds = range(9)
+    sgd = {s: 90.0 + s for s in seeds}
+    sam = {s: 91.0 + s for s in seeds}
+    cov = {s: sam[s] + [1, 2, 3][s % 3] for s in seeds}  # above both on every seed
+    swing = [0.5, -0.5, 0.2, -0.2, 0.1, -0.1, 0.3, -0.3]
+    csam = {s: sam[s] + swing[s] for s in range(8)}  # seed 8 missing: 8 pairs; 0 vs SAM
+    values = {"": {"sgd": sgd, "sam": sam, "asam": dict(sam), "cov": cov,
+                   "csam_identity": csam, "acsam_identity": {0: 95.0}}}
+    rows = compare(values)
+    assert [(r["optimizer"], r["against"]) for r in rows] == [
+        ("cov", "sam"), ("cov", "sgd"), ("csam_identity", "sam"), ("csam_identity", "sgd"),
+        ("acsam_identity", "sam"), ("acsam_identity", "sgd")]  # asam: a baseline
+    by = {(r["optimizer"], r["against"]): r for r in rows}
+    assert [by["cov", "sam"]["n"], by["csam_identity", "sgd"]["n"]] == [9, 8]
+    assert by["cov", "sam"]["difference"] == pytest.approx(2.0)
+    assert by["csam_identity", "sgd"]["difference"] == pytest.approx(1.0)
+    p = {k: by[k]["p"] for k in by if by[k]["p"] is not None}
+    assert p == pytest.approx({("cov", "sam"): 2 / 2 ** 9, ("cov", "sgd"): 2 / 2 ** 9,
+                               ("csam_identity", "sgd"): 2 / 2 ** 8,
+                               ("csam_identity", "sam"): 1.0})
+    holm = {("cov", "sam"): 4 * 2 / 2 ** 9, ("cov", "sgd"): 4 * 2 / 2 ** 9,  # hand Holm
+            ("csam_identity", "sgd"): 4 * 2 / 2 ** 9, ("csam_identity", "sam"): 1.0}
+    assert {k: by[k]["p_holm"] for k in holm} == pytest.approx(holm)
+    assert [by[k]["kind"] for k in holm] == ["better", "better", "better", "undecided"]
+    assert by["cov", "sam"]["low"] > 0 and "Holm 4" in by["cov", "sam"]["line"]
+    assert by["acsam_identity", "sam"]["kind"] == "not testable"
+    assert by["acsam_identity", "sam"]["mde"] is None
+    d = [csam[s] - sam[s] for s in range(8)]
+    sd = float(np.std(d, ddof=1))
+    mde = (st.t.ppf(1 - 0.05 / 4 / 2, 7) + st.t.ppf(0.8, 7)) * sd / np.sqrt(8)
+    assert by["csam_identity", "sam"]["mde"] == pytest.approx(mde)
+    worse = compare(values, higher_is_better=False)  # e.g. a spread: lower is better
+    assert [r["kind"] for r in worse[:2]] == ["worse", "worse"]
+    records = [{"seed": 3, "test_acc": 97.0}, {"seed": 4, "test_acc": None},
+               {"seed": 5, "diverged": True}]
+    assert per_seed(records) == {3: 97.0}
 
 
 def test_store_names_and_execute_order(tmp_path):

@@ -21,7 +21,11 @@ batch sizes. ``fit(checkpoint_steps=N)`` also checkpoints every N steps inside a
 run resumed from such a checkpoint continues the epoch at the next step, drawing its batches
 from ``train_batches(epoch, step)`` (a source that skips the consumed batches), and ends as
 the uninterrupted run. ``fit(max_steps=N)`` stops after N optimiser steps in all (the last
-epoch is cut short, then scored and checkpointed as any other).
+epoch is cut short, then scored and checkpointed as any other). ``fit(until=f)`` stops after
+the first epoch whose record (after ``on_epoch``'s figures) makes ``f(record)`` true; ``epochs``
+is then the cap. The checkpoint of that epoch says so (``stopped``), so a run resumed after
+it trains no further epoch; ``TrainResult.epochs`` counts the epochs trained over every
+segment and ``TrainResult.stopped`` says whether ``until`` ended the run.
 
 Options for accelerators: ``amp`` ("bf16" | "fp16", see genlab.core.amp) and
 ``channels_last`` (NHWC memory layout of the model and of 4-D inputs, which cuDNN
@@ -73,6 +77,8 @@ class TrainResult:
     seconds: float = 0.0
     processes: int = 1
     segments: list[float] = field(default_factory=list)
+    epochs: int = 0
+    stopped: bool = False
 
 
 @torch.no_grad()
@@ -163,6 +169,7 @@ class Trainer:
         self.sharded_batches = sharded_batches
         self.global_step = 0  # optimiser steps over the whole run (resumes included)
         self._position: dict | None = None  # where a mid-epoch checkpoint stopped
+        self.stopped = False  # fit's ``until`` held after the last epoch trained
 
     # -- checkpoints ---------------------------------------------------------------
     def state(self, epoch: int, position: dict | None = None) -> dict:
@@ -181,6 +188,7 @@ class Trainer:
             "amp": self.precision.state_dict(),
             "rng": capture_rng_state(),
             "global_step": self.global_step,
+            "stopped": self.stopped,
         }
 
     def load_state(self, state: dict) -> int:
@@ -193,6 +201,7 @@ class Trainer:
         self._segments = [float(x) for x in state.get("segments", [])]
         self.global_step = int(state.get("global_step", 0))
         self._position = state.get("position")
+        self.stopped = bool(state.get("stopped", False))
         return int(state["epoch"]) + 1
 
     # -- one step --------------------------------------------------------------------
@@ -257,7 +266,8 @@ class Trainer:
     def fit(self, train_batches: BatchSource, epochs: int, *, run: RunDir | None = None,
             on_epoch: Callable[[int, nn.Module], dict] | None = None,
             steps_per_epoch: int | None = None, checkpoint_steps: int | None = None,
-            max_steps: int | None = None) -> TrainResult:
+            max_steps: int | None = None,
+            until: Callable[[dict], bool] | None = None) -> TrainResult:
         require_positive("epochs", epochs)
         for name, value in (("checkpoint-steps", checkpoint_steps), ("max-steps", max_steps)):
             if value is not None:
@@ -273,19 +283,23 @@ class Trainer:
             self.model.to(memory_format=torch.channels_last)
         with self._data_parallel(), progress(epochs, self.name, self.progress_bar,
                                               completed=start, unit="epoch") as tick:
+            done = start
             for epoch in range(start, epochs):
-                if max_steps is not None and self.global_step >= max_steps:
+                if self.stopped or (max_steps is not None and self.global_step >= max_steps):
                     break
                 limits = (steps_per_epoch, checkpoint_steps, max_steps)
                 record = self._epoch(train_batches, epoch, limits, run)
                 if on_epoch is not None:
                     record.update(on_epoch(epoch, self.model))
                     self.model.train()
+                self.stopped = until is not None and bool(until(record))
                 result.history.append(record)
                 if run is not None:
                     run.log(record)
                     run.save(self.state(epoch))
+                done = epoch + 1
                 tick(1, loss=record["train_loss"])
+        result.epochs, result.stopped = done, self.stopped
         result.segments = [*self._segments, time.perf_counter() - self._t0]
         result.seconds = sum(result.segments)
         return result

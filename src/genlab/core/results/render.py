@@ -20,6 +20,9 @@ figures), a one-key object is a part of that kind (PARTS), rendered from the res
   against the interval, ``words`` renames a class (a correlation's "better" read as
   "positive"); ``gates`` (recorded parts of the comparison's premise) make it "not
   testable: <gate_reason>" unless every gate is "better";
+- ``recorded family`` {file, keys, labels, margin, unit}: recorded intervals judged as one
+  family: each interval's normal approximation, Holm's correction over them, and for an
+  undecided member the number of ``unit`` (models, seeds) a decision needs at its sd;
 - ``tally`` {file, key, chance}: k of n trials ({successes, trials}) against a chance rate:
   the exact binomial test and the Clopper-Pearson interval of the share;
 - ``room`` {file, key, claim}: a world's room ({baseline, target}: baseline minus
@@ -49,9 +52,11 @@ from genlab.core.errors import ConfigError, DataError
 from genlab.core.registry import Registry
 from genlab.core.results.files import ResultFile
 from genlab.core.stats import (
+    Estimate,
     Verdict,
     classify,
     count_distribution,
+    decision_size,
     distribution_of,
     holm,
     judge,
@@ -289,6 +294,54 @@ def room_part(spec: Mapping, files: Files, verdict=None) -> str:
     return text + (": not testable in this world" if room < claim else "")
 
 
+def _recorded_estimate(fig: Mapping, name: str, key: str) -> Estimate:
+    """The normal approximation of a recorded interval: se = (high - low) / (2 z_.975), the
+    effect's two-sided p from z = effect / se, intervals effect +- z se at any level."""
+    try:
+        effect, low, high, n = (float(fig["effect"]), float(fig["low"]), float(fig["high"]),
+                                int(fig["n"]))
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"results file {name}: figure {key!r} must hold effect, low, high "
+                        "and n") from None
+    se = (high - low) / (2 * float(scipy_stats.norm.ppf((1 + LEVEL) / 2)))
+    p = (1.0 if effect == 0 else 0.0) if se <= 0 else float(
+        2 * scipy_stats.norm.sf(abs(effect) / se))
+
+    def bounds(level: float) -> tuple[float, float]:
+        half = float(scipy_stats.norm.ppf((1 + level) / 2)) * se
+        return effect - half, effect + half
+
+    test = f"{fig.get('test', 'recorded')}, normal approx."
+    return Estimate(effect, n, test, p, bounds)
+
+
+def recorded_family_part(spec: Mapping, files: Files, verdict=None) -> str:
+    """Recorded intervals (``keys``, each {effect, low, high, n, test}) judged as one family:
+    the normal approximation of each (:func:`_recorded_estimate`), Holm's correction over
+    them, and for an undecided member the units a decision needs at Holm's first level
+    (alpha / members, 80 % power: :func:`genlab.core.stats.decision_size`), named by
+    ``unit``."""
+    _need(spec, "file", "keys", part="recorded family")
+    keys, labels = list(spec["keys"]), list(spec.get("labels", spec["keys"]))
+    if not keys or len(labels) != len(keys):
+        raise ConfigError("recorded family: give keys and as many labels")
+    source = _file(files, spec["file"])
+    estimates = [_recorded_estimate(source.figure(k), source.name, k) for k in keys]
+    margin = spec.get("margin")
+    verdicts = (holm(estimates, level=LEVEL, margin=margin) if len(keys) > 1
+                else [judge(estimates[0], level=LEVEL, margin=margin)])
+    alpha = (1 - LEVEL) / len(keys)
+    out = []
+    for label, est, v in zip(labels, estimates, verdicts, strict=True):
+        text = f"{label}: {verdict_text(v, spec.get('digits', 2))}"
+        if v.kind == UNDECIDED:
+            size = decision_size(est, alpha=alpha, margin=margin)
+            text += (f", a decision needs about {size} {spec.get('unit', 'units')} at its sd"
+                     if size else ", no decision within reach at its sd")
+        out.append(text)
+    return "; ".join(out)
+
+
 def undecided_part(spec: Mapping, files: Files, verdict=None) -> str:
     _need(spec, "rerun", part="undecided")
     return (f"undecided (no {spec.get('missing', 'per-seed data')} recorded; rerun: "
@@ -303,6 +356,7 @@ def not_testable_part(spec: Mapping, files: Files, verdict=None) -> str:
 for _name, _fn in (("seeds", seeds_part), ("mean", mean_part), ("count", count_part),
                    ("compare", compare_part), ("chance", chance_part),
                    ("figure", figure_part), ("recorded", recorded_part),
+                   ("recorded family", recorded_family_part),
                    ("room", room_part), ("tally", tally_part), ("undecided", undecided_part),
                    ("not testable", not_testable_part)):
     PARTS.register(_name, _fn)

@@ -5,8 +5,9 @@ every comparison of methods goes through.
   tests of an effect, each an :class:`Estimate` (effect, n, test, p, interval at any level).
 - family: the :class:`Verdict` of a comparison (better, worse, no difference larger than a
   margin, undecided, not testable) alone or under Holm's correction over a family.
-- power: the minimum detectable effect of a paired or unpaired design and the seeds it needs,
-  from a pilot's sd (or from its recorded interval).
+- power: the minimum detectable effect of a paired or unpaired design, the seeds it needs
+  (from a pilot's sd, or from its recorded interval), and the units a decision on an
+  estimate needs.
 - chance: exact distributions of a statistic over a finite population and of a count of
   independent choices, with a draws-based fallback.
 - ranks: Kendall tau-b, its bootstrap interval and the paired difference of two taus.
@@ -34,6 +35,7 @@ from genlab.core.stats.intervals import (
     PAIRED_TESTS,
     UNPAIRED_TESTS,
     Estimate,
+    bootstrap_estimate,
     paired_bootstrap,
     paired_difference,
     paired_t,
@@ -43,6 +45,7 @@ from genlab.core.stats.intervals import (
     unpaired_t,
 )
 from genlab.core.stats.power import (
+    decision_size,
     minimum_detectable_effect,
     pilot_sd,
     pooled_sd,
@@ -58,7 +61,8 @@ from genlab.core.stats.ranks import (
 
 __all__ = [
     "KINDS", "PAIRED_TESTS", "UNPAIRED_TESTS", "Distribution", "Estimate", "Verdict",
-    "bootstrap_counts", "classify", "count_distribution", "distribution_of",
+    "bootstrap_counts", "bootstrap_estimate", "classify", "count_distribution", "decision_size",
+    "distribution_of",
     "exact_distribution", "holm", "holm_adjust", "judge", "kendall_tau_b",
     "kendall_tau_interval", "minimum_detectable_effect", "not_testable", "paired_bootstrap",
     "paired_difference", "paired_t", "paired_tau_difference", "pilot_sd", "pooled_sd",

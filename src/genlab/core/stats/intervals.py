@@ -30,6 +30,9 @@ intervals at a corrected level, :mod:`genlab.core.stats.family`).
   (the exhaustive bootstrap, Fisher & Hall 1991, "Bootstrap algorithms for small samples",
   J. Stat. Plan. Inference 27); otherwise ``resamples`` are drawn (seeded). Its p-value is
   twice the smaller share of resampled means at or beyond 0 on either side.
+  :func:`bootstrap_estimate` gives the same interval and p-value for any statistic whose
+  bootstrap replicates a caller computed (a difference of two rank correlations over
+  resampled models).
 - Paired and unpaired (pooled-variance, Student) t tests (``t``): the tests whose power
   :mod:`genlab.core.stats.power` computes.
 
@@ -160,6 +163,25 @@ def _bootstrap_indices(n: int, resamples: int, seed: int) -> tuple[np.ndarray, b
     return np.random.default_rng(seed).integers(0, n, (resamples, n)), False
 
 
+def bootstrap_estimate(effect: float, replicates: Sequence[float] | np.ndarray, n: int,
+                       test: str) -> Estimate:
+    """The Estimate of ``effect`` from its bootstrap replicates (the effect computed on each
+    resample; those that are not finite numbers are skipped): the percentile interval and
+    p = twice the smaller share of replicates at or beyond 0 on either side, capped at 1.
+    ``n`` counts the resampled units (seeds, models); ``test`` names the bootstrap."""
+    reps = np.asarray(replicates, dtype=float).ravel()
+    reps = np.sort(reps[np.isfinite(reps)])
+    checks.sample("replicates (finite ones)", reps)
+    share_low, share_high = float((reps <= 0).mean()), float((reps >= 0).mean())
+    p = min(1.0, 2 * min(share_low, share_high))
+
+    def bounds(level: float) -> tuple[float, float]:
+        tail = 100 * (1 - level) / 2
+        return float(np.percentile(reps, tail)), float(np.percentile(reps, 100 - tail))
+
+    return Estimate(float(effect), int(n), test, p, bounds)
+
+
 def paired_bootstrap(differences: Sequence[float], *, resamples: int = 10_000,
                      seed: int = 0) -> Estimate:
     """Percentile bootstrap interval and p-value of the mean of paired differences."""
@@ -167,17 +189,9 @@ def paired_bootstrap(differences: Sequence[float], *, resamples: int = 10_000,
     checks.count("resamples", resamples)
     n = len(d)
     idx, exhaustive = _bootstrap_indices(n, resamples, seed)
-    means = d[idx].mean(axis=1)
-    share_low, share_high = float((means <= 0).mean()), float((means >= 0).mean())
-    p = min(1.0, 2 * min(share_low, share_high))
-
-    def bounds(level: float) -> tuple[float, float]:
-        tail = 100 * (1 - level) / 2
-        return float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
-
     test = ("paired bootstrap exhaustive" if exhaustive
             else f"paired bootstrap, {resamples} resamples")
-    return Estimate(float(d.mean()), n, test, p, bounds)
+    return bootstrap_estimate(float(d.mean()), d[idx].mean(axis=1), n, test)
 
 
 def _t_estimate(effect: float, se: float, df: int, n: int, test: str) -> Estimate:

@@ -22,6 +22,13 @@ A pilot recorded only as an interval of a mean difference (its seeds gone) gives
 inverting the paired t interval, mean +- t_{(1+level)/2, n-1} sd / sqrt(n):
 :func:`sd_from_interval`. For an interval of another test (a bootstrap) it is the sd that a
 t interval of that width would have: an approximation, and said so where it is used.
+
+:func:`decision_size` turns an :class:`~genlab.core.stats.intervals.Estimate` over n units
+(seeds, models) into the units a decision on it needs: its per-unit sd is se sqrt(n), se
+half the width of its 68.27 % interval (a statistic whose variance falls as 1/n: a mean, a
+difference of U-statistics such as two Kendall taus); "better" / "worse" needs the MDE at
+the wanted power below |effect|, "no difference larger than margin" the interval's
+half-width (the MDE at power 0.5) below margin - |effect|; the fewer of the two.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from scipy import stats as scipy_stats
 
 from genlab.core.errors import ConfigError
 from genlab.core.stats import checks
+from genlab.core.stats.intervals import Estimate
 
 DESIGNS = ("paired", "unpaired")
 #: the most seeds (runs per group) seeds_needed looks at
@@ -111,3 +119,23 @@ def pooled_sd(a: Sequence[float], b: Sequence[float]) -> float:
     xa, xb = checks.sample("a", a, minimum=2), checks.sample("b", b, minimum=2)
     na, nb = len(xa), len(xb)
     return math.sqrt(((na - 1) * xa.var(ddof=1) + (nb - 1) * xb.var(ddof=1)) / (na + nb - 2))
+
+
+def decision_size(estimate: Estimate, *, alpha: float = 0.05, margin: float | None = None,
+                  power: float = 0.8) -> int | None:
+    """The fewest units (seeds, models) at which a decision on ``estimate`` is expected at
+    two-sided ``alpha`` (module docstring); None when neither decision can be reached
+    (effect 0 and no margin, or a zero se)."""
+    low, high = estimate.interval(0.6827)  # +-1 se of a normal sampling distribution
+    sd = (high - low) / 2 * math.sqrt(estimate.n)
+    if not sd > 0:
+        return None
+    effect = abs(estimate.effect)
+    sizes = []
+    for wanted, at_power in ((effect, power), ((margin or 0.0) - effect, 0.5)):
+        if wanted > 0:
+            try:
+                sizes.append(seeds_needed(sd, wanted, alpha=alpha, power=at_power))
+            except ConfigError:  # more than MAX_SEEDS
+                continue
+    return min(sizes) if sizes else None

@@ -119,8 +119,9 @@ def paired_tau_difference(a: Sequence[float], b: Sequence[float], y: Sequence[fl
     Each resample draws items with replacement (:func:`bootstrap_counts`) and computes both
     taus from that one sample; resamples where either tau is undefined are skipped.
     ``low``/``high`` are the (1 - level)/2 and (1 + level)/2 percentiles of the resampled
-    differences. Returns {"difference", "low", "high", "tau_a", "tau_b", "n", "resamples"}
-    (resamples: those that gave a difference; an undefined value is None).
+    differences. Returns {"difference", "low", "high", "tau_a", "tau_b", "n", "resamples",
+    "replicates"} (resamples: those that gave a difference; replicates: the resampled
+    differences, nan where undefined; an undefined value is None).
     """
     check_bootstrap(resamples, level)
     xa, xy = checks.paired("a", a, "y", y, minimum=2)
@@ -135,4 +136,4 @@ def paired_tau_difference(a: Sequence[float], b: Sequence[float], y: Sequence[fl
     low, high = percentile_interval(diffs, level)
     return {"difference": _number(tau_a - tau_b_), "low": low, "high": high,
             "tau_a": _number(tau_a), "tau_b": _number(tau_b_), "n": n,
-            "resamples": int(np.isfinite(diffs).sum())}
+            "resamples": int(np.isfinite(diffs).sum()), "replicates": diffs}

@@ -14,7 +14,10 @@
 - Paired comparison (ours): tau(a) - tau(b) over the same trainings, for the plain and the
   granulated tau, with a paired percentile bootstrap interval: each resample draws the
   trainings with replacement and computes both taus from it (granulated: the resampled
-  trainings are regrouped).
+  trainings are regrouped). Each difference is judged through genlab.core.stats: its
+  replicates give the interval and p-value (``bootstrap_estimate``), Holm's correction runs
+  over the claim's pairs of one table, and an undecided pair gets the number of models a
+  decision needs from the variance of the difference at the current n (``decision_size``).
 - Conditional mutual information (Jiang et al. 2020, section 5): see :func:`conditional_mi`.
 """
 
@@ -28,7 +31,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.core.stats import ranks
+from genlab.core.stats import (
+    Estimate,
+    Verdict,
+    bootstrap_estimate,
+    decision_size,
+    holm,
+    judge,
+    ranks,
+)
+from genlab.core.stats.family import BETTER, UNDECIDED, WORSE
 from genlab.core.stats.ranks import (
     bootstrap_counts,
     percentile_interval,
@@ -110,15 +122,21 @@ def granulated_tau(records: Sequence[dict], measure: str, gap: str,
 
 
 def tau_table(records: Sequence[dict], measures: Sequence[str], gap: str,
-              hyperparameters: Sequence[str]) -> list[dict]:
-    """One row per measure: plain tau (with its bootstrap interval), granulated tau and each
-    psi_h against ``gap``."""
+              hyperparameters: Sequence[str], *, cmi_k: int = 2) -> list[dict]:
+    """One row per measure: granulated tau, Jiang et al.'s K (:func:`conditional_mi` with
+    k = ``cmi_k``; None with fewer hyper-parameters than that), plain tau with its bootstrap
+    interval, and each psi_h against ``gap``."""
     rows = []
     for m in measures:
         res = granulated_tau(records, m, gap, hyperparameters)
         lo, hi = kendall_tau_interval([r[m] for r in records], [r[gap] for r in records])
-        row = {"measure": m, "tau": res["plain"], "tau_lo": lo, "tau_hi": hi,
-               "granulated": res["granulated"]}
+        try:
+            k = (conditional_mi(records, m, gap, hyperparameters, k=cmi_k)["K"]
+                 if len(hyperparameters) >= cmi_k else None)
+        except DataError:  # fewer than two models with the measure defined
+            k = None
+        row = {"measure": m, "granulated": res["granulated"], "K": k, "tau": res["plain"],
+               "tau_lo": lo, "tau_hi": hi}
         row.update({f"psi_{h}": v for h, v in res["per_hyperparameter"].items()})
         rows.append(row)
     return rows
@@ -317,6 +335,7 @@ def paired_granulated_difference(records: Sequence[dict], measure_a: str, measur
     but h) and both measures' psi_h and Psi are computed from it as :func:`granulated_tau`
     does; a resample where a difference is undefined is skipped for that difference.
     Returns {"difference", "low", "high", "granulated_a", "granulated_b", "n", "resamples",
+    "replicates" (the resampled differences of Psi, nan where undefined),
     "per_axis": {h: {"difference", "low", "high", "psi_a", "psi_b"}}} (None: undefined).
     """
     ranks.check_bootstrap(resamples, level)
@@ -340,26 +359,60 @@ def paired_granulated_difference(records: Sequence[dict], measure_a: str, measur
     low, high = percentile_interval(diffs, level)
     return {"difference": _number(gran_a[0] - gran_b[0]), "low": low, "high": high,
             "granulated_a": _number(gran_a[0]), "granulated_b": _number(gran_b[0]), "n": n,
-            "resamples": int(np.isfinite(diffs).sum()), "per_axis": per_axis}
+            "resamples": int(np.isfinite(diffs).sum()), "replicates": diffs,
+            "per_axis": per_axis}
 
 
-def paired_verdict(low: float | None, high: float | None, measure_a: str, measure_b: str,
-                   margin: float = VERDICT_MARGIN) -> str:
-    """What a paired interval of tau(a) - tau(b) decides.
-
-    "<a> beats <b>" when the interval lies above 0, "<b> beats <a>" when below, "no
-    difference larger than <margin>" when it lies inside [-margin, margin], else
-    "undecided" (also for an undefined interval).
-    """
-    if low is None or high is None:
-        return "undecided"
-    if low > 0:
+def verdict_text(verdict: Verdict, measure_a: str, measure_b: str) -> str:
+    """A verdict on tau(a) - tau(b) in the measures' names: "<a> beats <b>" (better), "<b>
+    beats <a>" (worse), "no difference larger than <margin>", "undecided"."""
+    if verdict.kind == BETTER:
         return f"{measure_a} beats {measure_b}"
-    if high < 0:
+    if verdict.kind == WORSE:
         return f"{measure_b} beats {measure_a}"
-    if -margin <= low and high <= margin:
-        return f"no difference larger than {margin:g}"
-    return "undecided"
+    return verdict.label
+
+
+#: the test named in every verdict of a paired table
+PAIRED_TEST = "paired bootstrap over models"
+
+
+def models_needed(estimate: Estimate, *, alpha: float, margin: float,
+                  power: float = 0.8) -> int | None:
+    """How many models a decision on ``estimate`` needs, from the variance of the paired
+    difference at its n (:func:`genlab.core.stats.decision_size`: D = tau(a) - tau(b) is a
+    difference of U-statistics, whose variance falls as 1/n). ``alpha``: the family's first
+    Holm step, (1 - level) / members."""
+    return decision_size(estimate, alpha=alpha, margin=margin, power=power)
+
+
+def _judged(rows: list[dict], estimates: list[Estimate | None], prefix: str,
+            family: list[int], level: float, margin: float) -> None:
+    """Fill each row's ``<prefix>_lo/_hi/_p/_p_holm``, ``<prefix>_verdict`` and, where
+    undecided, ``<prefix>_models_needed``: Holm over the rows in ``family`` (the claim's
+    pairs), every other row (the sanity rows) judged on its own."""
+    members = [i for i in family if estimates[i] is not None]
+    verdicts: dict[int, Verdict] = {}
+    if members:
+        verdicts.update(zip(members, holm([estimates[i] for i in members], level=level,
+                                          margin=margin), strict=True))
+    for i, est in enumerate(estimates):
+        if est is not None and i not in verdicts:
+            verdicts[i] = judge(est, level=level, margin=margin)
+    alpha = (1 - level) / max(len(members), 1)
+    for i, row in enumerate(rows):
+        v = verdicts.get(i)
+        if v is None:  # no resample defined the difference
+            row.update({f"{prefix}_lo": None, f"{prefix}_hi": None, f"{prefix}_p": None,
+                        f"{prefix}_p_holm": None, f"{prefix}_verdict": "undecided",
+                        f"{prefix}_models_needed": None})
+            continue
+        row.update({f"{prefix}_lo": v.low, f"{prefix}_hi": v.high, f"{prefix}_p": v.p,
+                    f"{prefix}_p_holm": v.p_corrected, f"{prefix}_level": v.level,
+                    f"{prefix}_verdict": verdict_text(v, row["a"], row["b"]),
+                    f"{prefix}_models_needed": (models_needed(estimates[i], alpha=alpha,
+                                                              margin=margin)
+                                                if v.kind == UNDECIDED else None)})
 
 
 def paired_table(records: Sequence[dict], gap: str, axes: Sequence[str], *,
@@ -371,12 +424,18 @@ def paired_table(records: Sequence[dict], gap: str, axes: Sequence[str], *,
     against each sharpness measure (the sanity rows; added with :func:`with_random_measure`
     when the records lack it).
 
-    Columns: a, b, n, tau_a, tau_b, tau_diff/tau_lo/tau_hi (:func:`paired_tau_difference`)
-    and its verdict (:func:`paired_verdict`); granulated_diff/granulated_lo/granulated_hi
-    (:func:`paired_granulated_difference`) and granulated_verdict; psi_<h>_diff/_lo/_hi per
-    axis; cmi_a, cmi_b: K of each measure (:func:`conditional_mi` with k = ``cmi_k``; None
-    when there are fewer axes than ``cmi_k`` or no conditioning set leaves the gap's order
-    uncertain).
+    Columns: a, b, n, tau_a, tau_b, tau_diff (:func:`paired_tau_difference`),
+    granulated_diff (:func:`paired_granulated_difference`), and for each of the two
+    (prefix ``tau`` and ``granulated``) its verdict through genlab.core.stats: the paired
+    bootstrap over the models (:func:`genlab.core.stats.bootstrap_estimate` of the
+    resampled differences), Holm's correction over the family of the (a, b) rows of the
+    claim (the sanity rows are judged alone, uncorrected); ``_lo``/``_hi`` the interval at
+    the level Holm's step tests at (``_level``), ``_p`` and ``_p_holm``, ``_verdict`` (in
+    the measures' names, :func:`verdict_text`, with ``margin`` for "no difference larger"),
+    ``_models_needed`` for an undecided one (:func:`models_needed`); psi_<h>_diff/_lo/_hi
+    per axis (95% percentile intervals, not judged); cmi_a, cmi_b: K of each measure
+    (:func:`conditional_mi` with k = ``cmi_k``; None when there are fewer axes than
+    ``cmi_k`` or no conditioning set leaves the gap's order uncertain).
     """
     if any(RANDOM_MEASURE not in r for r in records):
         records = with_random_measure(records)
@@ -389,23 +448,30 @@ def paired_table(records: Sequence[dict], gap: str, axes: Sequence[str], *,
                             if len(axes) >= cmi_k else None)
         return cmi[measure]
 
-    rows = []
-    for a, b in [*itertools.product(nonuniform, sharp),
-                 *((RANDOM_MEASURE, s) for s in sharp)]:
+    def estimate(result: dict) -> Estimate | None:
+        if result["difference"] is None or not np.isfinite(result["replicates"]).any():
+            return None
+        return bootstrap_estimate(result["difference"], result["replicates"], result["n"],
+                                  PAIRED_TEST)
+
+    claim = list(itertools.product(nonuniform, sharp))
+    rows, plain_est, gran_est = [], [], []
+    for a, b in [*claim, *((RANDOM_MEASURE, s) for s in sharp)]:
         plain = paired_tau_difference(records, a, b, gap, **options)
         gran = paired_granulated_difference(records, a, b, gap, axes, **options)
+        plain_est.append(estimate(plain))
+        gran_est.append(estimate(gran))
         row = {"a": a, "b": b, "n": plain["n"], "tau_a": plain["tau_a"],
                "tau_b": plain["tau_b"], "tau_diff": plain["difference"],
-               "tau_lo": plain["low"], "tau_hi": plain["high"],
-               "verdict": paired_verdict(plain["low"], plain["high"], a, b, margin),
-               "granulated_diff": gran["difference"], "granulated_lo": gran["low"],
-               "granulated_hi": gran["high"],
-               "granulated_verdict": paired_verdict(gran["low"], gran["high"], a, b, margin)}
+               "granulated_diff": gran["difference"]}
         for h, res in gran["per_axis"].items():
             row.update({f"psi_{h}_diff": res["difference"], f"psi_{h}_lo": res["low"],
                         f"psi_{h}_hi": res["high"]})
         row.update({"cmi_a": k_of(a), "cmi_b": k_of(b)})
         rows.append(row)
+    family = list(range(len(claim)))
+    _judged(rows, plain_est, "tau", family, level, margin)
+    _judged(rows, gran_est, "granulated", family, level, margin)
     return rows
 
 

@@ -9,7 +9,11 @@ seeds (the noise floor of the other columns; the constant predictor is the sanit
 paper's claim: guided methods are less sensitive, i.e. a larger share and a smaller
 spread). SGD is also given on the 3 learning rates the other optimisers use, so that
 every row covers the same learning-rate range. Nothing is chosen here; test accuracy is
-reported, validation accuracy is in summary.json.
+reported, validation accuracy is in summary.json. The claim's comparison: each guided
+optimiser's spread minus SAM's and minus SGD's (SGD on the 3 shared learning rates), the
+spread computed per seed over that seed's cells, paired by seed, Holm over the study's
+comparisons, a negative difference reading "better" (stats.py:
+:func:`~genlab.optim.studies.stats.compare`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,12 @@ from genlab.optim.studies.search import (
     radius_field,
     search_specs,
 )
-from genlab.optim.studies.stats import mean_std
+from genlab.optim.studies.stats import (
+    COMPARISON_COLUMNS,
+    compare,
+    comparison_title,
+    mean_std,
+)
 
 WITHIN = 1.0  # "within 1 point (percent) of the best"
 
@@ -132,15 +141,43 @@ def run_sensitivity(cfg: SensitivityConfig, out: str | Path, *,
         if sub:
             rows.append(sensitivity_row("sgd (the 3 shared learning rates)", sub, stds["sgd"]))
     sanity = [constant_row([records[spec.name] for spec in specs])]
+    spreads = seed_spreads(cells, shared)
+    comparisons = compare({"spread": spreads}, higher_is_better=False)
     _plot(run, cfg, means)
-    (run.path / "table.md").write_text(markdown_table(rows + sanity, COLUMNS, digits=2))
+    (run.path / "table.md").write_text(
+        markdown_table(rows + sanity, COLUMNS, digits=2)
+        + f"\n### {comparison_title(COMPARED, comparisons)}\n\n"
+        + markdown_table(comparisons, COMPARISON_COLUMNS, digits=2))
     summary = {"rows": rows, "sanity": sanity, "seeds": cfg.seeds, "grid": cfg.grid,
+               "spread_per_seed": spreads, "comparisons": comparisons,
                "cells": {o: [{"lr": k[0], "radius": k[1], "test_acc": v,
                               "val_acc": val_means[o][k]} for k, v in c.items()]
                          for o, c in means.items()},
                "store": str(store)}
     run.write_summary(summary)
     return summary
+
+
+#: what the comparisons table compares
+COMPARED = "spread (best - worst cell, points; lower is better)"
+
+
+def seed_spreads(cells: dict[str, dict[tuple, list[dict]]], shared_lrs: set
+                 ) -> dict[str, dict[int, float]]:
+    """{optimizer: {seed: best - worst test accuracy over that seed's cells}} (SGD over the
+    cells of the shared learning rates, as every other optimiser's grid spans them); a
+    seed whose cells are not all finished with a finite accuracy is left out."""
+    out: dict[str, dict[int, float]] = {}
+    for opt, by_cell in cells.items():
+        keep = {k: rs for k, rs in by_cell.items() if opt != "sgd" or k[0] in shared_lrs}
+        by_seed: dict[int, list[float]] = {}
+        for rs in keep.values():
+            for r in rs:
+                acc = r.get("test_acc")
+                if isinstance(acc, (int, float)) and np.isfinite(acc):
+                    by_seed.setdefault(int(r["seed"]), []).append(float(acc))
+        out[opt] = {s: max(v) - min(v) for s, v in by_seed.items() if len(v) == len(keep)}
+    return out
 
 
 def _plot(run: RunDir, cfg: SensitivityConfig, means: dict) -> None:
@@ -169,7 +206,9 @@ def _plot(run: RunDir, cfg: SensitivityConfig, means: dict) -> None:
 def report(summary: dict, cfg: SensitivityConfig) -> list:
     """What `genlab optim sensitivity` prints: the grid's table."""
     return [("test accuracy (%) over the grid's cells (share_within_1pt: a fraction of the "
-             "cells)", summary["rows"] + summary["sanity"], COLUMNS)]
+             "cells)", summary["rows"] + summary["sanity"], COLUMNS),
+            (comparison_title(COMPARED, summary["comparisons"]), summary["comparisons"],
+             COMPARISON_COLUMNS)]
 
 
 STUDY = register_study(Study("sensitivity", SensitivityConfig, run_sensitivity, report,

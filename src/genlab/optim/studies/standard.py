@@ -5,9 +5,11 @@ chosen on validation accuracy), then each optimiser with its choice over ``seeds
 (seed 0, where listed, is the search training itself: same config, same store folder).
 Accuracies are percent. Reported: training
 accuracy reached (convergence), validation accuracy of the choice, clean test accuracy mean
-+- std over seeds, and whether each optimiser differs from SGD and from the best
-flatness-based method (SAM/ASAM) beyond the mean +- std intervals (stats.py). Sanity rows:
-the constant predictor (majority class of the fit set) and the untrained models.
++- std over seeds; then each guided optimiser minus SAM and minus SGD in test accuracy,
+paired by seed, with its interval, Holm's correction over every comparison of the study
+(both architectures), the verdict class, n and the minimum detectable effect at that n
+(stats.py: :func:`~genlab.optim.studies.stats.compare`). Sanity rows: the constant
+predictor (majority class of the fit set) and the untrained models.
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from genlab.optim.studies.search import (
     run_search,
     with_choice,
 )
-from genlab.optim.studies.stats import mean_std, pct, verdict
+from genlab.optim.studies.stats import (
+    COMPARISON_COLUMNS,
+    compare,
+    comparison_title,
+    mean_std,
+    pct,
+    per_seed,
+)
 from genlab.optim.studies.tasks import majority_accuracy
 from genlab.optim.studies.train import prepare, split_scores
 
@@ -85,8 +94,6 @@ def summarise(protocol: Protocol, choices: dict, specs, records: dict,
     for spec in specs:
         by_opt.setdefault(spec.config.optimizer, []).append(records[spec.name])
     stats = {o: mean_std([r.get("test_acc") for r in rs]) for o, rs in by_opt.items()}
-    flat_best = max((o for o in FLATNESS if o in stats), key=lambda o: stats[o][0],
-                    default=None)
     rows = []
     for opt, recs in by_opt.items():
         c = choices[opt]
@@ -97,10 +104,6 @@ def summarise(protocol: Protocol, choices: dict, specs, records: dict,
             "val_acc_seed0": pct(c["val_acc"]), "train_acc": pct(*train, digits=2),
             "test_acc": pct(*stats[opt]), "test_mean": stats[opt][0],
             "test_std": stats[opt][1], "seeds": len(recs),
-            "vs_sgd": "-" if opt == "sgd" else verdict(stats[opt], stats["sgd"]),
-            "vs_best_flatness": ("-" if flat_best is None or opt in FLATNESS
-                                 else f"{verdict(stats[opt], stats[flat_best])} "
-                                      f"({flat_best})"),
         })
     data, _ = prepare(protocol.base())
     untrained = untrained_accuracy(protocol, seeds)
@@ -109,11 +112,13 @@ def summarise(protocol: Protocol, choices: dict, specs, records: dict,
               {"optimizer": "untrained model", "test_acc": pct(*untrained),
                "test_mean": untrained[0]}]
     return {"arch": protocol.arch, "protocol": asdict(protocol), "rows": rows,
-            "sanity": sanity, "best_flatness": flat_best}
+            "sanity": sanity,
+            "per_seed": {o: per_seed(rs) for o, rs in by_opt.items()}}
 
 
-COLUMNS = ["optimizer", "lr", "radius", "val_acc_seed0", "train_acc", "test_acc", "vs_sgd",
-           "vs_best_flatness"]
+COLUMNS = ["optimizer", "lr", "radius", "val_acc_seed0", "train_acc", "test_acc"]
+#: what the comparisons table compares
+COMPARED = "test accuracy (points)"
 
 
 def run_standard(cfg: StandardConfig, out: str | Path, *, store: str | Path | None = None,
@@ -127,11 +132,15 @@ def run_standard(cfg: StandardConfig, out: str | Path, *, store: str | Path | No
         records = execute(specs, log, progress_bar=progress_bar,
                           name=f"standard {protocol.arch}")
         tables.append(summarise(protocol, choices, specs, records, cfg.seeds))
+    comparisons = compare({t["arch"]: t["per_seed"] for t in tables})
     _plot(run, tables)
     text = "\n".join(f"### {t['arch']}\n\n" + markdown_table(t["rows"] + t["sanity"], COLUMNS)
                      for t in tables)
+    text += (f"\n### {comparison_title(COMPARED, comparisons)}\n\n"
+             + markdown_table(comparisons, COMPARISON_COLUMNS, digits=2))
     (run.path / "table.md").write_text(text)
-    summary = {"tables": tables, "seeds": cfg.seeds, "store": str(store)}
+    summary = {"tables": tables, "comparisons": comparisons, "seeds": cfg.seeds,
+               "store": str(store)}
     run.write_summary(summary)
     return summary
 
@@ -155,8 +164,10 @@ def _plot(run: RunDir, tables: list[dict]) -> None:
 def report(summary: dict, cfg: StandardConfig) -> list:
     """What `genlab optim standard` prints: one table per architecture."""
     seeds = ",".join(map(str, cfg.seeds))
-    return [(f"{t['arch']}: test accuracy (%) over seeds {seeds}", t["rows"] + t["sanity"],
-             COLUMNS) for t in summary["tables"]]
+    return [*((f"{t['arch']}: test accuracy (%) over seeds {seeds}", t["rows"] + t["sanity"],
+               COLUMNS) for t in summary["tables"]),
+            (comparison_title(COMPARED, summary["comparisons"]), summary["comparisons"],
+             COMPARISON_COLUMNS)]
 
 
 STUDY = register_study(Study("standard", StandardConfig, run_standard, report))

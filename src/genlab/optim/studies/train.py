@@ -5,7 +5,11 @@ training pool, or the fit part of a fit/validation hold-out, a class subset, a f
 class, noisy labels) through
 genlab.core.trainer.Trainer (atomic per-epoch checkpoints, resume), with a constant or
 cosine learning rate, optionally from the weights of an earlier run (``init_from``; the
-classifier ``head`` is re-initialised). At the end the summary holds train (noisy labels),
+classifier ``head`` is re-initialised). With ``stop_loss`` > 0 (Jiang et al. 2020's stopping
+rule) it stops after the first epoch whose training cross-entropy (the whole fit set, eval
+mode, logged as ``train_ce``) is below ``stop_loss``, ``epochs`` being the cap; the summary
+says whether it got there (``reached_stop_loss``) and every summary holds
+``epochs_trained``. At the end the summary holds train (noisy labels),
 validation and clean test loss/accuracy (accuracies in percent, 0-100), the generalization
 gaps ``gap_loss = test_loss - train_loss`` and ``gap_acc = train_acc - test_acc`` (points),
 the sanity row ``constant_test_acc`` (the test accuracy of always answering the training
@@ -93,7 +97,11 @@ class TrainConfig:
     momentum: float = option(0.9, help="Momentum.", ge=0)
     weight_decay: float = option(0.0, help="Weight decay.", ge=0)
     batch_size: int = option(32, help="Mini-batch size.", gt=0)
-    epochs: int = option(20, help="Epochs.", gt=0, le=MAX_EPOCHS)
+    epochs: int = option(20, help="Epochs (with --stop-loss: the cap).", gt=0, le=MAX_EPOCHS)
+    stop_loss: float = option(0.0, ge=0, help="> 0: stop after the first epoch whose training "
+                              "cross-entropy (the whole training set, eval mode) is below it, "
+                              "--epochs being the cap (Jiang et al. 2020's stopping rule); "
+                              "0: train every epoch.")
     schedule: str = option("constant", help="Learning rate over the epochs: constant or cosine "
                            "(to 0).", choices=SCHEDULES)
     rho: float = option(0.05, help="Radius of SAM/ASAM/SAMGCM; both radii of CSAM.", gt=0)
@@ -318,13 +326,24 @@ def _train(cfg: TrainConfig, run: RunDir, data: TaskData, model: nn.Module, devi
     warn_batch(cfg.batch_size, len(data.fit), "training")
     batches = Batches(data.fit, cfg.batch_size, seed=cfg.seed)
     test = data.test.to(device)
+    fit = data.fit.to(device) if cfg.stop_loss > 0 else None
 
     def on_epoch(epoch, m):
-        return {"test_acc": split_scores(m, test, device)["acc"]}
+        scores = {"test_acc": split_scores(m, test, device)["acc"]}
+        if fit is not None:  # the stopping rule's figure: the fit set's cross-entropy
+            scores["train_ce"] = split_scores(m, fit, device)["loss"]
+        return scores
 
-    result = trainer.fit(batches.epoch, cfg.epochs, run=run, on_epoch=on_epoch)
+    def until(record: dict) -> bool:
+        return record["train_ce"] < cfg.stop_loss
+
+    result = trainer.fit(batches.epoch, cfg.epochs, run=run, on_epoch=on_epoch,
+                         until=until if fit is not None else None)
     summary = finish(model, data, device, cfg)
     summary["train_seconds"] = result.seconds
+    summary["epochs_trained"] = result.epochs
+    if fit is not None:  # a model that hit the cap is a result, marked
+        summary["reached_stop_loss"] = result.stopped
     summary["torch_threads"] = torch.get_num_threads()
     if summary["test_acc"] <= summary["constant_test_acc"] + 1e-4:  # float ties: not above
         run.sanity_warning(summary, (

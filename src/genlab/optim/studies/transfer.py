@@ -18,8 +18,13 @@ Protocol (ours; the reasoning and the measurements behind it in docs/nonuniformi
   each for ``target_steps`` optimiser steps (the protocol's 30 epochs would be 30 steps on
   50 images: too few for any learning rate of the grid to fit them);
 - sanity rows: SGD from scratch on the same few images with its own learning-rate search
-  on the target's validation set (the transfer row is read only if fine-tuning beats it
-  beyond the intervals), the pretraining's source accuracy, the constant predictor.
+  on the target's validation set (the transfer rows are read only if fine-tuned SGD beats
+  it, paired by seed through genlab.core.stats: "better" under the paired sign-flip test,
+  which needs at least six seeds to reach p < 0.05), the pretraining's source accuracy,
+  the constant predictor;
+- comparisons: each guided optimiser minus SAM and minus SGD after fine-tuning, paired by
+  seed, Holm over the study's comparisons (stats.py:
+  :func:`~genlab.optim.studies.stats.compare`).
 
 Test data choose nothing. Seeds 0..n-1: pretraining, fine-tuning and scratch share each.
 """
@@ -34,6 +39,7 @@ from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir, write_json
+from genlab.core.stats import judge, paired_difference
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, execute, open_study, stored
 from genlab.optim.studies.models import ARCHS
@@ -45,8 +51,15 @@ from genlab.optim.studies.search import (
     require_baseline,
     with_choice,
 )
-from genlab.optim.studies.standard import FLATNESS
-from genlab.optim.studies.stats import beyond_intervals, mean_std, pct, verdict
+from genlab.optim.studies.stats import (
+    COMPARISON_COLUMNS,
+    TEST,
+    compare,
+    comparison_title,
+    mean_std,
+    pct,
+    per_seed,
+)
 from genlab.optim.studies.tasks import TASKS, check_translation, majority_accuracy, task_data
 
 
@@ -186,7 +199,9 @@ def transfer_specs(cfg: TransferConfig, choices: dict, store: Path
     return specs
 
 
-COLUMNS = ["optimizer", "train_acc", "test_acc", "vs_sgd", "vs_best_flatness"]
+COLUMNS = ["optimizer", "train_acc", "test_acc"]
+#: what the comparisons table compares
+COMPARED = "target test accuracy after fine-tuning (points)"
 
 
 def run_transfer(cfg: TransferConfig, out: str | Path, *, store: str | Path | None = None,
@@ -205,35 +220,35 @@ def run_transfer(cfg: TransferConfig, out: str | Path, *, store: str | Path | No
 
 def _report(cfg: TransferConfig, run: RunDir, groups: dict, choices: dict, store: Path) -> dict:
     stats = {k: mean_std([r.get("test_acc") for r in rs]) for k, rs in groups.items()}
-    flat_best = max((o for o in FLATNESS if o in stats), key=lambda o: stats[o][0],
-                    default=None)
     rows = []
     for opt in cfg.optimizers:
         rows.append({"optimizer": opt, "test_acc": pct(*stats[opt]), "test_mean": stats[opt][0],
                      "test_std": stats[opt][1],
-                     "train_acc": pct(*mean_std([r.get("train_acc") for r in groups[opt]])),
-                     "vs_sgd": "-" if opt == "sgd" else verdict(stats[opt], stats["sgd"]),
-                     "vs_best_flatness": ("-" if flat_best is None or opt in FLATNESS else
-                                          f"{verdict(stats[opt], stats[flat_best])} "
-                                          f"({flat_best})")})
+                     "train_acc": pct(*mean_std([r.get("train_acc") for r in groups[opt]]))})
     target = task_data(cfg.target, "holdout", data_seed=cfg.protocol().data_seed,
                        per_class=cfg.per_class, translate=cfg.translate)
-    transfer_shown = (beyond_intervals(stats["sgd"], stats["scratch"])
-                      and stats["sgd"][0] > stats["scratch"][0])
+    values = {opt: per_seed(groups[opt]) for opt in (*cfg.optimizers, "scratch")}
+    transfer = transfer_verdict(values["sgd"], values["scratch"])
+    transfer_shown = transfer is not None and transfer.kind == "better"
+    comparisons = compare({"": {o: values[o] for o in cfg.optimizers}})
     sanity = [
         {"optimizer": "pretraining on the source (SGD), its source test accuracy",
          "test_acc": pct(*stats["pretrain"])},
         {"optimizer": "SGD from scratch on the target images (no pretraining; lr searched "
                       "on target validation)",
-         "test_acc": pct(*stats["scratch"]), "test_mean": stats["scratch"][0],
-         "vs_sgd": verdict(stats["scratch"], stats["sgd"])},
+         "test_acc": pct(*stats["scratch"]), "test_mean": stats["scratch"][0]},
         {"optimizer": "constant predictor (majority class)",
          "test_acc": pct(majority_accuracy(target))},
     ]
     _plot(run, rows, stats["scratch"])
-    (run.path / "table.md").write_text(markdown_table(rows + sanity, COLUMNS))
+    (run.path / "table.md").write_text(
+        markdown_table(rows + sanity, COLUMNS)
+        + f"\nfine-tuned SGD minus SGD from scratch: {_line(transfer)}\n"
+        + f"\n### {comparison_title(COMPARED, comparisons)}\n\n"
+        + markdown_table(comparisons, COMPARISON_COLUMNS, digits=2))
     summary = {"rows": rows, "sanity": sanity, "choices": choices, "seeds": cfg.seeds,
-               "transfer_shown": transfer_shown,
+               "transfer_shown": transfer_shown, "transfer": _line(transfer),
+               "per_seed": values, "comparisons": comparisons,
                "finetune_minus_scratch": stats["sgd"][0] - stats["scratch"][0],
                "finetune_minus_scratch_per_seed": [  # paired by seed; informative only
                    a.get("test_acc") - b.get("test_acc")
@@ -241,11 +256,25 @@ def _report(cfg: TransferConfig, run: RunDir, groups: dict, choices: dict, store
                "target_train_images": len(target.fit), "store": str(store)}
     if not transfer_shown:
         run.sanity_warning(summary, (
-            f"fine-tuned SGD ({pct(*stats['sgd'])}) does not beat SGD from scratch "
-            f"({pct(*stats['scratch'])}) beyond the intervals: the setting shows no transfer, "
-            "so the optimisers' rows do not test the transfer claim"))
+            f"fine-tuned SGD ({pct(*stats['sgd'])}) is not shown to beat SGD from scratch "
+            f"({pct(*stats['scratch'])}; paired by seed: {_line(transfer)}): the setting "
+            "shows no transfer, so the optimisers' rows do not test the transfer claim"))
     run.write_summary(summary)
     return summary
+
+
+def transfer_verdict(finetuned: dict[int, float], scratch: dict[int, float]):
+    """Fine-tuned SGD minus SGD from scratch, paired by seed, judged alone (None with fewer
+    than two seeds in common)."""
+    common = [s for s in finetuned if s in scratch]
+    if len(common) < 2:
+        return None
+    return judge(paired_difference([finetuned[s] for s in common],
+                                   [scratch[s] for s in common], test=TEST))
+
+
+def _line(verdict) -> str:
+    return verdict.line() if verdict is not None else "fewer than two seeds in common"
 
 
 def _plot(run: RunDir, rows: list[dict], scratch: tuple[float, float]) -> None:
@@ -267,7 +296,10 @@ def report(summary: dict, cfg: TransferConfig) -> list:
     """What `genlab optim transfer` prints: the target's table."""
     seeds = ",".join(map(str, cfg.seeds))
     return [(f"target test accuracy (%) over seeds {seeds}", summary["rows"] + summary["sanity"],
-             COLUMNS)]
+             COLUMNS),
+            f"fine-tuned SGD minus SGD from scratch: {summary['transfer']}",
+            (comparison_title(COMPARED, summary["comparisons"]), summary["comparisons"],
+             COMPARISON_COLUMNS)]
 
 
 STUDY = register_study(Study("transfer", TransferConfig, run_transfer, report))
