@@ -7,7 +7,8 @@ from genlab.core.errors import ConfigError
 from genlab.core.studies import studies_of, study_modules
 
 APPS = {"nas": ("genlab.nas.studies", {"ber-select", "entropy-peak", "repro"}),
-        "optim": ("genlab.optim.studies", {"standard", "correlate", "toy", "sparse"})}
+        "optim": ("genlab.optim.studies", {"standard", "correlate", "toy", "sparse"}),
+        "gaze": ("genlab.gaze.studies", {"bench", "audit", "paper"})}
 
 
 @pytest.mark.parametrize("app", sorted(APPS))

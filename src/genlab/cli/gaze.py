@@ -1,4 +1,5 @@
-"""`genlab gaze ...`: render, train, eval, predict, bench, audit, paper (thin over genlab.gaze)."""
+"""`genlab gaze ...`: render, train, eval, predict, and a command per study of
+genlab.gaze.studies (bench, audit, paper); thin over genlab.gaze."""
 
 from __future__ import annotations
 
@@ -8,18 +9,16 @@ from pathlib import Path
 import typer
 
 from genlab.cli import options
-from genlab.cli.commands import config_command, lazy_app
+from genlab.cli.commands import config_command
+from genlab.cli.studies import studies_app
 
-app = lazy_app(no_args_is_help=True, rich_markup_mode=None)
+app = studies_app("genlab.gaze.studies", no_args_is_help=True, rich_markup_mode=None)
 
 RECON = (
     "MoEGaze's architecture is our reconstruction of the AAAI-26 abstract (no code or "
     "full text is public): cosine router over k-means prototypes, batched experts, "
     "Switch balance loss, subject-contrastive appearance loss."
 )
-STUDY_RESUME_HELP = ("Accepted for the convention's sake, changes nothing: a rerun in the "
-                     "same --out always resumes (finished runs are read back, interrupted "
-                     "ones continued).")
 
 
 def _render(cfg, out: Path) -> None:
@@ -87,62 +86,3 @@ def _predict(cfg) -> None:
 
 
 config_command(app, "predict", "genlab.gaze.predict:PredictConfig", _predict, run_folder=False)
-
-
-def _show_study(result: dict, out: Path) -> None:
-    """A multi-run study's tables, its wall time in this invocation, the closing line."""
-    typer.echo(result["markdown"])
-    typer.echo(f"{result['seconds']:.0f} s this invocation")
-    options.closing(out)
-
-
-def _bench(cmd, out: Path, resume: bool) -> None:
-    """MoEGaze vs the baseline in the synthetic worlds, with references and intervals.
-
-    Resumable by rerunning the same command: every finished training is recorded and
-    read back, an interrupted one continued (--resume is accepted and changes nothing).
-    """
-    from genlab.gaze.studies.bench import run_bench
-
-    del resume  # a rerun always resumes
-    _show_study(run_bench(cmd.bench(), out, executor=cmd.executor, address=cmd.address), out)
-
-
-config_command(app, "bench", "genlab.gaze.studies.bench:BenchCommandConfig", _bench,
-               resume_help=STUDY_RESUME_HELP)
-
-
-def _audit(cfg, out: Path, resume: bool) -> None:
-    """Does a world have MoEGaze's premise? Similar vs random training subjects, the
-    baseline's error and bias per appearance cluster, capacity (1x, wider, oracle MoEGaze).
-
-    Resumable by rerunning the same command: finished runs are read back, an interrupted
-    one continued (--resume is accepted and changes nothing).
-    """
-    from genlab.gaze.studies.audit import run_audit
-
-    del resume  # a rerun always resumes
-    _show_study(run_audit(cfg, out), out)
-
-
-config_command(app, "audit", "genlab.gaze.studies.audit:AuditConfig", _audit,
-               resume_help=STUDY_RESUME_HELP)
-
-
-def _paper(cfg, out: Path, resume: bool) -> None:
-    """The paper's protocol on real data: E/G -> M/D, baseline and MoEGaze, 100% and 10%.
-
-    Reads the data sets from your disk (nothing is downloaded). Resumable by rerunning the
-    same command: finished runs are read back, an interrupted one continued (--resume is
-    accepted and changes nothing).
-    """
-    from genlab.gaze.studies.paper import run_paper
-
-    del resume  # a rerun always resumes
-    result = run_paper(cfg, out)
-    typer.echo(result["markdown"])
-    options.closing(out)
-
-
-config_command(app, "paper", "genlab.gaze.studies.paper:PaperConfig", _paper,
-               resume_help=STUDY_RESUME_HELP)

@@ -47,6 +47,7 @@ from genlab.core.report import markdown_table
 from genlab.core.runs import write_json
 from genlab.core.stats import Verdict
 from genlab.core.stats.family import BETTER, UNDECIDED, WORSE
+from genlab.core.studies import Study, register_study
 from genlab.core.sweep import RunSpec
 from genlab.core.trainer import resolve_device
 from genlab.gaze.config import DESIGN
@@ -577,3 +578,17 @@ def _header(cfg: AuditConfig, plan: AuditPlan) -> str:
             "clusters on all held-out subjects (the source's held-out subjects and the "
             "targets'): holds (better: the paired t interval over seeds below 0, Holm over the "
             "sets each source is scored on), reversed (worse), not shown (undecided).\n")
+
+
+def report(summary: dict, cfg) -> list:
+    """What `genlab gaze audit` prints: its tables and its wall time in this invocation."""
+    return [summary["markdown"], f"{summary['seconds']:.0f} s this invocation"]
+
+
+def run_command(cfg: AuditConfig, out: str | Path, *, resume: bool = False) -> dict:
+    """`genlab gaze audit`. A rerun in the same folder always resumes (``resume`` is
+    accepted and changes nothing)."""
+    return run_audit(cfg, out)
+
+
+STUDY = register_study(Study("audit", AuditConfig, run_command, report))

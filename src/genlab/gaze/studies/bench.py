@@ -37,6 +37,7 @@ from genlab.core.options import (
 )
 from genlab.core.results.files import current_commit, write_result
 from genlab.core.runs import write_json
+from genlab.core.studies import Study, register_study
 from genlab.core.sweep import RunSpec
 from genlab.gaze.config import DESIGN, design_of
 from genlab.gaze.protocol import WORLDS, SyntheticCache
@@ -345,3 +346,17 @@ def _row(summary: dict) -> dict:
     keep = ("model", "source", "target_names", "seed", "fraction", "val_mean_deg",
             "constant_val_mean_deg", "target_mean_deg", "train_seconds", "train_cpu_seconds")
     return {k: summary.get(k) for k in keep}
+
+
+def run_command(cmd: BenchCommandConfig, out: str | Path, *, resume: bool = False) -> dict:
+    """`genlab gaze bench`: the bench that ``cmd`` describes, run where it says. A rerun in
+    the same folder always resumes (``resume`` is accepted and changes nothing)."""
+    return run_bench(cmd.bench(), out, executor=cmd.executor, address=cmd.address)
+
+
+def report(summary: dict, cfg) -> list:
+    """What `genlab gaze bench` prints: its tables and its wall time in this invocation."""
+    return [summary["markdown"], f"{summary['seconds']:.0f} s this invocation"]
+
+
+STUDY = register_study(Study("bench", BenchCommandConfig, run_command, report))

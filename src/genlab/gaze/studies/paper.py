@@ -26,6 +26,7 @@ from pathlib import Path
 from genlab.core.errors import ConfigError, DataError
 from genlab.core.options import Options, check_options, option, option_like, takes_options
 from genlab.core.runs import write_json
+from genlab.core.studies import Study, register_study
 from genlab.core.sweep import RunSpec
 from genlab.gaze.config import DESIGN, design_of
 from genlab.gaze.models.registry import MODELS
@@ -189,3 +190,17 @@ def run_paper(cfg: PaperConfig, out: str | Path, *, progress_bar: bool | None = 
                                     "wall_seconds_this_invocation": time.perf_counter() - t0})
     (out / "paper.md").write_text(tables["markdown"])
     return tables
+
+
+def report(summary: dict, cfg: PaperConfig) -> list:
+    """What `genlab gaze paper` prints: its tables."""
+    return [summary["markdown"]]
+
+
+def run_command(cfg: PaperConfig, out: str | Path, *, resume: bool = False) -> dict:
+    """`genlab gaze paper`. A rerun in the same folder always resumes (``resume`` is
+    accepted and changes nothing)."""
+    return run_paper(cfg, out)
+
+
+STUDY = register_study(Study("paper", PaperConfig, run_command, report))
