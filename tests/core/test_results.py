@@ -265,6 +265,23 @@ def test_an_output_region_is_the_recorded_command_and_its_lines(tmp_path):
                       {"f": load_result(_write(tmp_path / "f.json"))})
 
 
+
+def test_a_markdown_output_region_writes_the_printed_tables_as_they_are(tmp_path):
+    import sys
+
+    from genlab.core.results.files import record_output
+    from genlab.core.results.render import render_region
+
+    table = "| a | b |\n|---|---|\n| 1 | 2 |"
+    done = record_output(tmp_path / "t.json", [sys.executable, "-c", f"print({table!r})"],
+                         title="a table", workdir=tmp_path)
+    body = render_region("t", {"t": {"kind": "output", "file": "t", "markdown": True}},
+                         {"t": done})
+    lines = body.splitlines()
+    assert lines[0] == f"    $ {done.command}" and lines[1] == ""
+    assert lines[2:5] == ["| a | b |", "|---|---|", "| 1 | 2 |"] and lines[5] == ""
+    assert lines[6].startswith("(") and lines[6].endswith(f"; commit {done.commit}.)")
+
 def test_recorded_family_holm_over_normal_approximations_by_hand(tmp_path):
     """Two recorded intervals as one family: se = (high - low) / (2 z_.975), p = 2 (1 -
     Phi(|effect| / se)), Holm by hand; the undecided member's decision size from the normal

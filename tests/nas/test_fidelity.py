@@ -94,6 +94,15 @@ def test_fidelity_runs_reports_and_resumes_from_cells_csv_alone(tmp_path, capsys
     assert (copy / "cells.csv").read_text() == before
     assert not (copy / "trainings").exists()
     assert "8 of 8 trainings" in stdout
+    # or a new folder that begins from the committed file, which is left as it is
+    fresh = tmp_path / "fresh"
+    code, again, err = run_cli([*argv[:-4], "--config", out / "config.json", "--cells-from",
+                                copy / "cells.csv", "--no-train", "--out", fresh,
+                                "--nb201-table", nb201_table], capsys)
+    assert code == 0, err
+    assert (fresh / "cells.csv").read_text() == before == (copy / "cells.csv").read_text()
+    assert not (fresh / "trainings").exists() and "8 of 8 trainings" in again
+    assert again.split("trainings in")[0] == stdout.split("trainings in")[0]
 
 
 def test_a_kill_between_trainings_loses_no_finished_row(tmp_path, capsys, quiet):
@@ -126,6 +135,12 @@ def test_score_writes_rows_resumes_and_ranks(tmp_path, capsys, quiet, nb201_tabl
     again = (out / "scores.csv").read_text().splitlines()
     assert [r.rsplit(",", 1)[0] for r in again] == [r.rsplit(",", 1)[0] for r in lines]
     assert "| params |" in stdout
+    # a new folder begun from the file scores nothing again: its rows are the file's
+    code, copied, err = run_cli([*argv[:-4], "--scores-from", out / "scores.csv", "--out",
+                                 tmp_path / "copy", "--nb201-table", nb201_table], capsys)
+    assert code == 0, err
+    assert (tmp_path / "copy" / "scores.csv").read_text().splitlines() == again
+    assert copied.split("cells scored")[0] == stdout.split("cells scored")[0]
 
 
 @pytest.mark.parametrize(("argv", "word"), [

@@ -37,7 +37,8 @@ of the claims region named by ``from``, kept to one ``paper`` or to the ``claims
 ``values`` (one results
 file's per-seed table with its command and commit), ``verdicts`` (every comparison of a
 claims region with its p-values), ``chance`` (a chance distribution's summary) and ``output``
-(a command and the lines it printed, recorded with ``--record``: a page's example block).
+(a command and the lines it printed, recorded with ``--record``: a page's example block, or
+with ``markdown`` true the tables a command printed, under it).
 """
 
 from __future__ import annotations
@@ -528,11 +529,16 @@ def chance_region(spec: Mapping, files: Files, regions: Mapping) -> str:
 
 def output_region(spec: Mapping, files: Files, regions: Mapping) -> str:
     """A command and what it printed (a results file's ``output``), as a page's indented
-    example block, with the run's wall time, machine and commit."""
+    example block, with the run's wall time, machine and commit; with ``markdown`` true the
+    printed lines are Markdown (a command that prints tables) and are written as they are,
+    under the indented command."""
     source = _file(files, spec.get("file"))
     if not source.output:
         raise DataError(f"results file {source.name} holds no printed output")
-    lines = [f"    $ {source.command}", *(f"    {x}".rstrip() for x in source.output), ""]
+    if spec.get("markdown"):
+        lines = [f"    $ {source.command}", "", *(x.rstrip() for x in source.output), ""]
+    else:
+        lines = [f"    $ {source.command}", *(f"    {x}".rstrip() for x in source.output), ""]
     about = [f"{float(source.figures['wall_seconds']):.2f} s wall"
              if "wall_seconds" in source.figures else "",
              f"on {source.figures['machine']}" if "machine" in source.figures else ""]

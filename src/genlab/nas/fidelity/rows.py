@@ -4,6 +4,8 @@ A row is appended (one ``write`` of one line, flushed) as soon as its figure is 
 killed run keeps every finished row and a resumed one skips them; a last line cut short by
 the kill is dropped when the file is read back. The header is written with the first row
 and checked on every append: a file of another layout is refused (DataError), not mixed.
+A run may begin from another run's file (:func:`start_from`: a copy of its complete rows),
+so a committed file is reported, or continued, in a new folder without being touched.
 """
 
 from __future__ import annotations
@@ -51,3 +53,15 @@ def append_row(path: Path, fields: list[str], row: dict) -> None:
     elif not text.endswith("\n"):  # drop the line a kill cut short before appending
         path.write_text("".join(text.splitlines(keepends=True)[:-1]))
     append_line(path, _line([row.get(f, "") for f in fields]))
+
+
+def start_from(path: Path, source: str | Path | None, fields: list[str]) -> None:
+    """Begin ``path`` as a copy of the complete rows of ``source`` (checked against
+    ``fields``) when ``source`` is given and ``path`` holds no row yet."""
+    if not source or read_rows(path, fields):
+        return
+    source = Path(source)
+    if not source.is_file():
+        raise DataError(f"{source}: no such rows file to start from")
+    lines = [_line(fields), *(_line([r[f] for f in fields]) for r in read_rows(source, fields))]
+    Path(path).write_text("\n".join(lines) + "\n")

@@ -28,7 +28,7 @@ from genlab.core.seeding import fixed_threads, make_generator, seed_everything
 from genlab.nas.data import check_dataset, default_size, load_image_data
 from genlab.nas.fidelity.draw import CellsOptions, DrawnCell
 from genlab.nas.fidelity.report import tau_row
-from genlab.nas.fidelity.rows import append_row, read_rows
+from genlab.nas.fidelity.rows import append_row, read_rows, start_from
 from genlab.nas.fidelity.zero_cost import BATCH, ZERO_COST
 from genlab.nas.spaces import resolve_table
 from genlab.nas.spaces.nb201.network import build_network
@@ -60,6 +60,10 @@ class ScoreConfig(CellsOptions):
     nb201_table: str | None = option(None, help="NB201 accuracy CSV (default: "
                                      "$GENLAB_NB201_TABLE): the taus; without it, scores only.")
     threads: int = option(1, help="torch CPU threads.", ge=0)
+    scores_from: str | None = option(None, help="Begin --out's scores.csv as a copy of this "
+                                     "file (another run's, or one committed beside a page): "
+                                     "its cells are not scored again; the file is not "
+                                     "touched.")
 
     def validate(self) -> None:
         check_options(self)
@@ -85,9 +89,11 @@ def run_score(cfg: ScoreConfig, out, *, resume: bool = False, progress_bar=None)
     cfg = cfg.resolved()
     table = resolve_table(cfg.nb201_table)
     cells = cfg.selected_cells()
-    run = RunDir(out, asdict(cfg), resume=resume, resume_free=("nb201_table", "threads"))
+    run = RunDir(out, asdict(cfg), resume=resume,
+                 resume_free=("nb201_table", "threads", "scores_from"))
     path = run.file(SCORES)
     fields = score_fields(cfg.proxy)
+    start_from(path, cfg.scores_from, fields)
     done = {r["arch"] for r in read_rows(path, fields)}
     with fixed_threads(cfg.threads):
         data = load_image_data(cfg.dataset, cfg.data_root, size=cfg.size, seed=cfg.seed)

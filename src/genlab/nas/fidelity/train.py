@@ -42,14 +42,14 @@ from genlab.core.runs import RunDir
 from genlab.core.sweep import FAILED, RunSpec, run_sweep
 from genlab.nas.fidelity.draw import FEW_GROUP, UNIFORM_GROUP, CellsOptions, DrawnCell
 from genlab.nas.fidelity.report import paired_row, tau_row
-from genlab.nas.fidelity.rows import append_row, read_rows
+from genlab.nas.fidelity.rows import append_row, read_rows, start_from
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.spaces import resolve_table
 
 CELLS = "cells.csv"
 FIELDS = ["index", "arch", "group", "param_free", "seed", "val_acc", "constant_acc", "params",
           "cpu_seconds"]
-RESUME_FREE = ("nb201_table", "scores", "executor", "workers", "threads", "train")
+RESUME_FREE = ("nb201_table", "scores", "executor", "workers", "threads", "train", "cells_from")
 
 
 @dataclass
@@ -81,6 +81,10 @@ class FidelityConfig(CellsOptions):
     threads: int = option(1, help="torch CPU threads of each training.", gt=0)
     train: bool = option(True, help="--no-train: only the report of what cells.csv holds "
                          "(a partial run, or a copy of one; nothing is trained).")
+    cells_from: str | None = option(None, help="Begin --out's cells.csv as a copy of this "
+                                    "file (another run's, or one committed beside a page): "
+                                    "its trainings are reported, and the rest trained in "
+                                    "--out unless --no-train; the file is not touched.")
 
     def validate(self) -> None:
         check_options(self)
@@ -139,6 +143,7 @@ def run_fidelity(cfg: FidelityConfig, out, *, resume: bool = False, progress_bar
     table = resolve_table(cfg.nb201_table)
     run = RunDir(out, asdict(cfg), resume=resume, resume_free=RESUME_FREE)
     path = run.file(CELLS)
+    start_from(path, cfg.cells_from, FIELDS)
     done = {(r["arch"], int(r["seed"])) for r in read_rows(path, FIELDS)}
     jobs = {f"cell{cell.index:05d}-s{seed}": (cell, seed) for cell, seed in planned(cfg)
             if (cell.arch, seed) not in done and cfg.train}
