@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass
 from typing import Any
 
@@ -99,6 +99,28 @@ def option_like(cls, name: str, *, default: Any = MISSING,
     if f.default_factory is not MISSING:
         return dataclasses.field(default_factory=f.default_factory, metadata={KEY: spec})
     return dataclasses.field(default=f.default, metadata={KEY: spec})
+
+
+def options_of(wrapped, *, skip: Iterable[str] = ()) -> Callable[[type], type]:
+    """A class decorator (under ``@dataclass``) for the config of a command that wraps
+    another: the class gets every declared option of the config ``wrapped`` as
+    :func:`option_like` makes it (its default, help, choices, limits), before its own
+    fields, except those it declares itself and those in ``skip`` (what the wrapper sets on its own,
+    e.g. a bench's seed per job). A new option of the wrapped command is the wrapper's too."""
+    skip = set(skip)
+
+    def decorate(cls: type) -> type:
+        own = dict(cls.__dict__.get("__annotations__", {}))
+        hints = field_types(wrapped)
+        added = {}
+        for f, _ in option_fields(wrapped):
+            if f.name in skip or f.name in own:
+                continue
+            added[f.name] = hints[f.name]
+            setattr(cls, f.name, option_like(wrapped, f.name))
+        cls.__annotations__ = {**added, **own}
+        return cls
+    return decorate
 
 
 def spec_of(f: dataclasses.Field) -> OptionSpec | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from genlab.core.errors import ConfigError
-from genlab.core.options import Options, option, option_like
+from genlab.core.options import Options, option, option_like, options_of
 from genlab.nas.search import PENALTY_NAMES, SearchConfig
 
 RANDOM = "random"
@@ -64,39 +64,33 @@ class BenchConfig(Options):
         return replace(self.search, **row_options(row), seed=seed)
 
 
-def _template(name: str):
-    return option_like(SearchConfig, name)
-
-
 def _bench(name: str):
     return option_like(BenchConfig, name)
 
 
-@dataclass
-class BenchCommandConfig:
-    """Every option of `genlab nas bench`: a flat command config whose fields build the
-    nested one (:meth:`bench`: a BenchConfig with its search template) plus how the jobs run
-    (``executor``, ``workers``, ``address``: run_bench's, not the bench's config)."""
+# the search options a bench sets itself: the row (its method and regulariser) and the seed
+ROW_OPTIONS = ("method", "reg", "seed")
 
-    space: str = _template("space")
+
+@dataclass
+@options_of(SearchConfig, skip=ROW_OPTIONS)
+class BenchCommandConfig:
+    """Every option of `genlab nas bench`: every option of `nas search` but the row's and the
+    seed (derived from SearchConfig: the rows' search template), the bench's own, and how the
+    jobs run (``executor``, ``workers``, ``address``: run_bench's, not the bench's config);
+    :meth:`bench` builds the nested config (a BenchConfig with its search template)."""
+
     regs: list[str] = _bench("regs")
     methods: list[str] | None = _bench("methods")
-    select: str = _template("select")
     seeds: list[int] = _bench("seeds")
-    steps: int | None = _template("steps")
-    channels: int | None = _template("channels")
-    cells: int | None = _template("cells")
-    order: int = _template("order")
-    augment: bool = _template("augment")
     retrain_epochs: int = _bench("retrain_epochs")
+    retrain_channels: int | None = _bench("retrain_channels")
+    retrain_cells: int | None = _bench("retrain_cells")
     random_archs: bool = _bench("random_archs")
     tune: bool = _bench("tune")
     tune_seeds: list[int] = _bench("tune_seeds")
     collapse_edges: int = _bench("collapse_edges")
     settings_from: str | None = _bench("settings_from")
-    device: str = _template("device")
-    threads: int = _template("threads")
-    nb201_table: str | None = _template("nb201_table")
     executor: str = option("local", help="Where the jobs run; local: this machine, in this "
                            "process with one worker, else a process pool (process).",
                            choices="genlab.core.sweep:EXECUTORS")
@@ -119,6 +113,7 @@ class BenchCommandConfig:
         if not isinstance(search, dict):
             raise ConfigError(f"config: search must be a mapping of search options, got "
                               f"{search!r}")
+        search = SearchConfig.record_options(search)  # an older search's layout
         flat.update({k: v for k, v in search.items() if k in _TEMPLATE})
         defaults = {**asdict(SearchConfig()), **asdict(BenchConfig())}
         lost = sorted(k for k, v in {**search, **flat}.items()
