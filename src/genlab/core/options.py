@@ -285,35 +285,52 @@ def parse_value(text: Any, spec: OptionSpec, annotation: Any, name: str) -> Any:
     field on bad text). Values that already have the field's shape pass through."""
     if text is None:
         return None
-    if spec.parse == "seeds":
-        if isinstance(text, (list, tuple)):
-            return list(text)
-        return [] if spec.empty and not str(text).strip() else parse_seeds(text, name)
-    if spec.parse == "list":
-        if isinstance(text, (list, tuple)):
-            return list(text)
-        kind = element_type(annotation)
-        return [_scalar(v, kind, name) for v in str(text).split(",") if v.strip()]
-    if spec.parse == "size":
-        if isinstance(text, (list, tuple)):
-            return list(text)
-        if isinstance(text, int):
-            return text
-        return list(parse_size(text, name, minimum=minimum_side(spec)))
-    if spec.parse == "square":
-        return text if isinstance(text, int) else parse_size(text, name, square=True)[0]
-    if spec.parse == "params":
-        if isinstance(text, dict):
-            return dict(text)
-        items = [text] if isinstance(text, str) else list(text)
-        params: dict[str, Any] = {}
-        for item in items:
-            key, sep, value = str(item).partition("=")
-            if not sep or not key.strip():
-                raise ConfigError(f"{name}: expected KEY=VALUE, got {item!r}")
-            params[key.strip()] = _number_or_text(value.strip())
-        return params
-    return text
+    parse = _SPELLING_PARSERS.get(spec.parse)
+    return text if parse is None else parse(text, spec, annotation, name)
+
+
+def _parse_seeds(text: Any, spec: OptionSpec, annotation: Any, name: str) -> list[int]:
+    if isinstance(text, (list, tuple)):
+        return list(text)
+    return [] if spec.empty and not str(text).strip() else parse_seeds(text, name)
+
+
+def _parse_list(text: Any, spec: OptionSpec, annotation: Any, name: str) -> list:
+    if isinstance(text, (list, tuple)):
+        return list(text)
+    kind = element_type(annotation)
+    return [_scalar(v, kind, name) for v in str(text).split(",") if v.strip()]
+
+
+def _parse_size(text: Any, spec: OptionSpec, annotation: Any, name: str) -> Any:
+    if isinstance(text, (list, tuple)):
+        return list(text)
+    if isinstance(text, int):
+        return text
+    return list(parse_size(text, name, minimum=minimum_side(spec)))
+
+
+def _parse_square(text: Any, spec: OptionSpec, annotation: Any, name: str) -> int:
+    return text if isinstance(text, int) else parse_size(text, name, square=True)[0]
+
+
+def _parse_params(text: Any, spec: OptionSpec, annotation: Any, name: str) -> dict[str, Any]:
+    if isinstance(text, dict):
+        return dict(text)
+    items = [text] if isinstance(text, str) else list(text)
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{name}: expected KEY=VALUE, got {item!r}")
+        params[key.strip()] = _number_or_text(value.strip())
+    return params
+
+
+# each spelling of SPELLINGS: (text, spec, annotation, name) -> the value
+_SPELLING_PARSERS: dict[str | None, Callable[[Any, OptionSpec, Any, str], Any]] = {
+    "seeds": _parse_seeds, "list": _parse_list, "size": _parse_size, "square": _parse_square,
+    "params": _parse_params}
 
 
 def seed_list(seeds, first: int = 0, name: str = "seeds", *,
