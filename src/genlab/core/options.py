@@ -101,11 +101,13 @@ def option_like(cls, name: str, *, default: Any = MISSING,
     return dataclasses.field(default=f.default, metadata={KEY: spec})
 
 
-def options_of(wrapped, *, skip: Iterable[str] = ()) -> Callable[[type], type]:
+def options_of(wrapped, *, skip: Iterable[str] = (),
+               prefix: str = "") -> Callable[[type], type]:
     """A class decorator (under ``@dataclass``) for the config of a command that wraps
     another: the class gets every declared option of the config ``wrapped`` as
-    :func:`option_like` makes it (its default, help, choices, limits), before its own
-    fields, except those it declares itself and those in ``skip`` (what the wrapper sets on its own,
+    :func:`option_like` makes it (its default, help, choices, limits), named ``prefix +
+    name`` (then without the wrapped option's own extra spellings), before its own fields,
+    except those it declares itself and those in ``skip`` (what the wrapper sets on its own,
     e.g. a bench's seed per job). A new option of the wrapped command is the wrapper's too."""
     skip = set(skip)
 
@@ -114,10 +116,12 @@ def options_of(wrapped, *, skip: Iterable[str] = ()) -> Callable[[type], type]:
         hints = field_types(wrapped)
         added = {}
         for f, _ in option_fields(wrapped):
-            if f.name in skip or f.name in own:
+            name = prefix + f.name
+            if f.name in skip or name in own:
                 continue
-            added[f.name] = hints[f.name]
-            setattr(cls, f.name, option_like(wrapped, f.name))
+            added[name] = hints[f.name]
+            changes = {"flags": ()} if prefix else {}
+            setattr(cls, name, option_like(wrapped, f.name, **changes))
         cls.__annotations__ = {**added, **own}
         return cls
     return decorate

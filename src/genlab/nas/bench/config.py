@@ -4,10 +4,12 @@ options (:func:`row_options`)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
 from genlab.core.errors import ConfigError
 from genlab.core.options import Options, option, option_like, options_of
+from genlab.nas.retrain import RetrainConfig
 from genlab.nas.search import PENALTY_NAMES, SearchConfig
 
 RANDOM = "random"
@@ -31,6 +33,10 @@ class BenchConfig(Options):
                                        "regularisers (on DARTS) or METHOD+REG.",
                                        choices="genlab.nas.methods:method_names", checked=False)
     search: SearchConfig = field(default_factory=SearchConfig)  # every row's template
+    # the retrainings' options over `nas train`'s defaults (RetrainConfig fields but those the
+    # bench sets: RETRAIN_SET and the budget below); only those set away from the defaults
+    retrain: dict[str, Any] = option(factory=dict, cli=False, help="The retrainings' "
+                                     "options over nas train's (RetrainConfig's fields).")
     retrain_epochs: int = option(30, help="Epochs of each retraining (0 skips retraining).",
                                  ge=0)
     retrain_channels: int | None = option(None, help="Width of the retrainings (default: the "
@@ -70,15 +76,23 @@ def _bench(name: str):
 
 # the search options a bench sets itself: the row (its method and regulariser) and the seed
 ROW_OPTIONS = ("method", "reg", "seed")
+# the retraining options a bench sets itself: the searched cell, the search's data, device
+# and threads, the job's seed and split; its budget is the bench's own (retrain_epochs, ...)
+RETRAIN_SET = ("arch", "space", "dataset", "data_root", "size", "seed", "device", "threads",
+               "eval_on")
+RETRAIN_PREFIX = "retrain_"
 
 
 @dataclass
 @options_of(SearchConfig, skip=ROW_OPTIONS)
+@options_of(RetrainConfig, skip=RETRAIN_SET, prefix=RETRAIN_PREFIX)
 class BenchCommandConfig:
     """Every option of `genlab nas bench`: every option of `nas search` but the row's and the
-    seed (derived from SearchConfig: the rows' search template), the bench's own, and how the
-    jobs run (``executor``, ``workers``, ``address``: run_bench's, not the bench's config);
-    :meth:`bench` builds the nested config (a BenchConfig with its search template)."""
+    seed (derived from SearchConfig: the rows' search template), every option of `nas train`
+    that the bench does not set itself as ``--retrain-NAME`` (derived from RetrainConfig),
+    the bench's own, and how the jobs run (``executor``, ``workers``, ``address``:
+    run_bench's, not the bench's config); :meth:`bench` builds the nested config (a
+    BenchConfig with its search template and its retrainings' options)."""
 
     regs: list[str] = _bench("regs")
     methods: list[str] | None = _bench("methods")
@@ -100,7 +114,9 @@ class BenchCommandConfig:
 
     def bench(self) -> BenchConfig:
         """The bench these options describe."""
+        retrain = {k: getattr(self, RETRAIN_PREFIX + k) for k in _RETRAIN}
         return BenchConfig(search=SearchConfig(**{k: getattr(self, k) for k in _TEMPLATE}),
+                           retrain={k: v for k, v in retrain.items() if v != _RETRAIN[k]},
                            **{k: getattr(self, k) for k in _BENCH})
 
     @classmethod
@@ -108,7 +124,8 @@ class BenchCommandConfig:
         """A bench's config.json (the search template nested) as this command's options.
         One that sets an option the command has no flag for is refused: the command could
         not repeat that bench."""
-        flat = {k: v for k, v in data.items() if k != "search"}
+        flat = {k: v for k, v in data.items() if k not in ("search", "retrain")}
+        flat.update({RETRAIN_PREFIX + k: v for k, v in (data.get("retrain") or {}).items()})
         search = data.get("search") or {}
         if not isinstance(search, dict):
             raise ConfigError(f"config: search must be a mapping of search options, got "
@@ -129,6 +146,11 @@ _TEMPLATE = tuple(k for k in BenchCommandConfig.__dataclass_fields__
                   if k in SearchConfig.__dataclass_fields__)
 _BENCH = tuple(k for k in BenchCommandConfig.__dataclass_fields__
                if k in BenchConfig.__dataclass_fields__)
+# the derived retraining options and their defaults (the bench records those set otherwise)
+_RETRAIN = {f.name: RetrainConfig.__dataclass_fields__[f.name].default
+            for f in fields(RetrainConfig)
+            if RETRAIN_PREFIX + f.name in BenchCommandConfig.__dataclass_fields__
+            and f.name not in ("epochs", "channels", "cells")}
 
 
 def row_options(row: str) -> dict:

@@ -115,7 +115,7 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
                              size=cfg.search.size, channels=cfg.retrain_channels,
                              cells=cfg.retrain_cells, epochs=cfg.retrain_epochs, seed=job.seed,
                              device=cfg.search.device, threads=cfg.search.threads,
-                             eval_on=job.eval_on)
+                             eval_on=job.eval_on, **cfg.retrain)
         rsum = retrain_once(rcfg, root / "retrain" / name)
         record[f"{job.eval_on}_acc"] = rsum[f"{job.eval_on}_acc"]
         record["params"] = rsum["params"]
