@@ -101,3 +101,16 @@ def test_a_bench_record_gives_back_its_retraining_options(tmp_path, capsys):
     printed = json.loads(out)
     assert (printed["retrain_lr"], printed["retrain_nesterov"]) == (0.1, True)
     assert asdict(BenchCommandConfig(**printed).bench()) == asdict(bench)
+
+
+def test_a_bad_retraining_option_is_refused_before_the_bench_starts(tmp_path):
+    import pytest
+
+    from genlab.core.errors import ConfigError
+    from genlab.nas.bench import run_bench
+
+    bench = BenchCommandConfig(retrain_drop_path=1.5, retrain_epochs=1, seeds=[0],
+                               regs=["none"]).bench()
+    with pytest.raises(ConfigError, match="drop-path must be below 1"):
+        run_bench(bench, tmp_path / "b")
+    assert not (tmp_path / "b").exists()
