@@ -120,8 +120,9 @@ def options_of(wrapped, *, skip: Iterable[str] = (),
             if f.name in skip or name in own:
                 continue
             added[name] = hints[f.name]
-            changes = {"flags": ()} if prefix else {}
-            setattr(cls, name, option_like(wrapped, f.name, **changes))
+            spelt = option_like(wrapped, f.name, flags=()) if prefix else \
+                option_like(wrapped, f.name)  # a prefixed one drops the extra spellings
+            setattr(cls, name, spelt)
         cls.__annotations__ = {**added, **own}
         return cls
     return decorate
