@@ -98,7 +98,8 @@ def test_checkpointed_search_equals_the_plain_one(tmp_path, method, order):
     step's virtual forwards substitute the weights and run without checkpointing (a rerun
     would read the network's own)."""
     cfg = dict(space="darts", method=method, order=order, channels=8, cells=2, steps=4,
-               batch_size=16, hessian_points=1, diag_batch=8, seed=1, arch_start=0.0)
+               batch_size=16, hessian_points=1, diag_batch=8, seed=1,
+               supernet_params={"arch_start": 0.0})
     runs = [run_search(SearchConfig(**cfg, checkpoint_cells=on), tmp_path / str(on))
             for on in (False, True)]
     for key in ("alpha", "genotype", "hessian_eig"):

@@ -17,7 +17,8 @@ from genlab.core.options import option_fields
 from genlab.nas.bench import DEFAULT_REGS, BenchConfig
 from genlab.nas.search import SearchConfig
 
-RUN_FOLDER = {"search", "train", "bench", "detect", "score", "fidelity"}
+RUN_FOLDER = {"search", "train", "bench", "detect", "score", "fidelity",
+              "ber-select", "entropy-peak", "repro"}  # the last three: registered studies
 NO_RUN_FOLDER = {"lookup", "table convert", "predict"}
 NO_OPTIONS = {"spaces", "methods"}  # listings: nothing to declare
 
@@ -128,10 +129,14 @@ def test_a_bench_record_gives_back_its_options(tmp_path, capsys):
     assert asdict(rebuilt) == asdict(bench)
     assert BenchCommandConfig().bench().regs == list(DEFAULT_REGS)
 
-    record["search"]["hessian_points"] = 1  # no flag of `nas bench` sets it
+    record["search"]["hessian_points"] = 1  # every search option is the bench's too
+    path.write_text(json.dumps(record))
+    assert _printed(["nas", "bench", "--config", path, "--print-config"],
+                    capsys)["hessian_points"] == 1
+    record["search"]["seed"] = 3  # the bench sets each job's seed: no flag of `nas bench`
     path.write_text(json.dumps(record))
     code, _, err = run_cli(["nas", "bench", "--config", path, "--print-config"], capsys)
-    assert code == 2 and "hessian_points" in err and "no option" in err
+    assert code == 2 and "seed" in err and "no option" in err
 
 
 def test_a_train_config_json_repeats_the_run(tmp_path, capsys, monkeypatch):

@@ -170,8 +170,9 @@ def test_sampled_edges_stay_per_edge():
 def test_stopped_and_resumed_fused_search_equals_uninterrupted(tmp_path):
     """PC-DARTS with DARTS-' skip and R-DARTS' drop-path on top: every fused part, and the
     drop-path draws continue from the checkpoint's generator state."""
-    cfg = SearchConfig(space="darts", method="pc-darts", aux_skip=True, drop_path=0.6,
-                       arch_start=0.0, channels=8, cells=2, steps=22, batch_size=64,
+    cfg = SearchConfig(space="darts", method="pc-darts",
+                       supernet_params={"aux_skip": True, "drop_path": 0.6, "arch_start": 0.0},
+                       channels=8, cells=2, steps=22, batch_size=64,
                        hessian_points=0, diag_batch=16, reg="none", seed=2)
     full = run_search(cfg, tmp_path / "full")
     stopped = run_search(cfg, tmp_path / "part", stop_at=11)  # one epoch of 11 steps

@@ -39,7 +39,7 @@ def test_unknown_method_and_part_are_refused_with_the_choices():
     with pytest.raises(ConfigError, match="softmax"):
         SearchConfig(relaxation="nope").validate()
     with pytest.raises(ConfigError, match="arch[-_]start"):
-        SearchConfig(arch_start=1.5).validate()
+        SearchConfig(supernet_params={"arch_start": 1.5}).validate()
 
 
 def test_first_order_only_method_refuses_order_2():
@@ -73,7 +73,7 @@ def _opts(net):
 def test_arch_warm_up_keeps_alpha_then_moves_it():
     net = _tiny_nb201()
     a_opt, w_opt = _opts(net)
-    parts = build_parts(get_method("darts"), arch_start=0.5)
+    parts = build_parts(get_method("darts"), supernet={"arch_start": 0.5})
     reg = make_regularizer("none")
     train, val = _batches()
     start = net.arch_params.detach().clone()

@@ -186,8 +186,8 @@ def test_pc_darts_betas_are_arch_parameters_and_scales():
 
 def test_presets_match_the_authors():
     pc = get_method("pc-darts")
-    assert pc.supernet == {"partial_channels": 4, "edge_norm": True}
-    assert (pc.arch_start, pc.arch_lr_scale, pc.arch_weight_decay) == (0.3, 2.0, 0.0)
+    assert pc.supernet == {"partial_channels": 4, "edge_norm": True, "arch_start": 0.3}
+    assert (pc.arch_lr_scale, pc.arch_weight_decay) == (2.0, 0.0)
     assert get_method("darts-minus").orders == (1,) and get_method("gdas").orders == (1,)
     assert get_method("rdarts-dp").supernet == {"drop_path": 0.6}
 

@@ -52,6 +52,9 @@ def test_setting_text():
     assert setting_text({"relaxation_params": {"tau_max": 5.0, "tau_min": 0.1}}) == \
         "relaxation.tau_max=5, relaxation.tau_min=0.1"
     assert setting_text({"partial_channels": 2}) == "partial_channels=2"
+    # the supernet options print as they did when they were search options
+    assert setting_text({"supernet_params": {"partial_channels": 2, "drop_path": 0.2}}) == \
+        "partial_channels=2, drop_path=0.2"
 
 
 @pytest.mark.parametrize("name", method_names())

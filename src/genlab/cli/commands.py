@@ -258,6 +258,19 @@ def config_command(app: typer.Typer, name: str, cls, run: Callable[..., Any],
 
 def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any],
                  form: CommandShape) -> None:
+    params = _command_parameters(cls, form)
+    command = _command_function(cls, run, form)
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__name__ = name.replace("-", "_")
+    command.__doc__ = form.help or run.__doc__
+    command.config_class = cls  # type: ignore[attr-defined]
+    app.command(name, cls=_help_command(cls), short_help=form.short_help)(command)
+
+
+def _command_parameters(cls, form: CommandShape) -> list[inspect.Parameter]:
+    """The generated command's signature: the context, one parameter per option of ``cls``,
+    then --config, --print-config and, for a run-folder command, --out and --resume."""
     run_folder, resume = form.run_folder, form.resume
     types = field_types(cls)
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -283,6 +296,13 @@ def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any],
         params.append(inspect.Parameter(
             "resume", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
             default=typer.Option(False, "--resume", help=form.resume_help)))
+    return params
+
+
+def _command_function(cls, run: Callable[..., Any], form: CommandShape) -> Callable[..., Any]:
+    """The generated command's body: the config from its values (and --config, or a resumed
+    run's config.json), printed with --print-config, else handed to ``run``."""
+    run_folder, resume = form.run_folder, form.resume
 
     def command(ctx: typer.Context, **values):
         config_file = run_config_file(ctx, values) if run_folder and resume else \
@@ -313,12 +333,7 @@ def _add_command(app: typer.Typer, name: str, cls, run: Callable[..., Any],
             raise CommandInterrupted(interrupted_line(exc, ctx, values["out"], resume)) \
                 from exc
 
-    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    command.__annotations__ = {p.name: p.annotation for p in params}
-    command.__name__ = name.replace("-", "_")
-    command.__doc__ = form.help or run.__doc__
-    command.config_class = cls  # type: ignore[attr-defined]
-    app.command(name, cls=_help_command(cls), short_help=form.short_help)(command)
+    return command
 
 
 def _first_line(text: str | None) -> str:

@@ -184,7 +184,6 @@ def methods():
         parts += [f"perturb {m.perturb}"] * (m.perturb != "none")
         parts += [f"stop {m.stop}"] * (m.stop != "none")
         parts += [f"{k.replace('_', '-')} {v}" for k, v in m.supernet.items()]
-        parts += [f"arch-start {m.arch_start}"] * bool(m.arch_start)
         parts += [f"order {'/'.join(map(str, m.orders))}"]
         typer.echo(f"{name:<12} {m.summary}")
         typer.echo(f"{'':<12} parts: {', '.join(parts)}")

@@ -107,14 +107,16 @@ class Wrapping:
     ``wrapping`` of a class made with :func:`takes_options`)."""
 
     wrapped: type
-    names: tuple[str, ...]  # the wrapped options it takes: same name, same meaning
+    names: tuple[str, ...]  # the wrapped options it takes: same meaning, named prefix + name
     sets: tuple[str, ...]  # those it does not take: it sets them for each run itself
+    prefix: str = ""
 
     def values(self, cfg, names: Sequence[str] | None = None,
                but: Sequence[str] = ()) -> dict[str, Any]:
         """{name: value in ``cfg``} of the options taken (those among ``names`` if given, none
-        of ``but``): keyword arguments of the wrapped config. Lists are copied."""
-        return {n: _copied(getattr(cfg, n)) for n in self.names
+        of ``but``; the wrapped config's names): keyword arguments of the wrapped config.
+        Lists are copied."""
+        return {n: _copied(getattr(cfg, self.prefix + n)) for n in self.names
                 if (names is None or n in names) and n not in but}
 
 
@@ -123,7 +125,7 @@ def _copied(value: Any) -> Any:
         value, dict) else value
 
 
-def takes_options(wrapped, *, sets: Sequence[str] = ()):
+def takes_options(wrapped, *, sets: Sequence[str] = (), prefix: str = ""):
     """Class decorator, under ``@dataclass``: the config of a command that wraps another
     takes every option of the wrapped config ``wrapped`` except those in ``sets``::
 
@@ -138,8 +140,12 @@ def takes_options(wrapped, *, sets: Sequence[str] = ()):
     own fields, so a new option of the wrapped command reaches the wrapper with no edit. A
     field the class declares under a wrapped name is its declaration of that option (another
     default or help) and is still taken, unless the name is in ``sets`` (then it is an
-    option of the wrapper's own that bears the name). ``cls.wrapping`` (:class:`Wrapping`)
-    records which options are taken; ``cls.wrapping.values(cfg)`` are their values."""
+    option of the wrapper's own that bears the name). With ``prefix`` each option is named
+    ``prefix + name`` (``--retrain-epochs`` for a wrapped ``epochs``), without the wrapped
+    option's extra spellings (its short flags). ``cls.wrapping`` (:class:`Wrapping`) records
+    which options are taken and ``cls.wrapping.values(cfg)`` are their values; a class that
+    wraps several configs (one decorator each) has them all in ``cls.wrappings`` (wrapped
+    class -> Wrapping) and no single ``wrapping``."""
     declared = [f.name for f, _ in option_fields(wrapped)]
     unknown = [n for n in sets if n not in declared]
     if unknown:
@@ -153,11 +159,17 @@ def takes_options(wrapped, *, sets: Sequence[str] = ()):
         inherited = getattr(cls, "__dataclass_fields__", {})  # a dataclass base's fields
         types = field_types(wrapped)
         for name in declared:
-            if name not in sets and name not in annotations and name not in inherited:
-                annotations[name] = types[name]
-                setattr(cls, name, option_like(wrapped, name))
-        cls.wrapping = Wrapping(wrapped, tuple(n for n in declared if n not in sets),
-                                tuple(sets))
+            own = prefix + name
+            if name not in sets and own not in annotations and own not in inherited:
+                annotations[own] = types[name]
+                setattr(cls, own, option_like(wrapped, name, flags=()) if prefix
+                        else option_like(wrapped, name))
+        wrapping = Wrapping(wrapped, tuple(n for n in declared if n not in sets), tuple(sets),
+                            prefix)
+        wrappings = dict(cls.__dict__.get("wrappings", {}))
+        wrappings[wrapped] = wrapping
+        cls.wrappings = wrappings
+        cls.wrapping = wrapping if len(wrappings) == 1 else None
         return cls
 
     return decorate
@@ -325,35 +337,52 @@ def parse_value(text: Any, spec: OptionSpec, annotation: Any, name: str) -> Any:
     field on bad text). Values that already have the field's shape pass through."""
     if text is None:
         return None
-    if spec.parse == "seeds":
-        if isinstance(text, (list, tuple)):
-            return list(text)
-        return [] if spec.empty and not str(text).strip() else parse_seeds(text, name)
-    if spec.parse == "list":
-        if isinstance(text, (list, tuple)):
-            return list(text)
-        kind = element_type(annotation)
-        return [_scalar(v, kind, name) for v in str(text).split(",") if v.strip()]
-    if spec.parse == "size":
-        if isinstance(text, (list, tuple)):
-            return list(text)
-        if isinstance(text, int):
-            return text
-        return list(parse_size(text, name, minimum=minimum_side(spec)))
-    if spec.parse == "square":
-        return text if isinstance(text, int) else parse_size(text, name, square=True)[0]
-    if spec.parse == "params":
-        if isinstance(text, dict):
-            return dict(text)
-        items = [text] if isinstance(text, str) else list(text)
-        params: dict[str, Any] = {}
-        for item in items:
-            key, sep, value = str(item).partition("=")
-            if not sep or not key.strip():
-                raise ConfigError(f"{name}: expected KEY=VALUE, got {item!r}")
-            params[key.strip()] = _number_or_text(value.strip())
-        return params
-    return text
+    parse = _SPELLING_PARSERS.get(spec.parse)
+    return text if parse is None else parse(text, spec, annotation, name)
+
+
+def _parse_seeds(text: Any, spec: OptionSpec, annotation: Any, name: str) -> list[int]:
+    if isinstance(text, (list, tuple)):
+        return list(text)
+    return [] if spec.empty and not str(text).strip() else parse_seeds(text, name)
+
+
+def _parse_list(text: Any, spec: OptionSpec, annotation: Any, name: str) -> list:
+    if isinstance(text, (list, tuple)):
+        return list(text)
+    kind = element_type(annotation)
+    return [_scalar(v, kind, name) for v in str(text).split(",") if v.strip()]
+
+
+def _parse_size(text: Any, spec: OptionSpec, annotation: Any, name: str) -> Any:
+    if isinstance(text, (list, tuple)):
+        return list(text)
+    if isinstance(text, int):
+        return text
+    return list(parse_size(text, name, minimum=minimum_side(spec)))
+
+
+def _parse_square(text: Any, spec: OptionSpec, annotation: Any, name: str) -> int:
+    return text if isinstance(text, int) else parse_size(text, name, square=True)[0]
+
+
+def _parse_params(text: Any, spec: OptionSpec, annotation: Any, name: str) -> dict[str, Any]:
+    if isinstance(text, dict):
+        return dict(text)
+    items = [text] if isinstance(text, str) else list(text)
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{name}: expected KEY=VALUE, got {item!r}")
+        params[key.strip()] = _number_or_text(value.strip())
+    return params
+
+
+# each spelling of SPELLINGS: (text, spec, annotation, name) -> the value
+_SPELLING_PARSERS: dict[str | None, Callable[[Any, OptionSpec, Any, str], Any]] = {
+    "seeds": _parse_seeds, "list": _parse_list, "size": _parse_size, "square": _parse_square,
+    "params": _parse_params}
 
 
 def seed_list(seeds, first: int = 0, name: str = "seeds", *,

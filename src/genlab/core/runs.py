@@ -37,7 +37,7 @@ import json
 import os
 import sys
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +64,8 @@ from genlab.version import __version__
 
 __all__ = ["CHECKPOINT", "CONFIG", "KIND_KEY", "METRICS", "PREVIOUS", "SUMMARY", "RunDir",
            "atomic_write_bytes", "check_run_folder", "config_differences", "config_value",
-           "load_checkpoint", "other_run_message", "read_json", "run_kind_of",
-           "save_checkpoint", "write_json"]
+           "load_checkpoint", "other_run_message", "read_json", "register_config_upgrade",
+           "run_kind_of", "save_checkpoint", "upgraded_config", "write_json"]
 
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
@@ -90,13 +90,35 @@ def warn(message: str) -> None:
     print(f"genlab: warning: {message}", file=sys.stderr)
 
 
+# functions config -> config that lay out an older run's config.json as this version's (an
+# option folded into another); each returns a config not of its kind unchanged
+CONFIG_UPGRADES: list[Callable[[dict], dict]] = []
+
+
+def register_config_upgrade(upgrade: Callable[[dict], dict]) -> Callable[[dict], dict]:
+    """Add ``upgrade`` (config -> config) to those every stored config passes through before
+    it is compared (a resume, a sweep's folder check); called where the options moved."""
+    if upgrade not in CONFIG_UPGRADES:
+        CONFIG_UPGRADES.append(upgrade)
+    return upgrade
+
+
+def upgraded_config(config: dict) -> dict:
+    """``config`` (a stored run's) laid out as this version's (CONFIG_UPGRADES, in order)."""
+    for upgrade in CONFIG_UPGRADES:
+        config = upgrade(config)
+    return config
+
+
 def config_differences(old: dict, new: dict, free: Iterable[str] = (),
                        defaults: dict | None = None) -> list[str]:
     """Options whose values differ between two run configs (those free to differ on resume,
-    ``free`` among them, and the version, are not compared). An option missing from
-    ``old`` (added since that run started) counts as its value in ``defaults``. A nested
-    mapping on both sides (a bench's search template) is compared option by option, named
-    ``outer.inner`` (in ``free`` and in the result)."""
+    ``free`` among them, and the version, are not compared). ``old`` is first laid out as
+    this version's (:func:`upgraded_config`). An option missing from ``old`` (added since
+    that run started) counts as its value in ``defaults``. A nested mapping on both sides (a
+    bench's search template) is compared option by option, named ``outer.inner`` (in
+    ``free`` and in the result)."""
+    old = upgraded_config(old)
     new = dict(jsonable(new))
     defaults = dict(jsonable(defaults or {}))
     old = {**defaults, **old}
@@ -312,6 +334,7 @@ class RunDir:
         self._tensorboard = TensorBoardMirror(self.path, purge_step=purge)
 
     def _check_same_config(self, old: dict) -> None:
+        old = upgraded_config(old)
         diffs = config_differences(old, self.config, self.resume_free, self.defaults)
         if diffs:
             detail = _differences_text(old, self.config, diffs)

@@ -389,36 +389,12 @@ def run_sweep(specs: Sequence[RunSpec], *, executor: str = "process", workers: i
     EXECUTORS.canonical(executor)
     specs = list(specs)
     _check_specs(specs)
-    cpus = os.cpu_count() or 1
-    workers = workers or max(1, min(cpus, len(specs)))
-    threads = threads or max(1, cpus // workers)
-    if workers < 1 or threads < 1:
-        raise ConfigError(f"workers and threads must be >= 1, got {workers} and {threads}")
+    workers, threads = _pool_size(workers, threads, len(specs))
     outcomes: dict[str, RunOutcome] = {}
-    todo = []
-    for spec in specs:
-        if spec.finished:
-            outcomes[spec.name] = execute(spec)  # finished before: reads the summary back
-            if on_outcome is not None:
-                on_outcome(outcomes[spec.name])
-        else:
-            todo.append(spec)
+    todo = _read_finished(specs, outcomes, on_outcome)
     runner = EXECUTORS.get(executor)(workers, threads, address)
-
     with progress(len(specs), description, progress_bar, completed=len(outcomes)) as tick:
-        def done(outcome: RunOutcome) -> None:
-            outcomes[outcome.name] = outcome
-            if on_outcome is not None:
-                on_outcome(outcome)
-            if status is not None:
-                write_sweep_status(status, [outcomes[s.name] for s in specs
-                                            if s.name in outcomes])
-            failed = sum(o.status == FAILED for o in outcomes.values())
-            if failed:
-                tick(1, failed=failed)
-            else:
-                tick(1)
-
+        done = _recorder(specs, outcomes, status, on_outcome, tick)
         for wave in waves(todo, set(outcomes)):
             ready = []
             for spec in wave:
@@ -434,6 +410,52 @@ def run_sweep(specs: Sequence[RunSpec], *, executor: str = "process", workers: i
     if status is not None:
         write_sweep_status(status, result)
     return result
+
+
+def _pool_size(workers: int | None, threads: int | None, runs: int) -> tuple[int, int]:
+    """(workers, torch threads per run): the CPUs (at most ``runs``) and CPUs / workers
+    unless given; ConfigError below 1."""
+    cpus = os.cpu_count() or 1
+    workers = workers or max(1, min(cpus, runs))
+    threads = threads or max(1, cpus // workers)
+    if workers < 1 or threads < 1:
+        raise ConfigError(f"workers and threads must be >= 1, got {workers} and {threads}")
+    return workers, threads
+
+
+def _read_finished(specs: list[RunSpec], outcomes: dict[str, RunOutcome],
+                   on_outcome: Callable[[RunOutcome], None] | None) -> list[RunSpec]:
+    """The outcomes of the runs finished before, read back into ``outcomes`` (each reported
+    to ``on_outcome``); returns the others, to run."""
+    todo = []
+    for spec in specs:
+        if spec.finished:
+            outcomes[spec.name] = execute(spec)  # finished before: reads the summary back
+            if on_outcome is not None:
+                on_outcome(outcomes[spec.name])
+        else:
+            todo.append(spec)
+    return todo
+
+
+def _recorder(specs: list[RunSpec], outcomes: dict[str, RunOutcome],
+              status: str | Path | None, on_outcome: Callable[[RunOutcome], None] | None,
+              tick) -> Callable[[RunOutcome], None]:
+    """What is done with each outcome as it comes: kept, reported, written to ``status``,
+    counted on the progress line (with the failures so far)."""
+    def done(outcome: RunOutcome) -> None:
+        outcomes[outcome.name] = outcome
+        if on_outcome is not None:
+            on_outcome(outcome)
+        if status is not None:
+            write_sweep_status(status, [outcomes[s.name] for s in specs
+                                        if s.name in outcomes])
+        failed = sum(o.status == FAILED for o in outcomes.values())
+        if failed:
+            tick(1, failed=failed)
+        else:
+            tick(1)
+    return done
 
 
 def write_sweep_status(path: str | Path, outcomes: Sequence[RunOutcome]) -> None:

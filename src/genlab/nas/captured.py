@@ -20,11 +20,12 @@ runs the eager ``bilevel_step`` on the same optimisers and buffers. The first
 the optimisers' lazy state is made there, outside the graph), then the step is captured.
 
 A search can be captured when every part of it claims so (``capture_blockers``): first order,
-one process, no autocast, no per-cell checkpointing, fused cells, supernet options among
-``CAPTURABLE_SUPERNET_OPTIONS``, and a relaxation, a weight-step perturbation and a penalty
-whose class declares ``capturable = True`` in its own body (a subclass does not inherit the
-claim: GDAS' Gumbel sampling, DrNAS' Dirichlet draws, SDARTS' perturbations and the penalties
-that read the cells or detect an entropy turn on the host do not claim it). The claim is
+one process, no autocast, no per-cell checkpointing, fused cells, supernet options that
+declare themselves ``capturable`` (genlab.nas.methods.supernet_options), and a relaxation,
+a weight-step perturbation and a penalty whose class declares ``capturable = True`` in its
+own body (a subclass does not inherit the claim: GDAS' Gumbel sampling, DrNAS' Dirichlet
+draws, SDARTS' perturbations and the penalties that read the cells or detect an entropy turn
+on the host do not claim it). The claim is
 checked on the CPU by tests/nas/test_captured_step.py, which runs the captured code under a
 dispatch mode that refuses every device-to-host read.
 
@@ -44,15 +45,12 @@ import torch.nn.functional as F
 from genlab.core.errors import ConfigError
 from genlab.core.runs import warn
 from genlab.nas.architect import bilevel_step
+from genlab.nas.methods.supernet_options import active
 
 CUDA_GRAPH_MODES = ("auto", "on", "off")
 # auto turns capture on for CUDA only after a GPU has measured the captured step faster than
 # the eager one (benchmarks/gpu_check.py, check captured_step); no GPU has measured it yet
 AUTO_ON_CUDA = False
-# the supernet options whose forward reads no host value and holds no Python number that
-# changes per step (DARTS-' auxiliary-skip beta and R-DARTS' drop-path probability are Python
-# floats set each step; GDAS' sampled cells choose the op on the host)
-CAPTURABLE_SUPERNET_OPTIONS = frozenset({"partial_channels", "edge_norm"})
 WARMUP_STEPS = 3  # eager runs of the captured code before the capture (torch.cuda.graph's advice)
 
 
@@ -78,8 +76,11 @@ def capture_blockers(order: int, amp: str, checkpoint_cells: bool, method, reg,
     if net is not None and getattr(net, "per_edge", False):
         out.append("the per-edge cells (a search resumed from an older checkpoint, or "
                    "sampled cells)")
-    options = sorted(k for k, v in method.supernet_options.items()
-                     if v and k not in CAPTURABLE_SUPERNET_OPTIONS)
+    # an option is capturable when its forward reads no host value and holds no Python number
+    # that changes per step (DARTS-' auxiliary-skip beta and R-DARTS' drop-path probability
+    # are Python floats set each step; GDAS' sampled cells choose the op on the host)
+    options = sorted(opt.name for opt, _ in active(method.supernet_params)
+                     if not opt.capturable)
     if options:
         out.append(f"the supernet option(s) {', '.join(options)} of method "
                    f"{method.method.name} (set per step on the host)")

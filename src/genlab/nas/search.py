@@ -31,7 +31,7 @@ from genlab.core.files import append_line
 from genlab.core.options import check_options, option
 from genlab.core.progress import progress
 from genlab.core.registry import path_of
-from genlab.core.runs import RunDir, warn
+from genlab.core.runs import RunDir, register_config_upgrade, warn
 from genlab.core.seeding import (
     capture_rng_state,
     fixed_threads,
@@ -139,16 +139,11 @@ class SearchConfig:
     stop: str | None = option(None, help="Stopping rule (default: the method's).",
                               choices=_parts("stop"))
     stop_params: dict[str, Any] = _part_params("stop", "hessian-es: factor, window")
-    partial_channels: int | None = option(None, help="K: ops see C/K channels (PC-DARTS: 4).",
-                                          gt=0)
-    edge_norm: bool | None = option(None, help="Per-edge betas normalised over each node's "
-                                    "inputs (PC-DARTS).")
-    aux_skip: bool | None = option(None, help="Auxiliary skip beta x aux(x) on every edge, "
-                                   "beta 1 -> 0 (DARTS-).")
-    drop_path: float | None = option(None, help="Final drop-path probability in the search "
-                                     "(R-DARTS DP: 0.6).", ge=0, le=1)
-    arch_start: float | None = option(None, help="Fraction of the steps before alpha first "
-                                      "moves (PC-DARTS: 0.3).", ge=0, le=1)
+    supernet_params: dict[str, Any] = option(
+        factory=dict, parse="params", flags=("--supernet-param",),
+        help="Supernet options over the method's, KEY=VALUE, repeated (PC-DARTS' preset: "
+             "partial_channels=4 edge_norm=true arch_start=0.3; docs/nas_methods.md).",
+        more="genlab.nas.methods.supernet_options:supernet_option_help")
     reg: str | None = option(None, help="Regulariser of alpha (default: the method's own; "
                              "`ber` when no method is named).", choices=PENALTY_NAMES,
                              more="genlab.nas.regularizers:regularizer_help")
@@ -198,6 +193,12 @@ class SearchConfig:
                              "off for now, on for CUDA once a GPU has measured the captured "
                              "step faster.", choices=CUDA_GRAPH_MODES)
 
+    @classmethod
+    def record_options(cls, data: dict) -> dict:
+        """A search's config.json as this version's options (an older one's supernet
+        fields folded into ``supernet_params``)."""
+        return upgrade_search_options(data)
+
     def resolved(self, space=None, method=None) -> SearchConfig:
         """A copy with every None size option filled from the space's proxy defaults and
         every None method option from the method's preset (``space`` and ``method``: the
@@ -242,6 +243,26 @@ class SearchConfig:
                               f"second-order step); use --order 1")
         if parts:
             search_method(replace(self, method=method.name), method)  # unknown parts, fractions
+
+
+# the SearchConfig fields that ``supernet_params`` replaced (an older search's config.json)
+FOLDED_SUPERNET_FIELDS = ("partial_channels", "edge_norm", "aux_skip", "drop_path",
+                          "arch_start")
+
+
+@register_config_upgrade
+def upgrade_search_options(data: dict) -> dict:
+    """``data`` laid out as this version's search options when it is an older search's (it
+    has ``space``, ``order`` and ``arch_lr`` and a field of FOLDED_SUPERNET_FIELDS): each
+    such field that was set moves into ``supernet_params``; anything else is unchanged."""
+    if not (isinstance(data, dict) and {"space", "order", "arch_lr"} <= set(data)
+            and any(k in data for k in FOLDED_SUPERNET_FIELDS)):
+        return data
+    data = dict(data)
+    moved = {k: data.pop(k) for k in FOLDED_SUPERNET_FIELDS if k in data}
+    given = data.get("supernet_params") or {}
+    data["supernet_params"] = {**{k: v for k, v in moved.items() if v is not None}, **given}
+    return data
 
 
 def search_optimizers(net, cfg: SearchConfig, reg: Regularizer):

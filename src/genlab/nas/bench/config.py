@@ -4,10 +4,12 @@ options (:func:`row_options`)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
 from genlab.core.errors import ConfigError
-from genlab.core.options import Options, option, option_like
+from genlab.core.options import Options, option, option_like, takes_options
+from genlab.nas.retrain import RetrainConfig
 from genlab.nas.search import PENALTY_NAMES, SearchConfig
 
 RANDOM = "random"
@@ -31,6 +33,10 @@ class BenchConfig(Options):
                                        "regularisers (on DARTS) or METHOD+REG.",
                                        choices="genlab.nas.methods:method_names", checked=False)
     search: SearchConfig = field(default_factory=SearchConfig)  # every row's template
+    # the retrainings' options over `nas train`'s defaults (RetrainConfig fields but those the
+    # bench sets: RETRAIN_SET and the budget below); only those set away from the defaults
+    retrain: dict[str, Any] = option(factory=dict, cli=False, help="The retrainings' "
+                                     "options over nas train's (RetrainConfig's fields).")
     retrain_epochs: int = option(30, help="Epochs of each retraining (0 skips retraining).",
                                  ge=0)
     retrain_channels: int | None = option(None, help="Width of the retrainings (default: the "
@@ -64,39 +70,41 @@ class BenchConfig(Options):
         return replace(self.search, **row_options(row), seed=seed)
 
 
-def _template(name: str):
-    return option_like(SearchConfig, name)
-
-
 def _bench(name: str):
     return option_like(BenchConfig, name)
 
 
-@dataclass
-class BenchCommandConfig:
-    """Every option of `genlab nas bench`: a flat command config whose fields build the
-    nested one (:meth:`bench`: a BenchConfig with its search template) plus how the jobs run
-    (``executor``, ``workers``, ``address``: run_bench's, not the bench's config)."""
+# the search options a bench sets itself: the row (its method and regulariser) and the seed
+ROW_OPTIONS = ("method", "reg", "seed")
+# the retraining options a bench sets itself: the searched cell, the search's data, device
+# and threads, the job's seed and split; its budget is the bench's own (retrain_epochs, ...)
+RETRAIN_SET = ("arch", "space", "dataset", "data_root", "size", "seed", "device", "threads",
+               "eval_on")
+RETRAIN_PREFIX = "retrain_"
 
-    space: str = _template("space")
+
+@dataclass
+@takes_options(SearchConfig, sets=ROW_OPTIONS)
+@takes_options(RetrainConfig, sets=RETRAIN_SET, prefix=RETRAIN_PREFIX)
+class BenchCommandConfig:
+    """Every option of `genlab nas bench`: every option of `nas search` but the row's and the
+    seed (derived from SearchConfig: the rows' search template), every option of `nas train`
+    that the bench does not set itself as ``--retrain-NAME`` (derived from RetrainConfig),
+    the bench's own, and how the jobs run (``executor``, ``workers``, ``address``:
+    run_bench's, not the bench's config); :meth:`bench` builds the nested config (a
+    BenchConfig with its search template and its retrainings' options)."""
+
     regs: list[str] = _bench("regs")
     methods: list[str] | None = _bench("methods")
-    select: str = _template("select")
     seeds: list[int] = _bench("seeds")
-    steps: int | None = _template("steps")
-    channels: int | None = _template("channels")
-    cells: int | None = _template("cells")
-    order: int = _template("order")
-    augment: bool = _template("augment")
     retrain_epochs: int = _bench("retrain_epochs")
+    retrain_channels: int | None = _bench("retrain_channels")
+    retrain_cells: int | None = _bench("retrain_cells")
     random_archs: bool = _bench("random_archs")
     tune: bool = _bench("tune")
     tune_seeds: list[int] = _bench("tune_seeds")
     collapse_edges: int = _bench("collapse_edges")
     settings_from: str | None = _bench("settings_from")
-    device: str = _template("device")
-    threads: int = _template("threads")
-    nb201_table: str | None = _template("nb201_table")
     executor: str = option("local", help="Where the jobs run; local: this machine, in this "
                            "process with one worker, else a process pool (process).",
                            choices="genlab.core.sweep:EXECUTORS")
@@ -106,7 +114,9 @@ class BenchCommandConfig:
 
     def bench(self) -> BenchConfig:
         """The bench these options describe."""
+        retrain = {k: getattr(self, RETRAIN_PREFIX + k) for k in _RETRAIN}
         return BenchConfig(search=SearchConfig(**{k: getattr(self, k) for k in _TEMPLATE}),
+                           retrain={k: v for k, v in retrain.items() if v != _RETRAIN[k]},
                            **{k: getattr(self, k) for k in _BENCH})
 
     @classmethod
@@ -114,11 +124,13 @@ class BenchCommandConfig:
         """A bench's config.json (the search template nested) as this command's options.
         One that sets an option the command has no flag for is refused: the command could
         not repeat that bench."""
-        flat = {k: v for k, v in data.items() if k != "search"}
+        flat = {k: v for k, v in data.items() if k not in ("search", "retrain")}
+        flat.update({RETRAIN_PREFIX + k: v for k, v in (data.get("retrain") or {}).items()})
         search = data.get("search") or {}
         if not isinstance(search, dict):
             raise ConfigError(f"config: search must be a mapping of search options, got "
                               f"{search!r}")
+        search = SearchConfig.record_options(search)  # an older search's layout
         flat.update({k: v for k, v in search.items() if k in _TEMPLATE})
         defaults = {**asdict(SearchConfig()), **asdict(BenchConfig())}
         lost = sorted(k for k, v in {**search, **flat}.items()
@@ -134,6 +146,11 @@ _TEMPLATE = tuple(k for k in BenchCommandConfig.__dataclass_fields__
                   if k in SearchConfig.__dataclass_fields__)
 _BENCH = tuple(k for k in BenchCommandConfig.__dataclass_fields__
                if k in BenchConfig.__dataclass_fields__)
+# the derived retraining options and their defaults (the bench records those set otherwise)
+_RETRAIN = {f.name: RetrainConfig.__dataclass_fields__[f.name].default
+            for f in fields(RetrainConfig)
+            if RETRAIN_PREFIX + f.name in BenchCommandConfig.__dataclass_fields__
+            and f.name not in ("epochs", "channels", "cells")}
 
 
 def row_options(row: str) -> dict:

@@ -110,18 +110,24 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
         record["search_folder"] = folder.name
     record.update({"run": name, "reg": job.reg, "seed": job.seed})
     if cfg.retrain_epochs > 0:
-        rcfg = RetrainConfig(arch=record["genotype"], space=space.name,
-                             dataset=cfg.search.dataset, data_root=cfg.search.data_root,
-                             size=cfg.search.size, channels=cfg.retrain_channels,
-                             cells=cfg.retrain_cells, epochs=cfg.retrain_epochs, seed=job.seed,
-                             device=cfg.search.device, threads=cfg.search.threads,
-                             eval_on=job.eval_on)
+        rcfg = retraining(cfg, record["genotype"], space.name, job.seed, job.eval_on)
         rsum = retrain_once(rcfg, root / "retrain" / name)
         record[f"{job.eval_on}_acc"] = rsum[f"{job.eval_on}_acc"]
         record["params"] = rsum["params"]
     record = json.loads(json.dumps(record))  # as read back from summary.json
     run.write_summary(dict(record))
     return record
+
+
+def retraining(cfg: BenchConfig, arch: str, space: str, seed: int,
+               eval_on: str) -> RetrainConfig:
+    """The retraining of cell ``arch`` in a bench job: the search's data, device and threads,
+    the bench's budget and its retraining options (``cfg.retrain``)."""
+    return RetrainConfig(arch=arch, space=space, dataset=cfg.search.dataset,
+                         data_root=cfg.search.data_root, size=cfg.search.size,
+                         channels=cfg.retrain_channels, cells=cfg.retrain_cells,
+                         epochs=cfg.retrain_epochs, seed=seed, device=cfg.search.device,
+                         threads=cfg.search.threads, eval_on=eval_on, **cfg.retrain)
 
 
 def mean_force_ratio(folder: Path) -> float | None:

@@ -15,7 +15,14 @@ from genlab.core.runs import RunDir, atomic_write_bytes, write_json
 from genlab.core.sweep import RunSpec, run_sweep
 from genlab.core.trainer import resolve_device
 from genlab.nas.bench.config import RANDOM, BenchConfig, row_options
-from genlab.nas.bench.jobs import BENCH_RESUME_FREE, BenchJob, constant_accuracy, job_spec
+from genlab.nas.bench.jobs import (
+    BENCH_RESUME_FREE,
+    BenchJob,
+    constant_accuracy,
+    job_spec,
+    random_record,
+    retraining,
+)
 from genlab.nas.bench.report import CONSTANT, aggregate, bench_markdown, plot_bench, tuning_markdown
 from genlab.nas.bench.tuning import (
     SCORE,
@@ -75,6 +82,8 @@ def check_bench(cfg: BenchConfig, workers: int) -> tuple:
     if cfg.tune and cfg.retrain_epochs == 0:
         raise ConfigError("--tune scores each setting by its retrained cell: give "
                           "--retrain-epochs > 0")
+    if cfg.retrain_epochs > 0 and cfg.retrain:  # the retrainings' options, on a random cell
+        retraining(cfg, random_record(space, 0)["genotype"], space.name, 0, "test").validate()
     resolve_device(cfg.search.device)  # an unknown or absent device before the folder
     return space, grids, settings
 

@@ -23,7 +23,7 @@ from genlab.core.files import read_json
 from genlab.nas.methods import get_method
 from genlab.nas.methods.base import check_tuning
 from genlab.nas.regularizers import PENALTIES
-from genlab.nas.search import SearchConfig
+from genlab.nas.search import FOLDED_SUPERNET_FIELDS, SearchConfig
 
 #: a tuning record's score (the retrained cell's validation accuracy, percent)
 SCORE = "val_acc"
@@ -73,18 +73,29 @@ def chosen_settings(path: str, rows: Sequence[str]) -> dict[str, dict]:
     if missing:
         raise ConfigError(f"--settings-from: {file} chose no setting for {', '.join(missing)} "
                           f"(it tuned {', '.join(chosen) or 'nothing'})")
-    return {row: dict(chosen[row]) for row in rows}
+    return {row: upgrade_setting(dict(chosen[row])) for row in rows}
+
+
+def upgrade_setting(setting: dict) -> dict:
+    """A setting of an older tuning.json as this version's: a supernet option it names as a
+    search option (``{"partial_channels": 8}``) moves into ``supernet_params``."""
+    moved = {k: setting.pop(k) for k in FOLDED_SUPERNET_FIELDS if k in setting}
+    if moved:
+        setting["supernet_params"] = {**moved, **setting.get("supernet_params", {})}
+    return setting
 
 
 def setting_text(setting: dict) -> str:
-    """{} -> 'preset'; {'drop_path': 0.2} -> 'drop_path=0.2' (nested mappings flattened)."""
+    """{} -> 'preset'; {'reg_strength': 20.0} -> 'reg_strength=20'; a part's settings
+    flattened as 'relaxation.tau_max=5', the supernet options' as 'drop_path=0.2'."""
     if not setting:
         return "preset"
     parts = []
     for key, value in setting.items():
         if isinstance(value, dict):
-            parts += [f"{key.removesuffix('_params')}.{k}={v:g}" if isinstance(v, float)
-                      else f"{key.removesuffix('_params')}.{k}={v}" for k, v in value.items()]
+            prefix = "" if key == "supernet_params" else f"{key.removesuffix('_params')}."
+            parts += [f"{prefix}{k}={v:g}" if isinstance(v, float) else f"{prefix}{k}={v}"
+                      for k, v in value.items()]
         else:
             parts.append(f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}")
     return ", ".join(parts)
@@ -116,4 +127,4 @@ def score_settings(row: str, grid: Sequence[dict], records: Sequence[dict],
 
 
 __all__ = ["SCORE", "TUNING_FILE", "check_setting_keys", "chosen_settings", "score_settings",
-           "setting_text", "tuning_grid"]
+           "setting_text", "tuning_grid", "upgrade_setting"]

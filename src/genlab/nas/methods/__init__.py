@@ -27,6 +27,7 @@ from genlab.nas.methods.base import (
     derive,
     register_method,
 )
+from genlab.nas.methods.supernet_options import SupernetOption, register_supernet_option
 
 
 def _load_all() -> None:
@@ -77,15 +78,13 @@ def search_method(cfg, method: Method | None = None) -> SearchMethod:
     _load_all()
     return build_parts(method or get_method(cfg.method), relaxation=cfg.relaxation,
                        perturb=cfg.perturb, stop=cfg.stop, select=cfg.select,
-                       supernet={"partial_channels": cfg.partial_channels,
-                                 "edge_norm": cfg.edge_norm},
-                       arch_start=cfg.arch_start, drop_path=cfg.drop_path,
-                       aux_skip=cfg.aux_skip, select_params=cfg.select_params,
+                       supernet=cfg.supernet_params, select_params=cfg.select_params,
                        part_params={"relaxation": cfg.relaxation_params,
                                     "perturb": cfg.perturb_params, "stop": cfg.stop_params})
 
 
 __all__ = ["METHODS", "PERTURBATIONS", "RELAXATIONS", "SELECTIONS", "STOPS", "SUPERNET_OPTIONS",
            "Method", "Perturbation", "Relaxation", "SearchMethod", "Selection",
-           "SelectionContext", "StopRule", "build_parts", "build_supernet", "derive", "get_method",
-           "method_names", "part_names", "register_method", "search_method"]
+           "SelectionContext", "StopRule", "SupernetOption", "build_parts", "build_supernet",
+           "derive", "get_method", "method_names", "part_names", "register_method",
+           "register_supernet_option", "search_method"]

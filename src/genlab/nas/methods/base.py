@@ -7,11 +7,12 @@ its authors' preset over six parts, each from its own registry, so that the sear
 - a **relaxation** (``RELAXATIONS``): how a row of alpha becomes the mixing weights of one
   forward (softmax; a Dirichlet sample; a Gumbel hard sample). Set on the supernet
   (``AlphaSupernet.relaxation``); ``at(step, total)`` moves its schedule (GDAS' tau);
-- **supernet options**: structural changes the spaces build (``partial_channels`` and
-  ``edge_norm`` for PC-DARTS, ``aux_skip`` for DARTS-, ``sampled`` (only the drawn op runs)
-  for GDAS, ``drop_path`` for R-DARTS (DP)); plain values, so a checkpoint's model record
-  rebuilds the same supernet; the knobs that move over a search (the auxiliary skip's beta,
-  the drop-path probability) are set each step through ``net.set_knobs``;
+- **supernet options** (``SUPERNET_OPTIONS``, genlab.nas.methods.supernet_options):
+  structural changes the spaces build (``partial_channels`` and ``edge_norm`` for PC-DARTS,
+  ``aux_skip`` for DARTS-, ``sampled`` (only the drawn op runs) for GDAS, ``drop_path`` for
+  R-DARTS (DP)) and PC-DARTS' warm-up (``arch_start``); plain values, so a checkpoint's model
+  record rebuilds the same supernet; the knobs that move over a search (the auxiliary skip's
+  beta, the drop-path probability) are set each step through ``net.set_knobs``;
 - a **weight-step perturbation** (``PERTURBATIONS``): the mixing weights the weight step
   uses instead of the relaxation's (SDARTS-RS / -ADV);
 - a **regulariser** (``--reg``, genlab.nas.regularizers): the method's own, or any other on
@@ -22,11 +23,12 @@ its authors' preset over six parts, each from its own registry, so that the sear
   trained supernet (argmax by the space's rule; DARTS-PT's perturbation-based projection).
 
 ``SearchConfig`` fields left None take the method's preset; every part is also settable on
-its own. The proxy rule (docs/nas_methods.md): schedules are fractions of the search's
-step budget (an upstream "epoch 15 of 50" is 30% of the steps), learning rates keep the
-ratio to DARTS' that the authors used (``arch_lr_scale``), and DARTS' own alpha weight decay
-(1e-3 upstream) is the proxy's 0 (docs/ber.md) for every method that inherits it; DrNAS keeps
-its 1e-3, which its authors present as the method's regulariser.
+its own (the supernet options with ``--supernet-param KEY=VALUE``). The proxy rule
+(docs/nas_methods.md): schedules are fractions of the search's step budget (an upstream
+"epoch 15 of 50" is 30% of the steps), learning rates keep the ratio to DARTS' that the
+authors used (``arch_lr_scale``), and DARTS' own alpha weight decay (1e-3 upstream) is the
+proxy's 0 (docs/ber.md) for every method that inherits it; DrNAS keeps its 1e-3, which its
+authors present as the method's regulariser.
 """
 
 from __future__ import annotations
@@ -40,6 +42,13 @@ import torch
 
 from genlab.core.errors import ConfigError
 from genlab.core.registry import Registry
+from genlab.nas.methods.supernet_options import (
+    SUPERNET_OPTIONS,
+    active,
+    builder_options,
+    resolve_supernet,
+    supernet_values,
+)
 
 #: the most settings a method's tuning grid may hold (the same budget for every method)
 TUNING_MAX = 4
@@ -52,10 +61,6 @@ def check_tuning(what: str, tuning) -> None:
                           f"of search options), got {tuning!r}")
     if len({repr(sorted(s.items())) for s in tuning}) != len(tuning):
         raise ConfigError(f"{what}: a tuning setting is repeated")
-
-
-# Supernet options a method may set; each space's build_supernet accepts those it supports.
-SUPERNET_OPTIONS = ("partial_channels", "edge_norm", "aux_skip", "sampled", "drop_path")
 
 
 # -- parts ----------------------------------------------------------------------------------
@@ -194,9 +199,9 @@ class Method:
     perturb_params: dict[str, Any] = field(default_factory=dict)
     stop: str = "none"
     stop_params: dict[str, Any] = field(default_factory=dict)
-    # SUPERNET_OPTIONS values (drop_path: the final drop-path probability)
+    # SUPERNET_OPTIONS values over their defaults (drop_path: the final drop-path
+    # probability; arch_start: the fraction of the steps before alpha is first updated)
     supernet: dict[str, Any] = field(default_factory=dict)
-    arch_start: float = 0.0  # fraction of the steps before alpha is first updated
     w_weight_decay: float = 3e-4
     arch_weight_decay: float = 0.0
     arch_lr_scale: float = 1.0  # the authors' alpha learning rate over DARTS' (3e-4)
@@ -207,9 +212,7 @@ class Method:
     tuning: tuple[dict[str, Any], ...] = ({},)
 
     def __post_init__(self):
-        unknown = set(self.supernet) - set(SUPERNET_OPTIONS)
-        if unknown:
-            raise ConfigError(f"method {self.name}: unknown supernet options {sorted(unknown)}")
+        supernet_values(self.supernet, f"method {self.name}: supernet")
         check_tuning(f"method {self.name}", self.tuning)
 
 
@@ -230,9 +233,13 @@ class SearchMethod:
     perturbation: Perturbation
     stop: StopRule
     selection: Selection
-    supernet_options: dict[str, Any]
-    arch_start: float
-    drop_path_max: float = 0.0  # R-DARTS (DP): drop-path probability 0 -> max
+    supernet_params: dict[str, Any]  # every supernet option's value (SUPERNET_OPTIONS)
+
+    @property
+    def supernet_options(self) -> dict[str, Any]:
+        """The space builder's keywords of the supernet options (those away from their
+        defaults)."""
+        return builder_options(self.supernet_params)
 
     def attach(self, net) -> None:
         """Set the relaxation on a freshly built supernet."""
@@ -240,20 +247,22 @@ class SearchMethod:
             net.relaxation = self.relaxation
 
     def begin_step(self, net, step: int, total: int) -> None:
-        """Move the schedules (relaxation, auxiliary skip, drop-path) to ``step``."""
+        """Move the schedules (relaxation, the supernet options' knobs: auxiliary skip,
+        drop-path) to ``step``."""
         self.relaxation.at(step, total)
         self.stop.at(step, total)
         knobs = {}
-        if self.supernet_options.get("aux_skip"):
-            knobs["aux_scale"] = 1.0 - step / total  # DARTS-: beta 1 -> 0 over the search
-        if self.supernet_options.get("drop_path"):
-            knobs["drop_prob"] = self.drop_path_max * step / total
+        for opt, value in active(self.supernet_params):
+            if opt.knobs is not None:
+                knobs.update(opt.knobs(value, step, total))
         if knobs:
             net.set_knobs(**knobs)
 
     def arch_active(self, step: int, total: int) -> bool:
-        """False during the warm-up in which alpha does not move (PC-DARTS)."""
-        return step >= self.arch_start * total
+        """False while a supernet option holds alpha still (PC-DARTS' warm-up)."""
+        return all(opt.arch_active(value, step, total)
+                   for opt, value in active(self.supernet_params)
+                   if opt.arch_active is not None)
 
     def architecture(self, ctx: SelectionContext):
         """The search's architecture: the stopping rule's choice when it fired (the genotype
@@ -291,26 +300,15 @@ def check_part_params(what: str, cls: type, params: Mapping[str, Any]) -> None:
 
 def build_parts(method: Method, *, relaxation: str | None = None, perturb: str | None = None,
                 stop: str | None = None, select: str = "argmax",
-                supernet: Mapping[str, Any] | None = None, arch_start: float | None = None,
-                drop_path: float | None = None, aux_skip: bool | None = None,
+                supernet: Mapping[str, Any] | None = None,
                 select_params: Mapping[str, Any] | None = None,
                 part_params: Mapping[str, Mapping[str, Any]] | None = None) -> SearchMethod:
     """The parts of ``method`` with the config's overrides (None keeps the preset's);
-    ``part_params``: "relaxation" / "perturb" / "stop" -> settings over the part's preset
-    (the method's, where the part is the method's own), each refused unless the part's
-    class takes it."""
-    options = dict(method.supernet)
-    options.update({k: v for k, v in (supernet or {}).items() if v is not None})
-    if aux_skip is not None:
-        options["aux_skip"] = aux_skip
-    # drop_path: the preset holds the final probability; the supernet option is whether the
-    # drop-path masks exist
-    drop_max = float(drop_path if drop_path is not None else options.get("drop_path", 0.0))
-    if not 0.0 <= drop_max < 1.0:
-        raise ConfigError(f"drop-path is a probability in [0, 1), got {drop_max}")
-    options["drop_path"] = drop_max > 0
-    options = {k: v for k, v in options.items()
-               if v and not (k == "partial_channels" and v == 1)}
+    ``supernet``: supernet options over the method's (``--supernet-param``, each checked
+    against SUPERNET_OPTIONS); ``part_params``: "relaxation" / "perturb" / "stop" ->
+    settings over the part's preset (the method's, where the part is the method's own), each
+    refused unless the part's class takes it."""
+    options = resolve_supernet(method.supernet, supernet or {})
     given = part_params or {}
 
     def part(kind: str, registry: Registry, chosen: str | None, preset: str, params: dict):
@@ -325,11 +323,7 @@ def build_parts(method: Method, *, relaxation: str | None = None, perturb: str |
     per = part("perturb", PERTURBATIONS, perturb, method.perturb, method.perturb_params)
     stp = part("stop", STOPS, stop, method.stop, method.stop_params)
     sel = SELECTIONS.get(select)(**dict(select_params or {}))
-    start = method.arch_start if arch_start is None else arch_start
-    if not 0.0 <= start < 1.0:
-        raise ConfigError(f"arch-start is a fraction of the steps in [0, 1), got {start}")
-    return SearchMethod(method, rel, per, stp, sel, options, start,
-                        drop_path_max=drop_max)
+    return SearchMethod(method, rel, per, stp, sel, options)
 
 
 __all__ = ["METHODS", "PERTURBATIONS", "RELAXATIONS", "SELECTIONS", "STOPS", "SUPERNET_OPTIONS",

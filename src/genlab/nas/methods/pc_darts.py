@@ -18,7 +18,8 @@ PC_DARTS = register_method(Method(
     "pc-darts", "yuhuixu1993/PC-DARTS: model_search.py, train_search.py",
     "partial channels (K = 4) + edge normalisation, alpha frozen for the first 30% "
     "(Xu et al., ICLR-20)",
-    supernet={"partial_channels": 4, "edge_norm": True}, arch_start=15 / 50,
+    supernet={"partial_channels": 4, "edge_norm": True, "arch_start": 15 / 50},
     w_weight_decay=3e-4, arch_weight_decay=0.0, arch_lr_scale=6e-4 / 3e-4, orders=(1, 2),
     ours="NB201 edge normalisation; MobileNet: partial channels on the skippable blocks",
-    tuning=({}, {"partial_channels": 2}, {"partial_channels": 8})))
+    tuning=({}, {"supernet_params": {"partial_channels": 2}},
+            {"supernet_params": {"partial_channels": 8}})))

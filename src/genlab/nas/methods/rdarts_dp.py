@@ -18,4 +18,5 @@ RDARTS_DP = register_method(Method(
     "drop-path on every edge in the search, probability 0 -> 0.6 (Zela et al., ICLR-20)",
     supernet={"drop_path": 0.6}, w_weight_decay=3e-4, arch_weight_decay=0.0, orders=(1, 2),
     ours="MobileNet: drop-path on the skippable blocks' residual branch",
-    tuning=({}, {"drop_path": 0.2}, {"drop_path": 0.4})))
+    tuning=({}, {"supernet_params": {"drop_path": 0.2}},
+            {"supernet_params": {"drop_path": 0.4}})))

@@ -252,9 +252,7 @@ class FusedCell(nn.Module):
 
     def _emit(self, s: int, h: torch.Tensor, step: _Step, sums: dict) -> None:
         """Add every op of source ``s`` to the terms of its target nodes."""
-        report, masks = step.report, step.masks
-        k, edges = self.parts, self.topology.edges
-        xs, rest = (h, None) if k == 1 else ChannelSplit.apply(h, self.width)
+        xs, rest = (h, None) if self.parts == 1 else ChannelSplit.apply(h, self.width)
         relus = {}
 
         def relu_of(x):
@@ -263,41 +261,53 @@ class FusedCell(nn.Module):
             return relus[id(x)]
 
         for g in self.groups[s]:
-            x = h if g.aux else xs
-            conv = g.kind in ("sep", "dil", "reduce")
-            scales = None  # the edge weights as BN scales (not when unscaled outputs are wanted)
-            if report is None and conv:
-                if g.aux:
-                    scales = torch.stack([step.aux[r] for r, _ in g.slots])
-                else:
-                    scales = step.weights[getattr(self, f"{g.key}_rows"),
-                                          getattr(self, f"{g.key}_cols")]
-            out = self._op_output(g, x, relu_of(x) if conv else None, scales)
-            for e, (row, col) in enumerate(g.slots):
-                target = edges[row][0]
-                if out is None:  # none
-                    if report is not None:
-                        report(row, col, None)
-                    continue
-                piece = out[e] if g.per_edge_output else out
-                if report is not None and not g.aux:
-                    report(row, col, piece.detach())
-                bucket = sums[target][2 if g.aux and k > 1 else 0]
-                if scales is not None:
-                    coef = None
-                elif g.aux:
-                    coef = step.aux[row]
-                else:
-                    coef = step.scalars[row * self.num_ops + col]
-                    if row in self.aux_folded and g.name == "skip_connect":
-                        coef = coef + step.aux[row]
-                bucket.add(piece, coef, None if masks is None else masks[row])
-        if k > 1:  # the bypassed channels, max-pooled on the stride-2 edges
-            if self.groups[s][0].stride == 2:
-                rest = F.max_pool2d(rest, 2, 2)
-            for row in self.out_rows[s]:
-                sums[edges[row][0]][1].add(rest, None if step.edge is None else step.edge[row],
-                                           None if masks is None else masks[row])
+            self._emit_group(g, h if g.aux else xs, relu_of, step, sums)
+        if self.parts > 1:
+            self._emit_bypass(s, rest, step, sums)
+
+    def _emit_group(self, g: OpGroup, x: torch.Tensor, relu_of, step: _Step,
+                    sums: dict) -> None:
+        """Add op group ``g``'s outputs on ``x`` to the terms of its out-edges' targets."""
+        report, masks, edges = step.report, step.masks, self.topology.edges
+        conv = g.kind in ("sep", "dil", "reduce")
+        scales = None  # the edge weights as BN scales (not when unscaled outputs are wanted)
+        if report is None and conv:
+            if g.aux:
+                scales = torch.stack([step.aux[r] for r, _ in g.slots])
+            else:
+                scales = step.weights[getattr(self, f"{g.key}_rows"),
+                                      getattr(self, f"{g.key}_cols")]
+        out = self._op_output(g, x, relu_of(x) if conv else None, scales)
+        for e, (row, col) in enumerate(g.slots):
+            if out is None:  # none
+                if report is not None:
+                    report(row, col, None)
+                continue
+            piece = out[e] if g.per_edge_output else out
+            if report is not None and not g.aux:
+                report(row, col, piece.detach())
+            bucket = sums[edges[row][0]][2 if g.aux and self.parts > 1 else 0]
+            coef = None if scales is not None else self._coef(g, row, col, step)
+            bucket.add(piece, coef, None if masks is None else masks[row])
+
+    def _coef(self, g: OpGroup, row: int, col: int, step: _Step) -> torch.Tensor:
+        """The weight of op group ``g``'s term on edge ``row`` (op column ``col``)."""
+        if g.aux:
+            return step.aux[row]
+        coef = step.scalars[row * self.num_ops + col]
+        if row in self.aux_folded and g.name == "skip_connect":
+            coef = coef + step.aux[row]
+        return coef
+
+    def _emit_bypass(self, s: int, rest: torch.Tensor, step: _Step, sums: dict) -> None:
+        """PC-DARTS: source ``s``'s bypassed channels, max-pooled on the stride-2 edges, to
+        the bypass sums of its targets."""
+        edges, masks = self.topology.edges, step.masks
+        if self.groups[s][0].stride == 2:
+            rest = F.max_pool2d(rest, 2, 2)
+        for row in self.out_rows[s]:
+            sums[edges[row][0]][1].add(rest, None if step.edge is None else step.edge[row],
+                                       None if masks is None else masks[row])
 
     def _op_output(self, g: OpGroup, h: torch.Tensor, relu: torch.Tensor | None,
                    scales: torch.Tensor | None):

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -84,6 +85,22 @@ NB201_TOPOLOGY = CellTopology(num_inputs=1, num_nodes=NB201_NODES, concat=False)
 def edge_index(target: int, source: int) -> int:
     """Row of edge (target <- source) in NB201_EDGES."""
     return target * (target - 1) // 2 + source
+
+
+@dataclass
+class _Pass:
+    """What every node of one fused-cell forward reads."""
+
+    bn_scales: dict  # (conv name, source) -> the BN scales (None: unscaled outputs wanted)
+    scalars: tuple  # the (6, K) weights flattened into 0-dim tensors
+    k: int  # ops per edge
+    aux: tuple | None  # DARTS-' beta per edge, None without the auxiliary skip
+    edge: tuple | None  # the edge betas (PC-DARTS), None without
+    masks: list | None  # drop-path factor per edge, None when off
+    inv_counts: torch.Tensor | None  # 1 / the 3x3 windows' pixel counts (average pooling)
+    report: OpReporter | None
+    conv_names: list  # the conv ops of the cell, in CONV_KERNELS order
+    pool: bool  # whether the cell has average pooling
 
 
 class SearchCell(nn.Module):
@@ -191,65 +208,86 @@ class SearchCell(nn.Module):
         """The intermediate nodes 1..3 (node 3 is the output); ``prepared`` = self.prepare(weights,
         edge_weights), shareable by same-width cells; ``report(row, col, out)`` receives
         unscaled op outputs."""
+        step = self._pass(x, weights, prepared, report)
+        nodes = [x]
+        sources = []  # per source node: the ops' input, per conv op the outputs of its
+        # out-edges, the window sums, the bypassed channels (PC-DARTS)
+        for i in range(1, NB201_NODES + 1):
+            sources.append(self._source(nodes[i - 1], i - 1, step))
+            nodes.append(self._node(i, nodes, sources, step))
+        return nodes[1:]
+
+    def _pass(self, x: torch.Tensor, weights: torch.Tensor, prepared: dict | None,
+              report: OpReporter | None) -> _Pass:
+        """What every node of one forward reads (the drop-path masks drawn here, first)."""
         if prepared is None:
             prepared = self.prepare(weights)
-        bn_scales, scalars, k = prepared["scales"], prepared["scalars"], prepared["k"]
-        aux, edge = prepared["aux"], prepared["edge"]
+        bn_scales = prepared["scales"]
         if report is not None:  # unscaled outputs wanted: BN without scale, weights applied after
             bn_scales = {key: None for key in bn_scales}
         masks = None  # R-DARTS' drop-path: per edge, a per-sample factor of all its terms
         if self.options.drop_path and self.training:
             masks = drop_masks(len(NB201_EDGES), x.shape[0], self.knobs.drop_prob, weights)
-        c, parts = self.width, self.parts
-        col = self.col
-        conv_names = [n for n in CONV_KERNELS if n in col]
-        pool = "avg_pool_3x3" in col
+        pool = "avg_pool_3x3" in self.col
         inv_counts = None
         if pool:
             if "inv_counts" not in prepared or prepared["inv_counts"].shape[-2:] != x.shape[-2:]:
                 prepared["inv_counts"] = self._inverse_counts(x)
             inv_counts = prepared["inv_counts"]
-        nodes = [x]
-        sources = []  # per source node: the ops' input, per conv op the outputs of its
-        # out-edges, the window sums, the bypassed channels (PC-DARTS)
-        for i in range(1, NB201_NODES + 1):
-            h = nodes[i - 1]
-            xs, rest = (h, None) if parts == 1 else ChannelSplit.apply(h, c)
-            r = F.relu(xs) if conv_names else None
-            convs = [self._conv_bn(r, n, i - 1, bn_scales[n, i - 1]).split(c, dim=1)
-                     for n in conv_names]
-            sums = self._pool_sums(xs) if pool else None
-            sources.append((xs, convs, sums, rest))
-            ops, bypass, extra = NodeTerms(), NodeTerms(), NodeTerms()
-            for j in range(i):
-                e = edge_index(i, j)
-                slot = i - j - 1
-                mask = None if masks is None else masks[e]
-                xs_j, convs_j, sums_j, rest_j = sources[j]
-                if report is not None:
-                    self._report_edge(report, e, xs_j, [p[slot] for p in convs_j], sums_j,
-                                      inv_counts)
-                for name, outs in zip(conv_names, convs_j, strict=True):
-                    ops.add(outs[slot], None if report is None else scalars[e * k + col[name]],
-                            mask)
-                if "skip_connect" in col:
-                    w = scalars[e * k + col["skip_connect"]]
-                    ops.add(xs_j, w + aux[e] if self.aux_folded else w, mask)
-                if pool:
-                    ops.add(sums_j, scalars[e * k + col["avg_pool_3x3"]],
-                            inv_counts if mask is None else inv_counts * mask)
-                if aux is not None and not self.aux_folded:  # the identity on the whole node
-                    (ops if parts == 1 else extra).add(nodes[j], aux[e], mask)
-                if parts > 1:
-                    bypass.add(rest_j, None if edge is None else edge[e], mask)
-            node = ops.total() if ops.plain or ops.weighted else torch.zeros_like(sources[0][0])
-            if parts > 1:  # partial_merge's shuffle, once for the node's two sums
-                node = shuffle_join(node, bypass.total(), parts)
-                if extra.weighted:
-                    extra.plain.insert(0, node)
-                    node = extra.total()
-            nodes.append(node)
-        return nodes[1:]
+        return _Pass(bn_scales, prepared["scalars"], prepared["k"], prepared["aux"],
+                     prepared["edge"], masks, inv_counts, report,
+                     [n for n in CONV_KERNELS if n in self.col], pool)
+
+    def _source(self, h: torch.Tensor, j: int, step: _Pass) -> tuple:
+        """Source node ``j``'s ops' input, its convs' outputs (split per out-edge), its window
+        sums and its bypassed channels (PC-DARTS)."""
+        c = self.width
+        xs, rest = (h, None) if self.parts == 1 else ChannelSplit.apply(h, c)
+        r = F.relu(xs) if step.conv_names else None
+        convs = [self._conv_bn(r, n, j, step.bn_scales[n, j]).split(c, dim=1)
+                 for n in step.conv_names]
+        sums = self._pool_sums(xs) if step.pool else None
+        return xs, convs, sums, rest
+
+    def _node(self, i: int, nodes: list, sources: list, step: _Pass) -> torch.Tensor:
+        """Node ``i``: the sum of its in-edges' terms."""
+        ops, bypass, extra = NodeTerms(), NodeTerms(), NodeTerms()
+        for j in range(i):
+            self._edge_terms(i, j, nodes[j], sources[j], step, (ops, bypass, extra))
+        node = ops.total() if ops.plain or ops.weighted else torch.zeros_like(sources[0][0])
+        if self.parts > 1:  # partial_merge's shuffle, once for the node's two sums
+            node = shuffle_join(node, bypass.total(), self.parts)
+            if extra.weighted:
+                extra.plain.insert(0, node)
+                node = extra.total()
+        return node
+
+    def _edge_terms(self, i: int, j: int, node_j: torch.Tensor, source_j: tuple, step: _Pass,
+                    terms: tuple) -> None:
+        """Add edge ``i <- j``'s terms to node ``i``'s sums (``terms``: the ops', the bypassed
+        channels', the auxiliary skips' under partial channels)."""
+        ops, bypass, extra = terms
+        col, k, scalars, aux = self.col, step.k, step.scalars, step.aux
+        e = edge_index(i, j)
+        slot = i - j - 1
+        mask = None if step.masks is None else step.masks[e]
+        xs_j, convs_j, sums_j, rest_j = source_j
+        if step.report is not None:
+            self._report_edge(step.report, e, xs_j, [p[slot] for p in convs_j], sums_j,
+                              step.inv_counts)
+        for name, outs in zip(step.conv_names, convs_j, strict=True):
+            ops.add(outs[slot], None if step.report is None else scalars[e * k + col[name]],
+                    mask)
+        if "skip_connect" in col:
+            w = scalars[e * k + col["skip_connect"]]
+            ops.add(xs_j, w + aux[e] if self.aux_folded else w, mask)
+        if step.pool:
+            ops.add(sums_j, scalars[e * k + col["avg_pool_3x3"]],
+                    step.inv_counts if mask is None else step.inv_counts * mask)
+        if aux is not None and not self.aux_folded:  # the identity on the whole node
+            (ops if self.parts == 1 else extra).add(node_j, aux[e], mask)
+        if self.parts > 1:
+            bypass.add(rest_j, None if step.edge is None else step.edge[e], mask)
 
     def _report_edge(self, report: OpReporter, row: int, source: torch.Tensor, convs: list,
                      sums: torch.Tensor | None, inv_counts: torch.Tensor | None) -> None:
