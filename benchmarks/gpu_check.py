@@ -114,7 +114,7 @@ def check_nas_retrain(device, out: Path, quick: bool) -> dict:
 
 
 def check_optim_train(device, out: Path, quick: bool) -> dict:
-    from genlab.optim.studies.train import TrainConfig, train_digits
+    from genlab.optim.training.train import TrainConfig, train_digits
 
     epochs = 1 if quick else 3
     s = train_digits(TrainConfig(arch="mlp" if quick else "cnn", optimizer="sam", epochs=epochs,

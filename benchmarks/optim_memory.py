@@ -1,6 +1,6 @@
 """Peak memory of the streaming measures on a ResNet-18-sized model at batch 128.
 
-A CIFAR ResNet-18 (genlab.optim.studies.models, ``resnet`` width 64 depth 2: 11.2M
+A CIFAR ResNet-18 (genlab.optim.training.models, ``resnet`` width 64 depth 2: 11.2M
 parameters, 3x32x32 inputs, 10 classes; BatchNorm in eval mode as every per-sample measure
 uses) and 128 random images. Each measure runs in a fresh process, which reports its
 resident memory before the measure (model and data loaded), its peak resident memory
@@ -55,7 +55,7 @@ def run_part(part: str, image_size: int, curvature_chunk: int, iterations: int) 
     """One measure in this process; figures as a dict."""
     from genlab.optim.measures.hessian import curvature_nonuniformity
     from genlab.optim.measures.per_sample import gradient_noise_stats
-    from genlab.optim.studies.models import build_model
+    from genlab.optim.training.models import build_model
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -39,7 +39,7 @@ from genlab.core.data import Batches
 from genlab.optim.optimizers.csam import CSAM
 from genlab.optim.optimizers.perturb import global_norm
 from genlab.optim.studies.search import Protocol
-from genlab.optim.studies.train import prepare, split_scores
+from genlab.optim.training.train import prepare, split_scores
 
 #: (name, rho, damping, normalisation): "fisher" is CSAM's, "euclid" SAM's length
 VARIANTS = (

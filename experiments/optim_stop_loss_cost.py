@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from genlab.core.report import markdown_table
-from genlab.optim.studies.train import TrainConfig, train_digits
+from genlab.optim.training.train import TrainConfig, train_digits
 
 THRESHOLDS = (0.01, 0.02, 0.03, 0.05, 0.1)
 

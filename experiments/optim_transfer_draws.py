@@ -26,9 +26,9 @@ from pathlib import Path
 import torch
 
 from genlab.core.data import Split
-from genlab.optim.studies.tasks import translate_images
-from genlab.optim.studies.train import load_task, load_trained, split_scores
 from genlab.optim.studies.transfer import TransferConfig, transfer_specs
+from genlab.optim.training.tasks import translate_images
+from genlab.optim.training.train import load_task, load_trained, split_scores
 
 FRESH_SEED = 50_000  # fresh draws use seeds FRESH_SEED + k: none of the study's
 

@@ -37,10 +37,10 @@ from sklearn.linear_model import LogisticRegression
 from torch import nn
 
 from genlab.core.checkpoints import load_checkpoint
-from genlab.optim.studies.models import HEAD
-from genlab.optim.studies.tasks import task_data
-from genlab.optim.studies.train import load_trained, train_digits
 from genlab.optim.studies.transfer import TransferConfig
+from genlab.optim.training.models import HEAD
+from genlab.optim.training.tasks import task_data
+from genlab.optim.training.train import load_trained, train_digits
 
 PRETRAIN_LR = 0.1
 LRS = (0.003, 0.01, 0.03, 0.1)

@@ -246,7 +246,7 @@ def gaze_case(rank: int, world: int, folder: Path) -> dict:
 
 def optim_config(optimizer: str):
     """A tiny digits MLP, one epoch at a global batch of 31 (shares 16 + 15)."""
-    from genlab.optim.studies.train import TrainConfig
+    from genlab.optim.training.train import TrainConfig
 
     return TrainConfig(arch="mlp", width=16, depth=1, optimizer=optimizer, lr=0.05, rho=0.05,
                        batch_size=31, epochs=1, measure=False, seed=4)
@@ -254,7 +254,7 @@ def optim_config(optimizer: str):
 
 def optim_case(rank: int, world: int, folder: Path) -> dict:
     """`optim train` with SGD and with SAM under P processes: summaries and final weights."""
-    from genlab.optim.studies.train import train_digits
+    from genlab.optim.training.train import train_digits
 
     out = {}
     for name in ("sgd", "sam"):
@@ -269,7 +269,7 @@ def sam_reference(world: int) -> dict:
     share's gradient at w + e_r; the update uses sum_r (n_r / N) of those (SGD, momentum)."""
     from genlab.core.data import Batches
     from genlab.core.parallel.distributed import shard_slice
-    from genlab.optim.studies.train import prepare
+    from genlab.optim.training.train import prepare
 
     cfg = optim_config("sam")
     data, model = prepare(cfg)

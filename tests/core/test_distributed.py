@@ -204,7 +204,7 @@ def test_gaze_two_processes_equals_one(two_process, tmp_path, balance):
 
 
 def test_optim_sgd_two_processes_equals_one(two_process, tmp_path):
-    from genlab.optim.studies.train import train_digits
+    from genlab.optim.training.train import train_digits
 
     folder, results = two_process
     one = train_digits(ddp_cases.optim_config("sgd"), tmp_path / "one", progress_bar=False)

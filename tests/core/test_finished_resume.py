@@ -7,7 +7,7 @@ from ddp_cases import ARCH
 
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import SearchConfig, run_search
-from genlab.optim.studies.train import TrainConfig, train_digits
+from genlab.optim.training.train import TrainConfig, train_digits
 
 
 def _unchanged_on_resume(run, out):

@@ -52,3 +52,21 @@ def test_import_path_round_trip_and_errors():
             import_path(bad)
     with pytest.raises(ConfigError, match="not a module-level"):
         path_of(lambda: 0)
+
+
+def test_a_module_that_left_its_package_resolves_under_its_old_path(tmp_path, monkeypatch):
+    """A record written before a move names the old module; the package it left lists it in
+    MOVED and import_path finds the function at its new home; a module not listed there is
+    still refused."""
+    (tmp_path / "oldhome").mkdir()
+    (tmp_path / "oldhome" / "__init__.py").write_text('MOVED = {"parts": "newhome.parts"}\n')
+    (tmp_path / "newhome").mkdir()
+    (tmp_path / "newhome" / "__init__.py").write_text("")
+    (tmp_path / "newhome" / "parts.py").write_text("def build():\n    return 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import newhome.parts
+
+    assert import_path("oldhome.parts:build") is newhome.parts.build
+    assert import_path("oldhome.parts:build")() == 7
+    with pytest.raises(ConfigError, match="oldhome.other"):
+        import_path("oldhome.other:build")

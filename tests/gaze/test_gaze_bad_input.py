@@ -37,7 +37,7 @@ def inputs(tmp_path_factory):
     render_to_folder(8, "app-e", 0, root / "render", size=(H, W), png=3)
 
     from genlab.nas.spaces import build_space_supernet
-    from genlab.optim.studies.models import build_model
+    from genlab.optim.training.models import build_model
 
     for kind, builder, args in (
         ("nas search", build_space_supernet,

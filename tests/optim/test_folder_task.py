@@ -15,8 +15,8 @@ from genlab.core.data import streamed
 from genlab.core.data.imagefolder import folder_data
 from genlab.core.errors import ConfigError
 from genlab.optim.measures import MeasureConfig
-from genlab.optim.studies.tasks import task_data
-from genlab.optim.studies.train import TrainConfig, measured_rows, train_digits
+from genlab.optim.training.tasks import task_data
+from genlab.optim.training.train import TrainConfig, measured_rows, train_digits
 
 TEST = 1  # images of each class in the folder's test part (PER_CLASS = 5: 2 / 2 / 1)
 

@@ -12,7 +12,7 @@ from genlab.optim import measures as M
 from genlab.optim.measures.ghost import LayerRecorder, per_sample_factors, per_sample_losses
 from genlab.optim.measures.ghost_rules import RULES, generic_factors, rule_for
 from genlab.optim.optimizers.samgcm import covariance_direction, woodbury_weights
-from genlab.optim.studies.models import build_model
+from genlab.optim.training.models import build_model
 
 LOSS = nn.CrossEntropyLoss()
 

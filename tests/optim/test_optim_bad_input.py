@@ -123,7 +123,7 @@ def test_corrected_commands_then_succeed_in_the_same_out(trained, tmp_path, caps
 
 def test_help_lists_every_choice_and_what_measure_writes(capsys, monkeypatch):
     from genlab.optim.optimizers.registry import OPTIMIZERS
-    from genlab.optim.studies.models import ARCHS
+    from genlab.optim.training.models import ARCHS
 
     monkeypatch.setenv("COLUMNS", "300")
     code, captured = run_cli(["optim", "train", "--help"], capsys)

@@ -23,8 +23,8 @@ def read(path):
 
 
 def test_train_accuracies_are_percent_of_a_brute_force_count(tmp_path, capsys):
-    from genlab.optim.studies.tasks import task_data
-    from genlab.optim.studies.train import load_trained
+    from genlab.optim.training.tasks import task_data
+    from genlab.optim.training.train import load_trained
 
     out = tmp_path / "run"
     code, captured = run_cli(["optim", "train", "--out", str(out), *TINY], capsys)

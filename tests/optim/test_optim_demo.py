@@ -1,6 +1,6 @@
 """The nonuniformity section's tables and readings, on made-up study results."""
 
-from genlab.optim.studies.demo import measures_reading, sparse_reading, sparse_rows
+from genlab.optim.demo import measures_reading, sparse_reading, sparse_rows
 
 
 def row(name, test_loss, support, recovered=1.0, seeds=1):

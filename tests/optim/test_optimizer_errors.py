@@ -13,7 +13,7 @@ from genlab.optim.optimizers.cov import COV
 from genlab.optim.optimizers.csam import CSAM_Identity
 from genlab.optim.optimizers.registry import OPTIMIZERS, make_optimizer
 from genlab.optim.optimizers.sam import SAM
-from genlab.optim.studies.train import TrainConfig
+from genlab.optim.training.train import TrainConfig
 
 
 def _model():

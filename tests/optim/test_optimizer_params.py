@@ -10,7 +10,7 @@ from torch import nn
 
 from genlab.cli import main
 from genlab.core.errors import ConfigError
-from genlab.optim.studies.train import TrainConfig, build_optimizer
+from genlab.optim.training.train import TrainConfig, build_optimizer
 
 
 def test_the_settings_reach_the_constructor():

@@ -323,8 +323,9 @@ def test_correlate_counts_every_model_capped_ones_included(tmp_path, monkeypatch
     stop loss after the cap is counted as capped and listed; the paired table's differences
     are the two taus' difference over every model."""
     from genlab.optim.measures.correlation import RANDOM_MEASURE, kendall_tau
-    from genlab.optim.studies import correlate, train
+    from genlab.optim.studies import correlate
     from genlab.optim.studies.correlate import CorrelateConfig, report, run_correlate
+    from genlab.optim.training import train
 
     monkeypatch.setattr(train, "_plot_curves", lambda run: None)  # the figures: not tested
     monkeypatch.setattr(correlate, "_scatter", lambda *args: None)  # here

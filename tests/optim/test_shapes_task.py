@@ -12,8 +12,8 @@ import torch
 from genlab.cli import main
 from genlab.core.data.shapes import CLASS_NAMES, load_shapes_data
 from genlab.core.errors import ConfigError
-from genlab.optim.studies.tasks import task_data
-from genlab.optim.studies.train import TrainConfig
+from genlab.optim.training.tasks import task_data
+from genlab.optim.training.train import TrainConfig
 
 
 def test_the_task_is_the_rendered_splits_at_its_own_side():

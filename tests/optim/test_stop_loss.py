@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from genlab.optim.studies.train import TrainConfig, train_digits
+from genlab.optim.training.train import TrainConfig, train_digits
 
 CAP = 4
 
@@ -22,7 +22,7 @@ def epochs_ce(folder) -> list[float]:
 
 def test_a_model_stops_at_the_first_epoch_below_the_loss_and_one_that_never_does_is_capped(
         tmp_path, monkeypatch):
-    from genlab.optim.studies import train
+    from genlab.optim.training import train
 
     monkeypatch.setattr(train, "_plot_curves", lambda run: None)  # the figure: not tested
     never = train_digits(small(stop_loss=1e-9), tmp_path / "never", progress_bar=False)

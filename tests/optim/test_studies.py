@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from genlab.core.errors import ConfigError
-from genlab.optim.studies.models import build_model
-from genlab.optim.studies.noise import DIGITS_ASYMMETRIC_MAP, corrupt_labels
 from genlab.optim.studies.synthetic import toy
-from genlab.optim.studies.train import TrainConfig, build_optimizer
+from genlab.optim.training.models import build_model
+from genlab.optim.training.noise import DIGITS_ASYMMETRIC_MAP, corrupt_labels
+from genlab.optim.training.train import TrainConfig, build_optimizer
 
 
 def test_toy_sgd_escapes_gd_stays():
@@ -111,7 +111,7 @@ def test_sparse_problem_and_diagonal_net():
 @pytest.mark.slow
 def test_demo_section_writes_report_parts(tmp_path):
     from genlab.core.report import Report
-    from genlab.optim.studies.demo import demo_section
+    from genlab.optim.demo import demo_section
 
     report = Report("demo")
     result = demo_section(tmp_path / "optim", report)
@@ -125,7 +125,7 @@ def test_demo_section_writes_report_parts(tmp_path):
 
 # -- the comparison protocol ------------------------------------------------------------
 def test_holdout_split_is_fixed_and_disjoint():
-    from genlab.optim.studies.tasks import task_data
+    from genlab.optim.training.tasks import task_data
 
     a = task_data("digits", "holdout", data_seed=0)
     b = task_data("digits", "holdout", data_seed=0, label_noise=0.4, noise_seed=3)
@@ -140,7 +140,7 @@ def test_holdout_split_is_fixed_and_disjoint():
 
 
 def test_class_subsets_and_few_shot():
-    from genlab.optim.studies.tasks import majority_accuracy, task_data
+    from genlab.optim.training.tasks import majority_accuracy, task_data
 
     low = task_data("digits0-4", "holdout", data_seed=0)
     high = task_data("digits5-9", "holdout", data_seed=0, per_class=7)
@@ -159,7 +159,7 @@ def test_class_subsets_and_few_shot():
 
 
 def test_translation_moves_each_image_by_its_own_shift_against_a_pixel_loop():
-    from genlab.optim.studies.tasks import translate_images
+    from genlab.optim.training.tasks import translate_images
 
     images = torch.randn(40, 2, 5, 6)
     out = translate_images(images, 2, seed=3, background=-9.0)
@@ -178,7 +178,7 @@ def test_translation_moves_each_image_by_its_own_shift_against_a_pixel_loop():
 
 
 def test_jittered_task_fixed_per_data_seed_with_copies():
-    from genlab.optim.studies.tasks import task_data
+    from genlab.optim.training.tasks import task_data
 
     plain = task_data("digits5-9", "holdout", data_seed=0, per_class=4)
     a = task_data("digits5-9", "holdout", data_seed=0, per_class=4, translate=1)
@@ -327,7 +327,7 @@ def test_fine_tuning_starts_from_the_backbone(tmp_path):
     from dataclasses import replace
 
     from genlab.core.errors import CheckpointError
-    from genlab.optim.studies.train import prepare, train_digits
+    from genlab.optim.training.train import prepare, train_digits
 
     pre = replace(TrainConfig(arch="cnn", width=4, depth=1, epochs=1, measure=False),
                   task="digits0-4")

@@ -8,7 +8,7 @@ import pytest
 import genlab.optim.studies.grid as grid
 from genlab.cli import main
 from genlab.optim.studies.sensitivity import SensitivityConfig, grid_specs
-from genlab.optim.studies.tasks import majority_accuracy, task_data
+from genlab.optim.training.tasks import majority_accuracy, task_data
 
 TINY = ["--grid", "tiny", "--epochs", "1", "--width", "4", "--depth", "1"]
 

@@ -3,11 +3,11 @@ validated, not again when the task data are read; task_data called directly stil
 
 import pytest
 
-import genlab.optim.studies.tasks as tasks
-import genlab.optim.studies.train as train
+import genlab.optim.training.tasks as tasks
+import genlab.optim.training.train as train
 from genlab.core.errors import ConfigError
-from genlab.optim.studies.tasks import task_data
-from genlab.optim.studies.train import TrainConfig, train_digits
+from genlab.optim.training.tasks import task_data
+from genlab.optim.training.train import TrainConfig, train_digits
 
 
 def _count(monkeypatch) -> dict[str, int]:

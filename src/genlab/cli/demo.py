@@ -16,7 +16,7 @@ from genlab.core.options import check_options, option
 SECTIONS = [
     ("nas", "genlab.nas.demo", "BER architecture search"),
     ("transfer", "genlab.nas.transfer.detection.demo", "A searched cell as a detection backbone"),
-    ("optim", "genlab.optim.studies.demo", "Nonuniformity"),
+    ("optim", "genlab.optim.demo", "Nonuniformity"),
     ("gaze", "genlab.gaze.demo", "MoEGaze"),
 ]
 

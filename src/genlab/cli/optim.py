@@ -1,4 +1,5 @@
-"""`genlab optim ...` commands: thin wrappers over genlab.optim.studies and the measures."""
+"""`genlab optim ...` commands: thin wrappers over genlab.optim.training (train,
+measure) and genlab.optim.studies."""
 
 from __future__ import annotations
 
@@ -34,13 +35,13 @@ def _train(cfg, out: Path, resume: bool) -> None:
     """Train a classifier (the digits or your images, folder:PATH) with any optimiser;
     summary.json holds accuracies (percent), gaps, the constant predictor's test accuracy and
     every measure."""
-    from genlab.optim.studies.train import train_digits
+    from genlab.optim.training.train import train_digits
 
     summary = train_digits(cfg, out, resume=resume)
     _print_trained(summary, out)
 
 
-config_command(app, "train", "genlab.optim.studies.train:TrainConfig", _train)
+config_command(app, "train", "genlab.optim.training.train:TrainConfig", _train)
 config_command(app, "predict", "genlab.prediction:OptimPredictConfig",
                options.print_predictions, run_folder=False)
 
@@ -48,7 +49,7 @@ config_command(app, "predict", "genlab.prediction:OptimPredictConfig",
 def _measure(cfg, out: Path, resume: bool) -> None:
     """Every nonuniformity and sharpness measure of a trained model, in a new run folder
     (config.json; summary.json: scores, gaps and every measure)."""
-    from genlab.optim.studies.train import measure_checkpoint
+    from genlab.optim.training.train import measure_checkpoint
 
     summary = measure_checkpoint(cfg.checkpoint, out, config=cfg.train_config,
                                  measure=cfg.measure_config(), resume=resume,
@@ -56,5 +57,5 @@ def _measure(cfg, out: Path, resume: bool) -> None:
     _print_trained(summary, out)
 
 
-config_command(app, "measure", "genlab.optim.studies.train:MeasureRunConfig", _measure)
+config_command(app, "measure", "genlab.optim.training.train:MeasureRunConfig", _measure)
 

@@ -9,7 +9,9 @@ made with ``check=`` runs it on every entry as it is registered, so an entry tha
 what its family needs is refused where it is defined, not later where it is used.
 
 ``import_path`` resolves ``"package.module:attribute"``: the way a checkpoint or a sweep
-names a function without core importing the package that defines it.
+names a function without core importing the package that defines it. A module that left
+its package stays reachable under its old path: the package it left names it in ``MOVED``
+(``{"old_name": "its.new.module"}``), so a record written before the move still resolves.
 """
 
 from __future__ import annotations
@@ -158,15 +160,35 @@ def declared_names(folder: Path, package: str, variable: str) -> dict[str, tuple
     return found
 
 
+MOVED = "MOVED"  # a package's table of the modules that left it: old name -> new module
+
+
+def import_module(name: str) -> Any:
+    """``importlib.import_module(name)``, or, for a module that left its package, the module
+    its package's ``MOVED`` table names (``{"models": "pkg.new_home.models"}``): the old path
+    a checkpoint or a run folder recorded before the move."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        package, _, leaf = name.rpartition(".")
+        if exc.name != name or not package:
+            raise
+        moved = getattr(importlib.import_module(package), MOVED, {})
+        if leaf not in moved:
+            raise
+        return importlib.import_module(moved[leaf])
+
+
 def import_path(path: str | Callable, *, what: str = "attribute") -> Any:
-    """The object behind ``"package.module:attribute"`` (a callable is returned as it is)."""
+    """The object behind ``"package.module:attribute"`` (a callable is returned as it is);
+    a module that moved is found at its new home (:func:`import_module`)."""
     if callable(path):
         return path
     module_name, _, attr = str(path).partition(":")
     if not module_name or not attr:
         raise ConfigError(f"{path!r}: expected 'package.module:{what}'")
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: Any = import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:

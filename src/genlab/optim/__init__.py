@@ -1,4 +1,4 @@
-"""Nonuniformity and sharpness: SAM-family optimisers, measures, studies.
+"""Nonuniformity and sharpness: SAM-family optimisers, measures, training, studies.
 
 ``make_optimizer(name, params, **kw)`` builds any optimiser by name; names are
 listed in ``OPTIMIZERS`` (the registry ``OPTIMIZER_REGISTRY`` holds each one's facts).

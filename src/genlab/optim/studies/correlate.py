@@ -65,8 +65,8 @@ from genlab.optim.measures.correlation import (
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import expand, run_grid
-from genlab.optim.studies.models import ARCHS
-from genlab.optim.studies.train import TrainConfig
+from genlab.optim.training.models import ARCHS
+from genlab.optim.training.train import TrainConfig
 
 TAU_MEASURES = ("trace_sigma", "minibatch_noise", "curvature_nonuniformity",
                 "hessian_top_eigenvalue", "hessian_trace", "m_sharpness", "average_sharpness",

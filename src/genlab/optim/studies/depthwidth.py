@@ -31,7 +31,7 @@ from genlab.optim.measures.correlation import (
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import execute, open_study, stored
 from genlab.optim.studies.stats import mean_std
-from genlab.optim.studies.train import TrainConfig
+from genlab.optim.training.train import TrainConfig
 
 MEASURES = ("trace_sigma", "curvature_nonuniformity", "hessian_top_eigenvalue")
 GAPS = ("gap_loss", "gap_acc")

@@ -25,7 +25,7 @@ from pathlib import Path
 from genlab.core.errors import DivergedError, GenlabError
 from genlab.core.runs import SUMMARY, RunDir, write_json
 from genlab.core.sweep import FAILED, RunSpec, run_sweep
-from genlab.optim.studies.train import TrainConfig, train_digits
+from genlab.optim.training.train import TrainConfig, train_digits
 
 
 def train_or_diverge(cfg: TrainConfig, out: str | Path, *, resume: bool = False,

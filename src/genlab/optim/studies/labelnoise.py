@@ -2,7 +2,7 @@
 
 The protocol mirrors the CIFAR-10 label-noise experiments of the SAM literature (Foret et al.
 2021, section 3.3): a fraction of the training labels is flipped (symmetric noise, or the
-asymmetric class map of noise.py), the model trains on the noisy labels and is scored on
+asymmetric class map of training/noise.py), the model trains on the noisy labels and is scored on
 the clean test set (final epoch, no early stopping), mean and standard deviation over
 seeds. Every optimiser uses the learning rate and radius the search chose for it on clean
 data (search.py, validation accuracy; the same budget for all), so no optimiser is tuned
@@ -24,8 +24,6 @@ from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import execute, open_study, stored
-from genlab.optim.studies.models import ARCHS
-from genlab.optim.studies.noise import NOISE_KINDS
 from genlab.optim.studies.search import (
     ComparisonOptions,
     Protocol,
@@ -41,7 +39,9 @@ from genlab.optim.studies.stats import (
     pct,
     per_seed,
 )
-from genlab.optim.studies.tasks import majority_accuracy, task_data
+from genlab.optim.training.models import ARCHS
+from genlab.optim.training.noise import NOISE_KINDS
+from genlab.optim.training.tasks import majority_accuracy, task_data
 
 
 @dataclass

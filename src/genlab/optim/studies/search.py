@@ -1,8 +1,8 @@
 """The hyper-parameter search every optimiser comparison uses: same budget, validation only.
 
 Protocol (ours; stated in docs/nonuniformity.md):
-- data: the digits hold-out split (fit 1,079 / validation 359 images, data seed 0; tasks.py);
-  the 359 test images are never read for a choice;
+- data: the digits hold-out split (fit 1,079 / validation 359 images, data seed 0;
+  genlab.optim.training.tasks); the 359 test images are never read for a choice;
 - training: the study's architecture, seed 0, batch 64, SGD momentum 0.9 as the base of
   every optimiser, weight decay 5e-4, cosine learning rate to 0 over the epochs of
   ``ARCH_DEFAULTS``;
@@ -32,7 +32,7 @@ from genlab.optim.optimizers.registry import (
     STANDARD_OPTIMIZERS,  # noqa: F401 - the studies import it from here
 )
 from genlab.optim.studies.grid import StudyLog, execute, stored
-from genlab.optim.studies.train import TrainConfig
+from genlab.optim.training.train import TrainConfig
 
 
 def radius_field(optimizer: str) -> str | None:

@@ -29,7 +29,6 @@ from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
-from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
     SEARCH_GRIDS,
     ComparisonOptions,
@@ -43,6 +42,7 @@ from genlab.optim.studies.stats import (
     comparison_title,
     mean_std,
 )
+from genlab.optim.training.models import ARCHS
 
 WITHIN = 1.0  # "within 1 point (percent) of the best"
 

@@ -25,7 +25,6 @@ from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import execute, open_study, stored
-from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
     ComparisonOptions,
     Protocol,
@@ -41,8 +40,9 @@ from genlab.optim.studies.stats import (
     pct,
     per_seed,
 )
-from genlab.optim.studies.tasks import majority_accuracy
-from genlab.optim.studies.train import prepare, split_scores
+from genlab.optim.training.models import ARCHS
+from genlab.optim.training.tasks import majority_accuracy
+from genlab.optim.training.train import prepare, split_scores
 
 FLATNESS = ("sam", "asam")  # the flatness-based reference methods
 

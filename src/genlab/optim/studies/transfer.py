@@ -2,7 +2,7 @@
 
 Protocol (ours; the reasoning and the measurements behind it in docs/nonuniformity.md):
 
-- domain: *jittered digits* (tasks.py ``translate``): every image moved by up to
+- domain: *jittered digits* (training/tasks.py ``translate``): every image moved by up to
   ``translate`` pixels per axis, one fixed draw per image. On plain 8 x 8 digits a few
   images per class suffice (a linear model on the pixels reaches 95% from 5 per class of
   5-9) and features pretrained on 0-4 are worse than the pixels, so fine-tuning cannot
@@ -42,7 +42,6 @@ from genlab.core.runs import RunDir, write_json
 from genlab.core.stats import judge, paired_difference
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, execute, open_study, stored
-from genlab.optim.studies.models import ARCHS
 from genlab.optim.studies.search import (
     SEARCH_GRIDS,
     ComparisonOptions,
@@ -60,7 +59,8 @@ from genlab.optim.studies.stats import (
     pct,
     per_seed,
 )
-from genlab.optim.studies.tasks import TASKS, check_translation, majority_accuracy, task_data
+from genlab.optim.training.models import ARCHS
+from genlab.optim.training.tasks import TASKS, check_translation, majority_accuracy, task_data
 
 
 @dataclass

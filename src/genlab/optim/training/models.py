@@ -1,4 +1,5 @@
-"""Classifiers for the studies: MLP, CNN (with BatchNorm), a patch Transformer and a ResNet.
+"""The classifiers `optim train` builds (and so the studies): MLP, CNN (with BatchNorm), a
+patch Transformer and a ResNet.
 
 All are built by name from plain values through the ``CLASSIFIERS`` registry
 (:func:`build_model`), so a run's config.json rebuilds them.

@@ -8,7 +8,7 @@ from pathlib import Path
 from genlab.core.report import Report, mean_std_text
 from genlab.optim.studies.synthetic.sparse import SparseConfig, run_sparse
 from genlab.optim.studies.synthetic.toy import ToyConfig, run_toy
-from genlab.optim.studies.train import TrainConfig, train_digits
+from genlab.optim.training.train import TrainConfig, train_digits
 
 MEASURE_ROWS = [
     ("trace_sigma", "tr Sigma (gradient noise)"),

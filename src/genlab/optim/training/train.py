@@ -23,7 +23,7 @@ closure. Each optimiser gets the options its entry ``accepts`` (``model=`` inclu
 per-sample ones use the per-layer per-sample gradients of genlab.optim.measures.ghost).
 
 Every checkpoint carries a model record (kind ``"optim train"``, builder
-:func:`~genlab.optim.studies.models.build_model`), so ``genlab.load(folder)`` rebuilds the
+:func:`~genlab.optim.training.models.build_model`), so ``genlab.load(folder)`` rebuilds the
 trained model; :func:`load_trained` (``genlab optim measure``) rebuilds it from that record
 after checking its kind.
 """
@@ -64,9 +64,9 @@ from genlab.optim.optimizers.registry import (
     make_optimizer,
     optimizer_settings,
 )
-from genlab.optim.studies.models import ARCHS, HEAD, build_model
-from genlab.optim.studies.noise import NOISE_KINDS
-from genlab.optim.studies.tasks import (
+from genlab.optim.training.models import ARCHS, HEAD, build_model
+from genlab.optim.training.noise import NOISE_KINDS
+from genlab.optim.training.tasks import (
     SPLITS,
     TASKS,
     TaskData,

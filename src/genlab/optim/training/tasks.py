@@ -1,5 +1,5 @@
-"""The studies' tasks: digits (fixed splits, class subsets), rendered shapes, your images;
-few-shot training sets, label noise.
+"""The tasks `optim train` learns (and so the studies): digits (fixed splits, class
+subsets), rendered shapes, your images; few-shot training sets, label noise.
 
 Every task is cut from scikit-learn's digits (genlab.core.data: 20% test (359 images), the rest the
 "training pool"; standardised with the pool's statistics). Two ways to use the pool
@@ -50,7 +50,7 @@ from genlab.core.data.imagefolder import folder_data, folder_path, scan_folder
 from genlab.core.data.shapes import NATIVE_SIZE, load_shapes_data
 from genlab.core.errors import ConfigError, require_choice
 from genlab.core.registry import Registry
-from genlab.optim.studies.noise import corrupt_labels
+from genlab.optim.training.noise import corrupt_labels
 
 SPLITS = ("full", "holdout")
 VAL_FRACTION = 0.25
