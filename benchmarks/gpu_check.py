@@ -233,9 +233,9 @@ def check_imagenet_step(device, out: Path, quick: bool) -> dict:
     loss and optimiser: step time, images per second, peak memory. On CPU: skipped, or with
     --quick a toy size (C=8, batch 2, 32x32, float32) that only exercises the code."""
     from genlab.core.trainer import Trainer
-    from genlab.nas.model_cost import count_macs, parameter_counts
     from genlab.nas.retrain import ClippedSGD
     from genlab.nas.spaces import build_space_network
+    from genlab.nas.supernet.model_cost import count_macs, parameter_counts
     from genlab.nas.transfer.classify.imagenet import smoothed_loss
     from genlab.nas.transfer.classify.recipes import network_options
 

@@ -24,9 +24,9 @@ import torch
 
 import genlab.nas.regularizers.perturb_commit as commit
 from genlab.core.runs import read_json, write_json
-from genlab.nas.ops import PARAM_FREE_OPS
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
+from genlab.nas.supernet.ops import PARAM_FREE_OPS
 
 SKIP = "skip_connect"
 MEASURE = commit.perturbation_leaders  # the measurement itself (each space's spy wraps it)

@@ -7,13 +7,13 @@ import torch
 import torch.nn.functional as F
 from nas_reference import DARTS_V1, DARTS_V2
 
-import genlab.nas.ops as ops_mod
+import genlab.nas.supernet.ops as ops_mod
 from genlab.core.errors import SpecError
 from genlab.nas import build_darts_network, get_space
-from genlab.nas.probe import CellTraces
 from genlab.nas.spaces.darts.genotype import DartsGenotype, parse_darts_genotype
 from genlab.nas.spaces.darts.network import drop_path
 from genlab.nas.spaces.nb201.network import count_parameters
+from genlab.nas.supernet.probe import CellTraces
 
 # Published DARTS- genotypes (CIFAR-10, RobustDARTS S1-S4), as printed upstream (range concat)
 PUBLISHED = {

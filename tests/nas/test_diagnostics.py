@@ -14,9 +14,9 @@ from genlab.nas.diagnostics import (
     mean_entropy,
 )
 from genlab.nas.entropy import gaussian_batch_entropy
-from genlab.nas.probe import CellPairs
 from genlab.nas.spaces import get_space
 from genlab.nas.spaces.nb201.supernet import NB201SuperNet
+from genlab.nas.supernet.probe import CellPairs
 
 
 def explicit_hessian(net, x, y):

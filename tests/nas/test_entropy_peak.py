@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import genlab.nas.studies.entropy_peak as entropy_peak_module
-from genlab.nas.probe import CellTraces
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces.nb201.genotype import NB201_OPS
 from genlab.nas.spaces.nb201.supernet import NB201SuperNet
+from genlab.nas.supernet.probe import CellTraces
 
 
 @pytest.fixture(scope="module")

@@ -1,22 +1,22 @@
 """The methods' supernet options on the fused DARTS cell equal the per-edge cell (their
-definition, genlab.nas.cells.MixedOp): DARTS-' auxiliary skip, R-DARTS' drop-path, PC-DARTS'
-partial channels and edge normalisation, alone and together; logits, alpha and beta
-gradients, every weight gradient, BN statistics, in float64 on the same weights, inputs and
-random draws. And a search on the fused parts, stopped and resumed, equals an uninterrupted
-one."""
+definition, genlab.nas.supernet.cells.MixedOp): DARTS-' auxiliary skip, R-DARTS' drop-path,
+PC-DARTS' partial channels and edge normalisation, alone and together; logits, alpha and
+beta gradients, every weight gradient, BN statistics, in float64 on the same weights, inputs
+and random draws. And a search on the fused parts, stopped and resumed, equals an
+uninterrupted one."""
 
 import pytest
 import torch
 from fused_equality import assert_same_step
 
-import genlab.nas.ops as ops_mod
+import genlab.nas.supernet.ops as ops_mod
 from genlab.core.runs import CHECKPOINT
-from genlab.nas.cells import channel_shuffle
 from genlab.nas.methods import search_method
-from genlab.nas.nodesum import channels_last, shuffle_join
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
 from genlab.nas.spaces.darts.fused import FusedCell
+from genlab.nas.supernet.cells import channel_shuffle
+from genlab.nas.supernet.nodesum import channels_last, shuffle_join
 
 
 @pytest.fixture

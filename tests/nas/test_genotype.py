@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from genlab.core.errors import ConfigError, SpecError
-from genlab.nas.ops import PARAM_FREE_OPS
 from genlab.nas.spaces import get_space, space_names
 from genlab.nas.spaces.nb201.genotype import NB201_EDGES, NB201_OPS, Genotype, derive_genotype
+from genlab.nas.supernet.ops import PARAM_FREE_OPS
 
 EXAMPLE = ("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+"
            "|skip_connect~0|nor_conv_3x3~1|nor_conv_1x1~2|")

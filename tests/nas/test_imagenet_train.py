@@ -18,8 +18,8 @@ from PIL import Image
 from torch import nn
 
 from genlab.core.checkpoints import load_checkpoint
-from genlab.nas.model_cost import count_macs, parameter_counts
 from genlab.nas.spaces import build_space_network
+from genlab.nas.supernet.model_cost import count_macs, parameter_counts
 from genlab.nas.transfer.classify import imagefolder
 from genlab.nas.transfer.classify.imagefolder import (
     ShardedBatchSampler,

@@ -9,7 +9,10 @@ from nas_reference import run_cli
 from torch import nn
 
 from genlab.core.errors import ConfigError
-from genlab.nas.cells import (
+from genlab.nas.methods import build_supernet, get_method
+from genlab.nas.methods.gdas import Gumbel
+from genlab.nas.spaces import get_space
+from genlab.nas.supernet.cells import (
     CellTopology,
     EdgeKnobs,
     EdgeOptions,
@@ -17,9 +20,6 @@ from genlab.nas.cells import (
     channel_shuffle,
     node_softmax,
 )
-from genlab.nas.methods import build_supernet, get_method
-from genlab.nas.methods.gdas import Gumbel
-from genlab.nas.spaces import get_space
 
 
 class Scale(nn.Module):

@@ -5,8 +5,15 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
-from genlab.nas.ops import AvgPool3x3, ReLUConvBN, ResidualBlock, Zero, make_op, stage_channels
 from genlab.nas.spaces.nb201.supernet import SearchCell
+from genlab.nas.supernet.ops import (
+    AvgPool3x3,
+    ReLUConvBN,
+    ResidualBlock,
+    Zero,
+    make_op,
+    stage_channels,
+)
 
 
 def _brute_avg_pool(x):

@@ -7,8 +7,8 @@ import torch.nn.functional as F
 from genlab.core.errors import ConfigError
 from genlab.nas.diagnostics import alpha_hessian, hessian_eigenvalue
 from genlab.nas.entropy import edge_entropy, gaussian_batch_entropy
-from genlab.nas.probe import CellPairs
 from genlab.nas.regularizers import make_regularizer
+from genlab.nas.supernet.probe import CellPairs
 
 
 def test_beta_gradient_is_softmax_over_edges():

@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError, SpecError
-from genlab.nas.probe import CellTraces
 from genlab.nas.spaces import AlphaSpec, get_space, space_names
+from genlab.nas.supernet.probe import CellTraces
 
 SPACES = space_names()
 

@@ -1,5 +1,5 @@
 """NB201SuperNet (fused) equals the per-edge reference supernet (logits, gradients, BN state),
-with the methods' supernet options too (genlab.nas.cells.MixedOp is their definition)."""
+with the methods' supernet options too (genlab.nas.supernet.cells.MixedOp is their definition)."""
 
 import pytest
 import torch
@@ -8,10 +8,10 @@ from fused_equality import assert_same_step
 
 from genlab.core.errors import ConfigError
 from genlab.nas.methods import build_supernet
-from genlab.nas.ops import CONV_KERNELS, ResidualBlock
-from genlab.nas.probe import CellTraces
 from genlab.nas.spaces.nb201.genotype import NB201_EDGES, NB201_OPS, Genotype
 from genlab.nas.spaces.nb201.supernet import NB201SuperNet, NodeSum, SearchCell
+from genlab.nas.supernet.ops import CONV_KERNELS, ResidualBlock
+from genlab.nas.supernet.probe import CellTraces
 
 
 def _pair(ops=NB201_OPS, C=4, N=2, in_channels=3, seed=0, channels_last=True):

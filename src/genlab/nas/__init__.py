@@ -48,8 +48,8 @@ _EXPORTS = {
     "method_names": "genlab.nas.methods",
     "METHODS": "genlab.nas.methods",
     # probes, regularisers, data sets
-    "Probe": "genlab.nas.probe",
-    "CellTrace": "genlab.nas.probe",
+    "Probe": "genlab.nas.supernet.probe",
+    "CellTrace": "genlab.nas.supernet.probe",
     "make_regularizer": "genlab.nas.regularizers",
     "Regularizer": "genlab.nas.regularizers",
     "PENALTIES": "genlab.nas.regularizers",

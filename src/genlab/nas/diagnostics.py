@@ -30,8 +30,8 @@ import torch.nn.functional as F
 
 from genlab.core.report import figure
 from genlab.nas.entropy import batch_entropy, edge_entropy, gaussian_batch_entropy
-from genlab.nas.probe import CellTraces
 from genlab.nas.regularizers.base import Alphas, named
+from genlab.nas.supernet.probe import CellTraces
 
 HESSIAN_CHUNK = 32  # Hessian rows per batched double-backward pass (bounds the memory)
 EXACT_MAX_ENTRIES = 30  # more alpha entries: the Lanczos estimate of the top eigenvalue

@@ -6,7 +6,7 @@ shuffle with 4 groups); per-edge betas (1e-3 N(0, 1)) softmaxed over each node's
 the edge outputs, and the derivation ranks edges by softmax(alpha) x beta. Alpha stays still
 for the first 15 of 50 epochs (``if epoch >= 15``); alpha lr 6e-4 (2x DARTS' 3e-4), alpha
 weight decay 1e-3, weight decay 3e-4; first order by default, ``--unrolled`` for second.
-The supernet options are built by every space (genlab.nas.cells; NB201 after DrNAS'
+The supernet options are built by every space (genlab.nas.supernet.cells; NB201 after DrNAS'
 partial-channel cell; edge normalisation in NB201 and everything in MobileNet is ours).
 """
 

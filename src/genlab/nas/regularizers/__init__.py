@@ -41,7 +41,6 @@ import torch
 
 from genlab.core.errors import require_choice, require_positive
 from genlab.core.registry import import_submodules
-from genlab.nas.probe import Probe
 from genlab.nas.regularizers.base import (
     PENALTIES,
     SCHEDULES,
@@ -53,6 +52,7 @@ from genlab.nas.regularizers.base import (
     zero_like,
 )
 from genlab.nas.regularizers.baselines import BetaDecay
+from genlab.nas.supernet.probe import Probe
 
 import_submodules(__name__, __path__)  # every module registers its penalties
 

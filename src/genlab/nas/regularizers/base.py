@@ -2,7 +2,7 @@
 
 A regulariser family member is a :class:`Penalty` subclass registered in ``PENALTIES``
 (a core.registry Registry) under its name; its class attributes carry its facts:
-``needs_probe`` (it reads the cells through a probe, genlab.nas.probe), ``preset`` (the
+``needs_probe`` (it reads the cells through a probe, genlab.nas.supernet.probe), ``preset`` (the
 settings its name stands for when the command line leaves them unset) and
 ``default_strength`` and ``params``, its own settings with their defaults (ber-lbe's floor
 ``h_min``; a search passes them as ``--reg-param KEY=VALUE``). A member registers itself
@@ -23,7 +23,7 @@ import torch
 
 from genlab.core.errors import ConfigError
 from genlab.core.registry import Registry
-from genlab.nas.probe import Probe
+from genlab.nas.supernet.probe import Probe
 
 SCHEDULES = ("up", "down", "constant")
 

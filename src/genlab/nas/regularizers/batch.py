@@ -5,7 +5,7 @@ estimator, not theirs (genlab.nas.entropy): H_B(T) = mean_j 0.5 log(2 pi e Var_b
 over the units j of a cell's output T (population variance); R = mean over cells of
 relu(H_B(cell input) - H_B(cell output)). Same schedules as ber-kl. Applied to alpha only
 (the architecture step); it reads the cells' inputs and outputs through the probe
-genlab.nas.probe.CellPairs that the search passes to the supernet.
+genlab.nas.supernet.probe.CellPairs that the search passes to the supernet.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
 from genlab.nas.entropy import gaussian_batch_entropy
-from genlab.nas.probe import CellPairs
 from genlab.nas.regularizers.base import Penalty, register_penalty
+from genlab.nas.supernet.probe import CellPairs
 
 
 @register_penalty

@@ -40,9 +40,9 @@ from collections import deque
 
 import torch
 
-from genlab.nas.probe import CellTraces
 from genlab.nas.regularizers.base import Penalty, per_alpha_sum, register_penalty, zero_like
 from genlab.nas.regularizers.layerwise import node_entropy_reading
+from genlab.nas.supernet.probe import CellTraces
 
 SMOOTHING = 0.02  # EMA weight of the newest step (time constant ~50 steps)
 WARMUP = 100  # steps before a turn may be detected (the EMA has settled)

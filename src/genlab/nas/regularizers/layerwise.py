@@ -1,7 +1,7 @@
 """``ber-lbe``: a BER candidate built on batch entropy (ours; the paper's formula is not public).
 
 It acts on alpha only (the architecture step) and reads the search cells through a probe
-(genlab.nas.probe); H_B is Peer et al.'s batch entropy (genlab.nas.entropy.batch_entropy).
+(genlab.nas.supernet.probe); H_B is Peer et al.'s batch entropy (genlab.nas.entropy.batch_entropy).
 
 Peer et al.'s layerwise batch-entropy loss (TMLR 2022) carried over to the
   architecture step. Over the nodes T_n of every search cell (intermediate nodes and output),
@@ -24,8 +24,8 @@ import torch
 
 from genlab.core.errors import ConfigError
 from genlab.nas.entropy import batch_entropy, global_batch_entropy
-from genlab.nas.probe import CellTraces
 from genlab.nas.regularizers.base import Penalty, register_penalty
+from genlab.nas.supernet.probe import CellTraces
 
 
 def node_entropies(probe: CellTraces) -> torch.Tensor:

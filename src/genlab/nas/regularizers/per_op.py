@@ -1,7 +1,7 @@
 """``ber-op`` and ``ber-ib``: per-op BER candidates (ours; the paper's formula is not public).
 
 Both act on alpha only (the architecture step) and read the search cells through a probe
-(genlab.nas.probe); H_B is Peer et al.'s batch entropy (genlab.nas.entropy.batch_entropy).
+(genlab.nas.supernet.probe); H_B is Peer et al.'s batch entropy (genlab.nas.entropy.batch_entropy).
 
 - ``ber-op``: a per-op compression penalty, R = sum over alpha tensors of
   mean_e sum_k p_ek sg[D_ek], p_e = softmax(alpha_e),
@@ -37,8 +37,8 @@ import torch.nn.functional as F
 
 from genlab.core.errors import ConfigError
 from genlab.nas.entropy import batch_entropy, label_information, spatial_mean
-from genlab.nas.probe import CellTraces
 from genlab.nas.regularizers.base import Penalty, register_penalty
+from genlab.nas.supernet.probe import CellTraces
 
 EDGE_RE = re.compile(r"^(\d+)<-(\d+)$")
 

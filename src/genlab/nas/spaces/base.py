@@ -8,7 +8,7 @@ know about one family of architectures:
 - ``build_supernet(num_classes, in_channels, channels, cells, per_edge)``: the weight-sharing
   supernet (the space's upstream size when ``channels``/``cells`` are None). Every supernet has
   ``alphas()`` (ordered dict name -> nn.Parameter), ``arch_parameters()``,
-  ``weight_parameters()`` (no alphas) and ``forward(x, probe=None)`` (genlab.nas.probe);
+  ``weight_parameters()`` (no alphas) and ``forward(x, probe=None)`` (genlab.nas.supernet.probe);
 - ``derive(alphas)``: the discrete genotype by the space's own rule; ``parse(text)`` and
   ``format(genotype)`` round-trip the space's genotype text;
 - ``op_counts(genotype)``: parameter-free and skip choices in the primary cell;
@@ -42,7 +42,7 @@ from torch.utils.checkpoint import checkpoint
 
 from genlab.core.errors import ConfigError, SpecError
 from genlab.core.registry import Registry
-from genlab.nas.model_cost import count_macs, parameter_counts
+from genlab.nas.supernet.model_cost import count_macs, parameter_counts
 
 
 @dataclass(frozen=True)

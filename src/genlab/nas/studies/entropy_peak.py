@@ -45,11 +45,11 @@ from genlab.core.report import figure, markdown_table
 from genlab.core.runs import CHECKPOINT, SUMMARY, atomic_write_bytes, write_json
 from genlab.core.studies import Study, register_study
 from genlab.nas.entropy import batch_entropy, gaussian_batch_entropy
-from genlab.nas.ops import CONV_KERNELS, PARAM_FREE_OPS
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
 from genlab.nas.spaces.nb201.genotype import NB201_NODES
 from genlab.nas.spaces.nb201.supernet import SearchCell, edge_index
+from genlab.nas.supernet.ops import CONV_KERNELS, PARAM_FREE_OPS
 
 NODE_FILE = "node_entropy.jsonl"  # one line per logging step, aligned with metrics.jsonl
 RISE_MARGIN = 0.02  # the parameter-free weight must end this far above its last minimum

@@ -1,6 +1,6 @@
 """The fused DARTS-space search cell: the per-edge mixed ops regrouped by source state.
 
-Same function as the per-edge cell (genlab.nas.cells.PerEdgeCell with the ops of
+Same function as the per-edge cell (genlab.nas.supernet.cells.PerEdgeCell with the ops of
 genlab.nas.spaces.darts.supernet.search_op; checked in tests and in benchmarks/nas_step.py),
 computed with fewer, larger kernels:
 
@@ -13,14 +13,15 @@ computed with fewer, larger kernels:
   source, with one set of running statistics;
 - the softmax weight of an edge's conv op becomes the per-channel scale of its last BN, so
   w * BN(x) costs nothing extra; pools, skip and noise enter the node sums with scalar weights,
-  accumulated in place (genlab.nas.nodesum.NodeSum);
+  accumulated in place (genlab.nas.supernet.nodesum.NodeSum);
 - `none` (zero) is skipped; its weight still enters the softmax.
 
 RobustDARTS spaces offer different ops on different edges: each (source, op) group holds only
 the out-edges that offer the op.
 
-The methods' supernet options (genlab.nas.cells.EdgeOptions; the per-edge ``MixedOp`` is their
-definition) are computed in the same layout, except GDAS' sampled edges (per-edge cells):
+The methods' supernet options (genlab.nas.supernet.cells.EdgeOptions; the per-edge
+``MixedOp`` is their definition) are computed in the same layout, except GDAS' sampled edges
+(per-edge cells):
 
 - DARTS-' auxiliary skip ``beta * aux(x)``: on stride-1 edges an identity whose weight beta
   joins the edge's skip_connect weight (one term, w + beta) or enters as a term of its own;
@@ -53,7 +54,7 @@ from torch import nn
 
 from genlab.core.errors import ConfigError
 from genlab.core.parallel.data_parallel import batch_norm
-from genlab.nas.cells import (
+from genlab.nas.supernet.cells import (
     CellTopology,
     EdgeKnobs,
     EdgeOptions,
@@ -62,8 +63,8 @@ from genlab.nas.cells import (
     drop_masks,
     edge_name,
 )
-from genlab.nas.nodesum import ChannelSplit, NodeTerms, memory_format_of, shuffle_join
-from genlab.nas.ops import DIL_CONVS, SEP_CONVS, draw_noise, shifted
+from genlab.nas.supernet.nodesum import ChannelSplit, NodeTerms, memory_format_of, shuffle_join
+from genlab.nas.supernet.ops import DIL_CONVS, SEP_CONVS, draw_noise, shifted
 
 BN_MOMENTUM, BN_EPS = 0.1, 1e-5
 # parameter tensors of each conv kind, with their (per-edge) shapes given C and kernel k
@@ -115,7 +116,7 @@ class FusedCell(nn.Module):
     """The DAG of a DARTS-space cell over preprocessed input states (module docstring).
 
     ``channels``: the states' width; ``options``/``knobs``: the methods' supernet options and
-    their moving values (genlab.nas.cells), shared with the supernet."""
+    their moving values (genlab.nas.supernet.cells), shared with the supernet."""
 
     def __init__(self, topology: CellTopology, edge_ops: Sequence[Sequence[str]], channels: int,
                  reduction: bool, options: EdgeOptions | None = None,
@@ -244,7 +245,7 @@ class FusedCell(nn.Module):
         return (beta * edge_weights).unbind()
 
     def _drop_masks(self, batch: int, like: torch.Tensor) -> list[torch.Tensor] | None:
-        """R-DARTS' drop-path: one (N, 1, 1, 1) mask / keep per edge (genlab.nas.cells.
+        """R-DARTS' drop-path: one (N, 1, 1, 1) mask / keep per edge (genlab.nas.supernet.cells.
         drop_masks), None when off."""
         if not (self.options.drop_path and self.training):
             return None

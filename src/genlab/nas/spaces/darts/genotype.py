@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from genlab.core.errors import SpecError
-from genlab.nas.ops import PARAM_FREE_OPS
+from genlab.nas.supernet.ops import PARAM_FREE_OPS
 
 Gene = tuple[str, int]
 STEPS = 4  # intermediate nodes per cell

@@ -31,8 +31,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
-from genlab.nas.cells import drop_path
-from genlab.nas.ops import OPS, FactorizedReduce, ReLUConvBN, build_op
 from genlab.nas.spaces.base import FeatureLayout, FeatureTap
 from genlab.nas.spaces.darts.genotype import (
     CELL_TYPES,
@@ -41,6 +39,8 @@ from genlab.nas.spaces.darts.genotype import (
     parse_darts_genotype,
     validate,
 )
+from genlab.nas.supernet.cells import drop_path
+from genlab.nas.supernet.ops import OPS, FactorizedReduce, ReLUConvBN, build_op
 
 
 class EvalCell(nn.Module):

@@ -23,7 +23,6 @@ import torch
 from torch import nn
 
 from genlab.core.errors import SpecError
-from genlab.nas.ops import PARAM_FREE_OPS
 from genlab.nas.spaces.base import (
     AlphaSpec,
     ProxyDefaults,
@@ -42,6 +41,7 @@ from genlab.nas.spaces.darts.genotype import (
 )
 from genlab.nas.spaces.darts.network import build_darts_network, darts_feature_layout
 from genlab.nas.spaces.darts.supernet import DARTS_TOPOLOGY, DartsSuperNet
+from genlab.nas.supernet.ops import PARAM_FREE_OPS
 
 DARTS_OPS = ("none", "max_pool_3x3", "avg_pool_3x3", "skip_connect", "sep_conv_3x3",
              "sep_conv_5x5", "dil_conv_3x3", "dil_conv_5x5")

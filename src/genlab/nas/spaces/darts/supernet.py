@@ -10,9 +10,9 @@ nodes. Global average pool, linear classifier. Two alpha tensors, "normal" and "
 
 ``per_edge=False`` computes each cell with the fused cell of genlab.nas.spaces.darts.fused (same
 function, grouped by source state); ``per_edge=True`` with the textbook per-edge cell of
-genlab.nas.cells, exactly the upstream layout (the reference and the benchmark's baseline).
+genlab.nas.supernet.cells, exactly the upstream layout (the reference and the benchmark's baseline).
 
-The methods' supernet options (genlab.nas.cells, docs/nas_methods.md):
+The methods' supernet options (genlab.nas.supernet.cells, docs/nas_methods.md):
 ``partial_channels=K`` and ``edge_norm`` (PC-DARTS: betas "normal"/"reduce" (14,), 1e-3 N(0, 1),
 softmaxed over each node's inputs; ``edge_scales()`` returns them), ``aux_skip`` (DARTS-:
 identity, or FactorizedReduce(C, C, affine=False) of its own on the stride-2 edges) and
@@ -30,7 +30,10 @@ import torch
 from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
-from genlab.nas.cells import (
+from genlab.nas.spaces.base import AlphaSupernet
+from genlab.nas.spaces.darts.fused import FusedCell
+from genlab.nas.spaces.darts.genotype import CELL_TYPES, STEPS
+from genlab.nas.supernet.cells import (
     CellTopology,
     EdgeKnobs,
     EdgeOptions,
@@ -38,11 +41,8 @@ from genlab.nas.cells import (
     PerEdgeCell,
     node_softmax,
 )
-from genlab.nas.ops import POOLS, FactorizedReduce, ReLUConvBN, build_op
-from genlab.nas.probe import CellTrace, Probe
-from genlab.nas.spaces.base import AlphaSupernet
-from genlab.nas.spaces.darts.fused import FusedCell
-from genlab.nas.spaces.darts.genotype import CELL_TYPES, STEPS
+from genlab.nas.supernet.ops import POOLS, FactorizedReduce, ReLUConvBN, build_op
+from genlab.nas.supernet.probe import CellTrace, Probe
 
 DARTS_TOPOLOGY = CellTopology(num_inputs=2, num_nodes=STEPS, concat=True)
 
@@ -178,7 +178,7 @@ class DartsSuperNet(AlphaSupernet):
         return {"normal": self.alphas_normal, "reduce": self.alphas_reduce}
 
     def forward(self, x: torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
-        """Logits; ``probe`` (genlab.nas.probe) receives every cell's nodes."""
+        """Logits; ``probe`` (genlab.nas.supernet.probe) receives every cell's nodes."""
         weights = self.mixing_weights()
         scales = self.edge_scales() or {}
         s0 = s1 = self.stem(x)

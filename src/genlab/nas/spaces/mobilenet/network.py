@@ -45,9 +45,9 @@ import torch
 from torch import nn
 
 from genlab.core.errors import ConfigError, SpecError, require_positive_ints
-from genlab.nas.cells import EdgeKnobs, channel_shuffle, drop_path, others_sum
-from genlab.nas.probe import CellTrace, Probe
 from genlab.nas.spaces.base import AlphaSupernet, FeatureLayout, FeatureTap
+from genlab.nas.supernet.cells import EdgeKnobs, channel_shuffle, drop_path, others_sum
+from genlab.nas.supernet.probe import CellTrace, Probe
 
 MB_OPS = ("3x3_MBConv3", "3x3_MBConv6", "5x5_MBConv3", "5x5_MBConv6", "7x7_MBConv3",
           "7x7_MBConv6")

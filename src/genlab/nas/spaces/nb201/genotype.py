@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from genlab.core.errors import SpecError
-from genlab.nas.cells import edge_name
-from genlab.nas.ops import PARAM_FREE_OPS
+from genlab.nas.supernet.cells import edge_name
+from genlab.nas.supernet.ops import PARAM_FREE_OPS
 
 NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 NB201_EDGES = ("1<-0", "2<-0", "2<-1", "3<-0", "3<-1", "3<-2")

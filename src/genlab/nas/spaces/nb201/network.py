@@ -14,10 +14,10 @@ import torch
 from torch import nn
 
 from genlab.core.errors import require_positive_ints
-from genlab.nas.cells import edge_name
-from genlab.nas.ops import Head, ResidualBlock, Stem, make_op, stage_channels
 from genlab.nas.spaces.base import FeatureLayout, FeatureTap
 from genlab.nas.spaces.nb201.genotype import Genotype
+from genlab.nas.supernet.cells import edge_name
+from genlab.nas.supernet.ops import Head, ResidualBlock, Stem, make_op, stage_channels
 
 
 class InferCell(nn.Module):

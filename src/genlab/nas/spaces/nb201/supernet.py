@@ -14,16 +14,16 @@ benchmarks/nas_step.py):
 The conv biases of the reference (present there because its BN is not affine) are omitted: a
 per-channel constant before a batch-statistics BN cancels exactly.
 
-The methods' supernet options (genlab.nas.cells.EdgeOptions; the per-edge ``MixedOp`` is their
-definition, ``per_edge_cell`` builds it) are computed in the same layout, except GDAS' sampled
-edges (``sampled``: AutoDL's ``forward_gdas``, the other ops' weights added as scalars; per-edge
-cells):
+The methods' supernet options (genlab.nas.supernet.cells.EdgeOptions; the per-edge
+``MixedOp`` is their definition, ``per_edge_cell`` builds it) are computed in the same
+layout, except GDAS' sampled edges (``sampled``: AutoDL's ``forward_gdas``, the other ops'
+weights added as scalars; per-edge cells):
 
 - DARTS-' auxiliary skip ``beta * x`` (``aux_skip``; identity on every edge, all of stride 1):
   beta joins the weight of the edge's skip_connect term (one term, w + beta), or is a term of
   its own when the ops have no skip_connect or under partial channels;
 - R-DARTS' drop-path (``drop_path``): one per-sample mask per edge, drawn at the start of the
-  cell in edge order as the per-edge cell draws them (genlab.nas.cells.drop_masks), and the
+  cell in edge order as the per-edge cell draws them (genlab.nas.supernet.cells.drop_masks), and the
   per-sample factor of every term of that edge in the node sum (``NodeSum``'s scale; the
   pool's 1 / count map times the mask); nothing is drawn at probability 0 or in evaluation;
 - PC-DARTS' partial channels (``partial_channels`` K; DrNAS' 201-space partial-channel cell: no
@@ -49,7 +49,15 @@ from torch import nn
 
 from genlab.core.errors import ConfigError, require_positive, require_positive_ints
 from genlab.core.parallel.data_parallel import batch_norm
-from genlab.nas.cells import (
+from genlab.nas.spaces.base import AlphaSupernet
+from genlab.nas.spaces.nb201.genotype import (
+    NB201_EDGES,
+    NB201_NODES,
+    NB201_OPS,
+    Genotype,
+    derive_genotype,
+)
+from genlab.nas.supernet.cells import (
     CellTopology,
     EdgeKnobs,
     EdgeOptions,
@@ -59,8 +67,8 @@ from genlab.nas.cells import (
     edge_name,
     node_softmax,
 )
-from genlab.nas.nodesum import ChannelSplit, NodeSum, NodeTerms, shuffle_join
-from genlab.nas.ops import (
+from genlab.nas.supernet.nodesum import ChannelSplit, NodeSum, NodeTerms, shuffle_join
+from genlab.nas.supernet.ops import (
     CONV_KERNELS,
     Head,
     ReLUConvBN,
@@ -69,15 +77,7 @@ from genlab.nas.ops import (
     make_op,
     stage_channels,
 )
-from genlab.nas.probe import CellTrace, Probe
-from genlab.nas.spaces.base import AlphaSupernet
-from genlab.nas.spaces.nb201.genotype import (
-    NB201_EDGES,
-    NB201_NODES,
-    NB201_OPS,
-    Genotype,
-    derive_genotype,
-)
+from genlab.nas.supernet.probe import CellTrace, Probe
 
 NB201_TOPOLOGY = CellTopology(num_inputs=1, num_nodes=NB201_NODES, concat=False)
 
@@ -106,7 +106,7 @@ class _Pass:
 class SearchCell(nn.Module):
     """NB201 search cell; forward(x, weights) with weights the (6, K) softmax of arch params;
     ``options``/``knobs``: the methods' supernet options and their moving values
-    (genlab.nas.cells), shared with the supernet (module docstring)."""
+    (genlab.nas.supernet.cells), shared with the supernet (module docstring)."""
 
     def __init__(self, channels: int, ops: Sequence[str] = NB201_OPS,
                  track_running_stats: bool = True, bn_momentum: float = 0.1,
@@ -307,7 +307,7 @@ class NB201SuperNet(AlphaSupernet):
 
     ``per_edge=False`` (default) uses the fused ``SearchCell`` (with every supernet option but
     GDAS' ``sampled``, which is always per edge); ``per_edge=True`` the textbook per-edge cell
-    of genlab.nas.cells (the reference the fused cell is tested against).
+    of genlab.nas.supernet.cells (the reference the fused cell is tested against).
     """
 
     def __init__(self, C: int = 16, N: int = 5, num_classes: int = 10, in_channels: int = 3,
@@ -377,7 +377,7 @@ class NB201SuperNet(AlphaSupernet):
         return torch.softmax(self.arch_params, dim=-1)
 
     def forward(self, x: torch.Tensor, probe: Probe | None = None) -> torch.Tensor:
-        """Logits; ``probe`` (genlab.nas.probe) receives every search cell's nodes."""
+        """Logits; ``probe`` (genlab.nas.supernet.probe) receives every search cell's nodes."""
         weights = self.mixing_weights()["cell"]
         scales = self.edge_scales()
         h = self.stem(x)

@@ -29,9 +29,9 @@ from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
 from genlab.core.trainer import Trainer, resolve_device
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, parse_genotype
-from genlab.nas.model_cost import count_macs, parameter_counts
 from genlab.nas.retrain import ClippedSGD, RetrainConfig
 from genlab.nas.spaces import build_space_network, get_space
+from genlab.nas.supernet.model_cost import count_macs, parameter_counts
 from genlab.nas.transfer.classify import imagefolder as folders
 from genlab.nas.transfer.classify.measures import topk_correct
 from genlab.nas.transfer.classify.recipes import (

@@ -1,4 +1,4 @@
-"""What an ImageNet run reports besides the network's size (genlab.nas.model_cost):
+"""What an ImageNet run reports besides the network's size (genlab.nas.supernet.model_cost):
 
 - ``topk_correct(logits, targets, ks)``: per k, how many targets are among the k largest
   logits (k above the class count is the class count: every target is then counted).

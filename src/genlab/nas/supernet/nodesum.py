@@ -131,7 +131,7 @@ class NodeTerms:
 
 
 def shuffle_join(ops: torch.Tensor, rest: torch.Tensor, groups: int) -> torch.Tensor:
-    """``channel_shuffle(cat([ops, rest]), groups)`` (genlab.nas.cells) in one copy, in the
+    """``channel_shuffle(cat([ops, rest]), groups)`` (genlab.nas.supernet.cells) in one copy, in the
     memory format of ``ops``: channel i * groups + g of the result is channel i of part g."""
     parts = [ops, *rest.split(ops.shape[1], dim=1)]
     if memory_format_of(ops) is torch.channels_last:
