@@ -211,6 +211,28 @@ def _train_gaze(cfg: GazeTrainConfig, data, out, *, resume: bool, progress_bar, 
         data = load_task_data(cfg)
     seed_everything(cfg.seed)
     record = cfg.model_record()
+    model = _start_model(cfg, record, data, run, device, progress_bar, groups)
+    trainer = _gaze_trainer(cfg, model, record, device, progress_bar)
+    chunks = _Chunks(cfg, data, trainer, device)
+    cpu0 = time.process_time()
+    result = trainer.fit(chunks.batches, chunks.count, run=run, on_epoch=chunks.record)
+    summary = finish_run(run, model, data, device, cfg, plots=plots)
+    summary.update(
+        train_seconds=result.seconds,
+        train_cpu_seconds=time.process_time() - cpu0,
+        train_images_per_s=chunks.steps_done() * min(cfg.batch_size, len(data.train))
+        / max(result.seconds, 1e-9),
+        torch_threads=torch.get_num_threads(),
+    )
+    run.write_summary(summary)
+    return model, summary
+
+
+def _start_model(cfg: GazeTrainConfig, record: dict, data: TaskData, run: RunDir, device,
+                 progress_bar, groups):
+    """The run's model on ``device``, built from its record; a fresh run (not a resumed
+    one, whose checkpoint holds them) also fixes its sub-datasets (``grouping``, before the
+    first step) and runs the model's ``prepare`` hook."""
     model = build_gaze_model(**record["args"])
     if cfg.pretrained:
         model.backbone.load_pretrained(cfg.pretrained)
@@ -223,55 +245,61 @@ def _train_gaze(cfg: GazeTrainConfig, data, out, *, resume: bool, progress_bar, 
         if groups is not None:
             model.set_groups(*groups)
         model.prepare(data.train, device, cfg.seed, cfg.eval_batch_size)
+    return model
+
+
+def _gaze_trainer(cfg: GazeTrainConfig, model, record: dict, device,
+                  progress_bar) -> GazeTrainer:
+    """AdamW with warm-up and cosine decay per step, in the trainer of gaze models."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer,
                                                  warmup_cosine(cfg.steps, cfg.warmup_steps))
-    trainer = GazeTrainer(
+    return GazeTrainer(
         model, optimizer, schedule=schedule, device=device, seed=cfg.seed,
         loss_weights={"balance": cfg.balance_weight, "appearance": cfg.appearance_weight},
         progress_bar=progress_bar, name=f"train {cfg.model}", amp=cfg.amp,
         channels_last=cfg.channels_last, model_record=record,
     )
-    chunks = -(-cfg.steps // cfg.eval_every)
 
-    def chunk_steps(chunk: int) -> tuple[int, int]:
-        return chunk * cfg.eval_every, min(cfg.steps, (chunk + 1) * cfg.eval_every)
 
-    def batches(chunk: int):
-        return data.train.load(step_batches(len(data.train), cfg.batch_size, cfg.seed,
-                                            *chunk_steps(chunk)))
+class _Chunks:
+    """A run's steps in chunks of ``eval_every`` (the trainer's epochs): each chunk's
+    batches, and after each chunk its record (the losses, the router's re-fit or regrouping
+    where its step falls in the chunk, the curve's validation error)."""
 
-    curve_val = take_share(data.val, min(1.0, cfg.curve_val_images / len(data.val)),
-                           cfg.data_seed)
+    def __init__(self, cfg: GazeTrainConfig, data: TaskData, trainer: GazeTrainer, device):
+        self.cfg, self.data, self.trainer, self.device = cfg, data, trainer, device
+        self.count = -(-cfg.steps // cfg.eval_every)
+        self.curve_val = take_share(data.val, min(1.0, cfg.curve_val_images / len(data.val)),
+                                    cfg.data_seed)
+        self.reinit_step = round(cfg.reinit_router_at * cfg.steps)
+        self.group_step = round(cfg.group_router_at * cfg.steps)
 
-    reinit_step = round(cfg.reinit_router_at * cfg.steps)
-    group_step = round(cfg.group_router_at * cfg.steps)
+    def steps(self, chunk: int) -> tuple[int, int]:
+        """The chunk's first step and the step after its last."""
+        return chunk * self.cfg.eval_every, min(self.cfg.steps, (chunk + 1) * self.cfg.eval_every)
 
-    def on_chunk(chunk: int, m) -> dict:
-        start, stop = chunk_steps(chunk)
-        record = {"step": stop, **trainer.pop_parts()}
-        if start < reinit_step <= stop:  # re-fit the router on the trained embeddings
+    def steps_done(self) -> int:
+        return sum(b - a for a, b in map(self.steps, range(self.count)))
+
+    def batches(self, chunk: int):
+        cfg = self.cfg
+        return self.data.train.load(step_batches(len(self.data.train), cfg.batch_size, cfg.seed,
+                                                 *self.steps(chunk)))
+
+    def record(self, chunk: int, m) -> dict:
+        cfg, data, device = self.cfg, self.data, self.device
+        start, stop = self.steps(chunk)
+        record = {"step": stop, **self.trainer.pop_parts()}
+        if start < self.reinit_step <= stop:  # re-fit the router on the trained embeddings
             m.prepare(data.train, device, cfg.seed, cfg.eval_batch_size)
             record["router_prepared"] = True
-        if start < group_step <= stop:  # group subjects by residuals; router learns groups
+        if start < self.group_step <= stop:  # group subjects by residuals; router learns groups
             record.update(m.regroup(data.train, device, cfg.seed, cfg.eval_batch_size))
-        record["val_mean_deg"] = summarise(predict(m, curve_val, device, cfg.eval_batch_size),
-                                           curve_val.labels)["mean_deg"]
+        record["val_mean_deg"] = summarise(predict(m, self.curve_val, device,
+                                                   cfg.eval_batch_size),
+                                           self.curve_val.labels)["mean_deg"]
         return record
-
-    cpu0 = time.process_time()
-    result = trainer.fit(batches, chunks, run=run, on_epoch=on_chunk)
-    summary = finish_run(run, model, data, device, cfg, plots=plots)
-    steps_done = sum(b - a for a, b in map(chunk_steps, range(chunks)))
-    summary.update(
-        train_seconds=result.seconds,
-        train_cpu_seconds=time.process_time() - cpu0,
-        train_images_per_s=steps_done * min(cfg.batch_size, len(data.train))
-        / max(result.seconds, 1e-9),
-        torch_threads=torch.get_num_threads(),
-    )
-    run.write_summary(summary)
-    return model, summary
 
 
 def evaluate_targets(model, data, device, mean_gaze: torch.Tensor, batch_size: int) -> dict:

@@ -70,6 +70,26 @@ from genlab.gaze.models.routing import (
 ROUTER_INPUTS = ("style", "encoder")
 
 
+def _checked_modes(h: dict):
+    """The routing and balance modes of MoEGaze's settings ``h`` (its hparams), after
+    checking the sizes, the appearance stage, the router's input and group training."""
+    for name, key in (("width", "width"), ("experts", "num_experts"),
+                      ("appearance_dim", "appearance_dim"), ("gaze_feat_dim", "gaze_feat_dim"),
+                      ("expert_hidden", "expert_hidden"), ("temperature", "temperature"),
+                      ("contrastive_tau", "contrastive_tau")):
+        require_positive(name, h[key])
+    route_mode, balance_mode = ROUTINGS.get(h["routing"]), BALANCES.get(h["balance"])
+    if h["appearance_stage"] not in (1, 2, 3, 4):
+        raise ConfigError(f"appearance_stage must be 1..4, got {h['appearance_stage']}")
+    if h["router_input"] not in ROUTER_INPUTS:
+        raise ConfigError(f"router_input must be one of {', '.join(ROUTER_INPUTS)}, "
+                          f"got {h['router_input']!r}")
+    if h["group_train"] and (route_mode.oracle or route_mode.hard_train):
+        raise ConfigError(f"group_train sends training images to their group's expert; "
+                          f"it needs routing 'soft' (inference), got {h['routing']!r}")
+    return route_mode, balance_mode
+
+
 class MoEGaze(GazeModel):
     """Backbone, appearance branch, cosine router over K prototypes, batched experts, head."""
 
@@ -96,20 +116,6 @@ class MoEGaze(GazeModel):
         init_seed: int = 0,
     ):
         super().__init__()
-        for name, v in (("width", width), ("experts", num_experts),
-                        ("appearance_dim", appearance_dim), ("gaze_feat_dim", gaze_feat_dim),
-                        ("expert_hidden", expert_hidden), ("temperature", temperature),
-                        ("contrastive_tau", contrastive_tau)):
-            require_positive(name, v)
-        self.route_mode, self.balance_mode = ROUTINGS.get(routing), BALANCES.get(balance)
-        if appearance_stage not in (1, 2, 3, 4):
-            raise ConfigError(f"appearance_stage must be 1..4, got {appearance_stage}")
-        if router_input not in ROUTER_INPUTS:
-            raise ConfigError(f"router_input must be one of {', '.join(ROUTER_INPUTS)}, "
-                              f"got {router_input!r}")
-        if group_train and (self.route_mode.oracle or self.route_mode.hard_train):
-            raise ConfigError(f"group_train sends training images to their group's expert; "
-                              f"it needs routing 'soft' (inference), got {routing!r}")
         self.hparams = {
             "width": width, "num_experts": num_experts, "appearance_dim": appearance_dim,
             "gaze_feat_dim": gaze_feat_dim, "expert_hidden": expert_hidden,
@@ -120,29 +126,17 @@ class MoEGaze(GazeModel):
             "stem": stem, "input_norm": input_norm, "router_input": router_input,
             "group_train": group_train, "shared_expert": shared_expert,
         }
+        self.route_mode, self.balance_mode = _checked_modes(self.hparams)
         self.num_experts, self.temperature = num_experts, temperature
         self.routing, self.balance = routing, balance
         self.appearance_stage, self.appearance_grad = appearance_stage, appearance_grad
         self.router_grad = router_grad
         self.router_input, self.group_train = router_input, group_train
         self.contrastive_tau, self.rebalance_momentum = contrastive_tau, rebalance_momentum
+        # each part from its own seeded stream; this order fixes the state_dict's keys
         self.backbone = seeded_backbone(width, stem, input_norm, init_seed)
-        style_dim = 2 * self.backbone.widths[appearance_stage - 1]
-        self.encoder = None
-        if router_input == "encoder":  # the router's own image reader (stream 6)
-            self.encoder = seeded(init_seed, 6, AppearanceEncoder)
-            style_dim = AppearanceEncoder.out_dim
-        out_dim = self.backbone.out_dim
-        self.experts = seeded(init_seed, 2, lambda: ExpertBank(num_experts, out_dim,
-                                                               expert_hidden, gaze_feat_dim))
-        self.shared = None
-        if shared_expert:  # the baseline's MLP (its stream, its shape); the routed experts'
-            # corrections start from zero, so the model starts as the seed's baseline
-            self.shared = seeded(init_seed, 2, lambda: mlp(out_dim, expert_hidden,
-                                                           gaze_feat_dim))
-            with torch.no_grad():
-                self.experts.w2.zero_()
-                self.experts.b2.zero_()
+        style_dim = self._build_encoder(init_seed)
+        self._build_experts(init_seed, expert_hidden, gaze_feat_dim, shared_expert)
         self.head = seeded(init_seed, 3, lambda: gaze_head(gaze_feat_dim))
         self.appearance = seeded(init_seed, 4, lambda: mlp(style_dim, 2 * appearance_dim,
                                                             appearance_dim))
@@ -154,6 +148,32 @@ class MoEGaze(GazeModel):
         # residual groups of the training subjects (empty until regroup is called)
         self.register_buffer("group_ids", torch.zeros(0, dtype=torch.long))
         self.register_buffer("group_of_id", torch.zeros(0, dtype=torch.long))
+
+    def _build_encoder(self, init_seed: int) -> int:
+        """The router's own image reader where ``router_input`` is "encoder" (stream 6);
+        the width of what the appearance MLP reads (the style of the backbone's stage, or
+        the encoder's output)."""
+        self.encoder = None
+        if self.router_input != "encoder":
+            return 2 * self.backbone.widths[self.appearance_stage - 1]
+        self.encoder = seeded(init_seed, 6, AppearanceEncoder)
+        return AppearanceEncoder.out_dim
+
+    def _build_experts(self, init_seed: int, expert_hidden: int, gaze_feat_dim: int,
+                       shared_expert: bool) -> None:
+        """The routed experts (stream 2) and, with ``shared_expert``, the shared one: the
+        baseline's MLP (its stream, its shape) with the routed experts' output layers at
+        zero, so the model starts as the seed's baseline."""
+        out_dim = self.backbone.out_dim
+        self.experts = seeded(init_seed, 2, lambda: ExpertBank(self.num_experts, out_dim,
+                                                               expert_hidden, gaze_feat_dim))
+        self.shared = None
+        if shared_expert:
+            self.shared = seeded(init_seed, 2, lambda: mlp(out_dim, expert_hidden,
+                                                           gaze_feat_dim))
+            with torch.no_grad():
+                self.experts.w2.zero_()
+                self.experts.b2.zero_()
 
     # -- pieces -------------------------------------------------------------------
     def appearance_embedding(self, maps: list[torch.Tensor],

@@ -199,40 +199,55 @@ def audit_plan(cfg: AuditConfig, out: str | Path,
     for source, targets in cfg.audited_sources().items():
         plan = SourcePlan(source, targets, clusters_of(source))
         if plan.clusters:
-            plan.matched_width = matched_width(cfg, plan)
-            data = cache.get(source, cfg.train_count, cfg.data_seed, cfg.size)
-            train, val = hold_out_subjects(data, base.val_fraction, cfg.data_seed)
-            cluster_of = {int(s): int(c) for s, c in zip(data.labels.subject.tolist(),
-                                                          data.labels.cluster.tolist(),
-                                                          strict=True)}
-            held = sorted(set(val.labels.subject.tolist()))
-            for c in range(plan.clusters):
-                plan.train_subjects[c] = len(set(train.labels.subject[
-                    train.labels.cluster == c].tolist()))
-                if plan.train_subjects[c] >= cfg.min_subjects:
-                    plan.audited.append(c)
-                    for seed in cfg.seeds:
-                        subsets[(source, c, seed)] = subject_subsets(cluster_of, held, c, seed)
+            subsets |= _plan_clusters(cfg, plan, base, cache)
         plans.append(plan)
     for seed in sorted({*cfg.seeds, *cfg.reference_seeds}):
         for plan in plans if seed in cfg.seeds else ():
-            common = dict(source=plan.source, targets=plan.targets, seed=seed)
-            add(_name(plan.source, "baseline", seed), **common)
-            add(_name(plan.source, "wide", seed), width=cfg.width * cfg.wide, **common)
-            if plan.matched_width not in (0, cfg.width, cfg.width * cfg.wide):
-                add(_name(plan.source, "matched", seed), width=plan.matched_width, **common)
-            if plan.clusters:
-                add(_name(plan.source, "oracle", seed), model="moegaze", routing="oracle",
-                    experts=plan.clusters, **common)
-            for c in plan.audited:
-                for kind, subjects in subsets[(plan.source, c, seed)].items():
-                    add(_name(plan.source, f"{kind}-c{c}", seed), train_subjects=subjects,
-                        **common)
+            _add_source_runs(cfg, plan, seed, subsets, add)
         if seed in cfg.reference_seeds:
             for target in dict.fromkeys(t for p in plans for t in p.targets):
                 add(_name(target, "reference", seed), source=target, targets=[target],
                     seed=seed)
     return AuditPlan(specs, plans)
+
+
+def _plan_clusters(cfg: AuditConfig, plan: SourcePlan, base: GazeTrainConfig,
+                   cache: SyntheticCache) -> dict:
+    """Fill a clustered source's plan (the matched width, each cluster's training subjects,
+    the clusters audited); the subject sets of the similar-vs-random runs, by (source,
+    cluster, seed)."""
+    plan.matched_width = matched_width(cfg, plan)
+    data = cache.get(plan.source, cfg.train_count, cfg.data_seed, cfg.size)
+    train, val = hold_out_subjects(data, base.val_fraction, cfg.data_seed)
+    cluster_of = {int(s): int(c) for s, c in zip(data.labels.subject.tolist(),
+                                                  data.labels.cluster.tolist(), strict=True)}
+    held = sorted(set(val.labels.subject.tolist()))
+    subsets = {}
+    for c in range(plan.clusters):
+        plan.train_subjects[c] = len(set(train.labels.subject[
+            train.labels.cluster == c].tolist()))
+        if plan.train_subjects[c] >= cfg.min_subjects:
+            plan.audited.append(c)
+            for seed in cfg.seeds:
+                subsets[(plan.source, c, seed)] = subject_subsets(cluster_of, held, c, seed)
+    return subsets
+
+
+def _add_source_runs(cfg: AuditConfig, plan: SourcePlan, seed: int, subsets: dict,
+                     add) -> None:
+    """One seed's runs of a source: the baseline, wide, matched, oracle and the similar and
+    random runs of each audited cluster (``add(name, **changes)`` plans one)."""
+    common = dict(source=plan.source, targets=plan.targets, seed=seed)
+    add(_name(plan.source, "baseline", seed), **common)
+    add(_name(plan.source, "wide", seed), width=cfg.width * cfg.wide, **common)
+    if plan.matched_width not in (0, cfg.width, cfg.width * cfg.wide):
+        add(_name(plan.source, "matched", seed), width=plan.matched_width, **common)
+    if plan.clusters:
+        add(_name(plan.source, "oracle", seed), model="moegaze", routing="oracle",
+            experts=plan.clusters, **common)
+    for c in plan.audited:
+        for kind, subjects in subsets[(plan.source, c, seed)].items():
+            add(_name(plan.source, f"{kind}-c{c}", seed), train_subjects=subjects, **common)
 
 
 def parameter_count(cfg: GazeTrainConfig) -> int:
@@ -353,11 +368,20 @@ def _diff(d: dict | None) -> str:
     return fmt_ci(d and d["diff"], d and d["diff_ci"], sign=True)
 
 
-def premise_rows(src: _Source, boot: Bootstrap) -> tuple[list[dict], list[dict], dict]:
-    """Per cluster and pooled: similar, random, all-data baseline and their differences."""
+def premise_rows(src: _Source, boot: Bootstrap) -> tuple[list[dict], list[dict], dict, list]:
+    """Per cluster and pooled: similar, random, all-data baseline and their differences;
+    the pooled sets' verdicts and the pilot of similar - random."""
+    rows = _cluster_premise_rows(src, boot)
+    pooled, verdicts, pilots = _pooled_premise_rows(src, boot)
+    return rows, pooled, verdicts, pilots
+
+
+def _cluster_premise_rows(src: _Source, boot: Bootstrap) -> list[dict]:
+    """Per audited cluster, on its held-out subjects: similar, random, all-data baseline;
+    judged per cluster (paired t over seeds, Holm over the clusters)."""
     plan = src.plan
     every = ["val", *plan.targets]
-    rows, pooled, estimates = [], [], {}
+    rows, estimates = [], {}
     for c in plan.audited:
         subjects = src.of_cluster(c, every)
         if not subjects:
@@ -378,23 +402,37 @@ def premise_rows(src: _Source, boot: Bootstrap) -> tuple[list[dict], list[dict],
     for row in rows:
         row["verdict (paired t over seeds, Holm over clusters)"] = _verdict(
             per_cluster[row["cluster"]])
+    return rows
+
+
+def _pooled_cells(src: _Source, pick: dict[int, set[str]], where: Sequence[str]) -> dict:
+    """Similar, random and the baseline pooled over the clusters: per seed, each cluster's
+    runs on its own subjects of ``pick`` (cluster -> held-out subjects) in sets ``where``."""
+    cells = {}
+    for kind in ("similar", "random", "baseline"):
+        per = []
+        for i in range(len(src.cfg.seeds)):
+            merged = {}
+            for c, subjects in pick.items():
+                run = src.runs(kind if kind == "baseline" else f"{kind}-c{c}")[i]
+                merged.update(src.per_subject(run, where, subjects=subjects))
+            per.append(merged)
+        cells[kind] = Cell.from_runs(per, f"{src.plan.source}/{kind}")
+    return cells
+
+
+def _pooled_premise_rows(src: _Source, boot: Bootstrap) -> tuple[list[dict], dict, list]:
+    """Pooled over the clusters, per set of held-out subjects (source, targets, all): the
+    rows, the verdicts (Holm over the sets) and the pilot of similar - random on all."""
+    plan = src.plan
     sets = {"held-out source subjects": ["val"], "target subjects": plan.targets,
-            "all held-out subjects": every}
-    verdicts, pooled_estimates, pilots = {}, {}, []
+            "all held-out subjects": ["val", *plan.targets]}
+    pooled, verdicts, pooled_estimates, pilots = [], {}, {}, []
     for label, where in sets.items():
         pick = {c: src.of_cluster(c, where) for c in plan.audited}
         if not any(pick.values()):
             continue
-        cells = {}
-        for kind in ("similar", "random", "baseline"):
-            per = []
-            for i in range(len(src.cfg.seeds)):
-                merged = {}
-                for c, subjects in pick.items():
-                    run = src.runs(kind if kind == "baseline" else f"{kind}-c{c}")[i]
-                    merged.update(src.per_subject(run, where, subjects=subjects))
-                per.append(merged)
-            cells[kind] = Cell.from_runs(per, f"{plan.source}/{kind}")
+        cells = _pooled_cells(src, pick, where)
         key = f"{plan.source}:pooled:{label}"
         d = boot.paired(cells["random"], cells["similar"], key)
         d_full = boot.paired(cells["baseline"], cells["similar"], key)
@@ -418,7 +456,7 @@ def premise_rows(src: _Source, boot: Bootstrap) -> tuple[list[dict], list[dict],
         v = judged[row["scored on"]]
         row["verdict (paired t over seeds, Holm over the sets)"] = _verdict(v)
         verdicts[row["scored on"]] |= {"verdict": premise_word(v), "judged": verdict_record(v)}
-    return rows, pooled, verdicts, pilots
+    return pooled, verdicts, pilots
 
 
 def cluster_rows(src: _Source, boot: Bootstrap, device) -> list[dict]:

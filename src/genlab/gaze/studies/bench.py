@@ -302,24 +302,12 @@ def write_bench_results(cfg: BenchConfig, out: Path, tables: dict, pilots: dict,
     figures: dict = {}
     for world, t in tables["worlds"].items():
         key = WORLD_KEYS.get(world.removesuffix(" world"), world.split()[0])
-        for d in t["main"]:
-            task = task_key(d["task"])
-            for kind, seeds in d["seeds"].items():
-                if seeds:
-                    values["target_error"][f"{key} {d['task']} {kind}"] = seeds
-            if d["baseline"] is not None and d["reference"] is not None:
-                figures[f"{key}_room_{task}"] = {"baseline": round(d["baseline"], 4),
-                                                 "target": round(d["reference"], 4)}
-            if d["verdict_10_vs_100"] and "effect" in d["verdict_10_vs_100"]:
-                figures[f"{key}_10_{task}"] = d["verdict_10_vs_100"]
-            if d["verdict"]:
-                figures[f"{key}_moegaze_{task}"] = d["verdict"]
-        for d in t["source"]:
-            for kind, seeds in d["seeds"].items():
-                if seeds:
-                    values["held_out_error"][f"{key} {d['source']} {kind}"] = seeds
-            if d["gate"]:
-                figures[f"{key}_oracle_{d['source'].split('-')[-1]}"] = d["gate"]
+        seeds, found = _main_results(key, t["main"])
+        values["target_error"] |= seeds
+        figures |= found
+        seeds, found = _source_results(key, t["source"])
+        values["held_out_error"] |= seeds
+        figures |= found
         avg = t["average_reduction"]
         if avg is not None:
             low, high = avg["rel_ci"]
@@ -340,6 +328,38 @@ def write_bench_results(cfg: BenchConfig, out: Path, tables: dict, pilots: dict,
                                       "source subjects, deg"},
         "values": values, "figures": figures})
     return path
+
+
+def _main_results(key: str, rows: list[dict]) -> tuple[dict, dict]:
+    """A world's main table in the results file: each task's per-seed errors on its target
+    and its figures (room, 10 % against 100 %, MoEGaze's verdict)."""
+    values, figures = {}, {}
+    for d in rows:
+        task = task_key(d["task"])
+        for kind, seeds in d["seeds"].items():
+            if seeds:
+                values[f"{key} {d['task']} {kind}"] = seeds
+        if d["baseline"] is not None and d["reference"] is not None:
+            figures[f"{key}_room_{task}"] = {"baseline": round(d["baseline"], 4),
+                                             "target": round(d["reference"], 4)}
+        if d["verdict_10_vs_100"] and "effect" in d["verdict_10_vs_100"]:
+            figures[f"{key}_10_{task}"] = d["verdict_10_vs_100"]
+        if d["verdict"]:
+            figures[f"{key}_moegaze_{task}"] = d["verdict"]
+    return values, figures
+
+
+def _source_results(key: str, rows: list[dict]) -> tuple[dict, dict]:
+    """A world's source table in the results file: each source's per-seed errors on its
+    held-out subjects and its oracle gate."""
+    values, figures = {}, {}
+    for d in rows:
+        for kind, seeds in d["seeds"].items():
+            if seeds:
+                values[f"{key} {d['source']} {kind}"] = seeds
+        if d["gate"]:
+            figures[f"{key}_oracle_{d['source'].split('-')[-1]}"] = d["gate"]
+    return values, figures
 
 
 def _row(summary: dict) -> dict:

@@ -183,23 +183,8 @@ def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap, s
     gates = gates or {}
     moe_estimates, untestable = {}, {}
     for task, (source, target) in tasks.items():
-        sel = dict(world=world, source=source)
-        base, moe = _pick(runs, kind="baseline", fraction=1.0, **sel), _pick(
-            runs, kind="moegaze", fraction=1.0, **sel)
-        base10, moe10 = _pick(runs, kind="baseline", fraction=small, **sel), _pick(
-            runs, kind="moegaze", fraction=small, **sel)
-        ref = _pick(runs, kind="reference", world=world, source=target)
-        people = {k: _pick(runs, "subjects", kind=k, **sel) for k in ("baseline", "moegaze")}
-        cells = {"constant": _cell(base, target, "constant"), "reference": _cell(ref, target),
-                 "baseline": _cell(base, target), "moegaze": _cell(moe, target),
-                 "baseline10": _cell(base10, target), "moegaze10": _cell(moe10, target)}
-        lists = {"constant": base, "reference": ref, "baseline": base, "moegaze": moe,
-                 "baseline10": base10, "moegaze10": moe10,
-                 "baseline10_subjects": people["baseline"],
-                 "moegaze10_subjects": people["moegaze"]}
-        if any(people.values()):  # the other reading of "10%": a share of the subjects
-            cells |= {"baseline10_subjects": _cell(people["baseline"], target),
-                      "moegaze10_subjects": _cell(people["moegaze"], target)}
+        lists = _task_runs(runs, world, source, target, small)
+        cells = _task_cells(lists, target)
         d = boot.paired(cells["baseline"], cells["moegaze"], target)
         d10 = boot.paired(cells["baseline"], cells["moegaze10"], target)
         moe_estimates[task] = estimate(cells["baseline"], cells["moegaze"])
@@ -212,28 +197,11 @@ def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap, s
             pilots += [p] if p else []
         room = room_pct(cells["baseline"] and cells["baseline"].value,
                         cells["reference"] and cells["reference"].value)
-        rows.append({
-            "task": task,
-            "constant (source mean)": boot.value(cells["constant"], target),
-            "trained on target": boot.value(cells["reference"], target),
-            f"room % (paper {PAPER_REDUCTION_PCT})": room_text(room),
-            "baseline 100%": boot.value(cells["baseline"], target),
-            "MoEGaze 100%": boot.value(cells["moegaze"], target),
-            "MoEGaze - baseline": fmt_ci(d and d["diff"], d and d["diff_ci"], sign=True),
-            "reduction %": fmt_ci(d and d["rel_pct"], d and d["rel_ci"], 1, sign=True),
-            "baseline 10%": boot.value(cells["baseline10"], target),
-            "MoEGaze 10%": boot.value(cells["moegaze10"], target),
-            "MoEGaze 10% - baseline 100%": fmt_ci(d10 and d10["diff"], d10 and d10["diff_ci"],
-                                                  sign=True),
-        })
+        rows.append(_task_row(task, cells, boot, target, d, d10, room))
         d10s = None
         if "moegaze10_subjects" in cells:
             d10s = boot.paired(cells["baseline"], cells["moegaze10_subjects"], target)
-            rows[-1] |= {
-                "baseline 10% subjects": boot.value(cells["baseline10_subjects"], target),
-                "MoEGaze 10% subjects": boot.value(cells["moegaze10_subjects"], target),
-                "MoEGaze 10% subjects - baseline 100%": fmt_ci(
-                    d10s and d10s["diff"], d10s and d10s["diff_ci"], sign=True)}
+            rows[-1] |= _subject_share_columns(cells, boot, target, d10s)
         data.append({"task": task, "source": source, "target": target, "paired": d,
                      "paired_10_vs_100": d10, "paired_10_subjects_vs_100": d10s,
                      "room_pct": room, "seeds": {k: by_seed(lists[k], c)
@@ -247,6 +215,67 @@ def main_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap, s
         row["verdict (paired t over seeds, Holm over tasks)"] = verdict_text(v)
         item["verdict"] = verdict_record(v)
     return rows, data
+
+
+def _task_runs(runs: list[BenchRun], world: str, source: str, target: str,
+               small: float) -> dict[str, list[BenchRun]]:
+    """The runs behind each cell of a task's row (the constant predictor is read from the
+    baseline's runs; the "subjects" lists are the runs on a share of the subjects)."""
+    sel = dict(world=world, source=source)
+    base, moe = _pick(runs, kind="baseline", fraction=1.0, **sel), _pick(
+        runs, kind="moegaze", fraction=1.0, **sel)
+    base10, moe10 = _pick(runs, kind="baseline", fraction=small, **sel), _pick(
+        runs, kind="moegaze", fraction=small, **sel)
+    ref = _pick(runs, kind="reference", world=world, source=target)
+    people = {k: _pick(runs, "subjects", kind=k, **sel) for k in ("baseline", "moegaze")}
+    return {"constant": base, "reference": ref, "baseline": base, "moegaze": moe,
+            "baseline10": base10, "moegaze10": moe10,
+            "baseline10_subjects": people["baseline"],
+            "moegaze10_subjects": people["moegaze"]}
+
+
+def _task_cells(lists: dict[str, list[BenchRun]], target: str) -> dict[str, Cell | None]:
+    """A task's cells on its target; the subject-share cells only where such runs exist
+    (the other reading of "10%": a share of the subjects)."""
+    cells = {"constant": _cell(lists["constant"], target, "constant"),
+             "reference": _cell(lists["reference"], target),
+             "baseline": _cell(lists["baseline"], target),
+             "moegaze": _cell(lists["moegaze"], target),
+             "baseline10": _cell(lists["baseline10"], target),
+             "moegaze10": _cell(lists["moegaze10"], target)}
+    if lists["baseline10_subjects"] or lists["moegaze10_subjects"]:
+        cells |= {"baseline10_subjects": _cell(lists["baseline10_subjects"], target),
+                  "moegaze10_subjects": _cell(lists["moegaze10_subjects"], target)}
+    return cells
+
+
+def _task_row(task: str, cells: dict[str, Cell | None], boot: Bootstrap, target: str,
+              d: dict | None, d10: dict | None, room: float | None) -> dict:
+    """A task's row of the main table (before its verdict)."""
+    return {
+        "task": task,
+        "constant (source mean)": boot.value(cells["constant"], target),
+        "trained on target": boot.value(cells["reference"], target),
+        f"room % (paper {PAPER_REDUCTION_PCT})": room_text(room),
+        "baseline 100%": boot.value(cells["baseline"], target),
+        "MoEGaze 100%": boot.value(cells["moegaze"], target),
+        "MoEGaze - baseline": fmt_ci(d and d["diff"], d and d["diff_ci"], sign=True),
+        "reduction %": fmt_ci(d and d["rel_pct"], d and d["rel_ci"], 1, sign=True),
+        "baseline 10%": boot.value(cells["baseline10"], target),
+        "MoEGaze 10%": boot.value(cells["moegaze10"], target),
+        "MoEGaze 10% - baseline 100%": fmt_ci(d10 and d10["diff"], d10 and d10["diff_ci"],
+                                              sign=True),
+    }
+
+
+def _subject_share_columns(cells: dict[str, Cell | None], boot: Bootstrap, target: str,
+                           d10s: dict | None) -> dict:
+    """The row's columns of the runs on a share of the subjects."""
+    return {
+        "baseline 10% subjects": boot.value(cells["baseline10_subjects"], target),
+        "MoEGaze 10% subjects": boot.value(cells["moegaze10_subjects"], target),
+        "MoEGaze 10% subjects - baseline 100%": fmt_ci(
+            d10s and d10s["diff"], d10s and d10s["diff_ci"], sign=True)}
 
 
 def source_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap,

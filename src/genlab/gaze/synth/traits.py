@@ -187,13 +187,33 @@ def cluster_quotas(probs, n: int, rng: np.random.Generator) -> np.ndarray:
 
 def draw_subject(spec: DomainSpec, rng: np.random.Generator, subject_id: int,
                  cluster_index: int = NO_CLUSTER) -> SubjectTraits:
-    """One subject of a domain from ``rng``; a clustered domain needs ``cluster_index``."""
-    cluster = None
-    if spec.clusters:
-        if not 0 <= cluster_index < len(spec.clusters):
-            raise ConfigError(f"domain {spec.name}: cluster index {cluster_index} not in "
-                              f"0..{len(spec.clusters) - 1}")
-        cluster = (cluster_index, spec.clusters[cluster_index])
+    """One subject of a domain from ``rng``; a clustered domain needs ``cluster_index``.
+
+    The draws are taken in a fixed order (colours, then shape, then the cluster's own
+    traits): a subject's traits depend only on ``rng``'s stream.
+    """
+    cluster = _subject_cluster(spec, cluster_index)
+    traits = {"subject_id": subject_id, **_draw_colours(spec, rng, cluster)}
+    traits |= _draw_shape(spec, rng, cluster)
+    if cluster is not None:
+        traits |= _cluster_traits(rng, *cluster, traits["canthal_tilt_deg"])
+    return SubjectTraits(**traits)
+
+
+def _subject_cluster(spec: DomainSpec, cluster_index: int) -> tuple[int, ClusterSpec] | None:
+    """(index, cluster) of a clustered domain's subject; None in a domain without clusters."""
+    if not spec.clusters:
+        return None
+    if not 0 <= cluster_index < len(spec.clusters):
+        raise ConfigError(f"domain {spec.name}: cluster index {cluster_index} not in "
+                          f"0..{len(spec.clusters) - 1}")
+    return cluster_index, spec.clusters[cluster_index]
+
+
+def _draw_colours(spec: DomainSpec, rng: np.random.Generator,
+                  cluster: tuple[int, ClusterSpec] | None) -> dict:
+    """Skin, iris, glasses and their frame, hair: the subject's colours (a cluster fixes the
+    iris family; the family is drawn all the same, so the stream stays in step)."""
     tone = float(rng.beta(*spec.skin_tone_beta))
     families = list(spec.iris_probs)
     p = np.array([spec.iris_probs[f] for f in families])
@@ -206,47 +226,58 @@ def draw_subject(spec: DomainSpec, rng: np.random.Generator, subject_id: int,
     frame = rng.choice([0.05, 0.25, 0.55, 0.8]) * rng.uniform(0.7, 1.3, 3)
     hair_dark = rng.uniform(0.03, 0.35) * (1.0 - 0.6 * tone)
     hair = np.clip(hair_dark * np.array([1.0, 0.8, 0.6]) * rng.uniform(0.8, 1.2, 3), 0.01, 0.6)
-    ap_mean, ap_std = spec.aperture_mean_std if cluster is None else cluster[1].aperture_mean_std
-    tilt_mean, tilt_std = spec.tilt_mean_std if cluster is None else cluster[1].tilt_mean_std
-    traits = dict(
-        subject_id=subject_id,
+    return dict(
         skin_tone=tone,
         skin_rgb=tuple(float(c) for c in skin_rgb(tone) * rng.uniform(0.95, 1.05, 3)),
         iris_family=family,
         iris_rgb=tuple(float(c) for c in iris),
+        glasses=glasses,
+        lens_power=power,
+        frame_rgb=tuple(float(c) for c in np.clip(frame, 0.0, 1.0)),
+        hair_rgb=tuple(float(c) for c in hair),
+    )
+
+
+def _draw_shape(spec: DomainSpec, rng: np.random.Generator,
+                cluster: tuple[int, ClusterSpec] | None) -> dict:
+    """The eye's opening, tilt, size and kappa, the brow, the lashes and the texture's seed
+    (a cluster sets the means of the opening and the tilt)."""
+    ap_mean, ap_std = spec.aperture_mean_std if cluster is None else cluster[1].aperture_mean_std
+    tilt_mean, tilt_std = spec.tilt_mean_std if cluster is None else cluster[1].tilt_mean_std
+    return dict(
         aperture=float(np.clip(rng.normal(ap_mean, ap_std), 0.5, 1.5)),
         canthal_tilt_deg=float(np.clip(rng.normal(tilt_mean, tilt_std), -8.0, 14.0)),
         eye_size=float(rng.uniform(0.92, 1.08)),
         iris_size=float(rng.uniform(0.46, 0.54)),
         kappa=(float(np.radians(rng.normal(0.0, 1.0))),
                float(np.radians(rng.normal(2.0, 1.0)))),
-        glasses=glasses,
-        lens_power=power,
-        frame_rgb=tuple(float(c) for c in np.clip(frame, 0.0, 1.0)),
         brow_height=float(rng.uniform(1.25, 1.6)),
         brow_thickness=float(rng.uniform(0.18, 0.4)),
         brow_arch=float(rng.uniform(0.0, 0.35)),
-        hair_rgb=tuple(float(c) for c in hair),
         lash_density=float(rng.uniform(0.3, 1.0)),
         texture_seed=int(rng.integers(0, 2**31 - 1)),
     )
-    if cluster is not None:
-        k, c = cluster
-        kappa = np.asarray(c.kappa_deg) + rng.normal(0.0, 0.5, 2)
-        # kappa that depends on eye shape: per degree of tilt away from the cluster's mean
-        kappa = np.radians(kappa + np.asarray(c.kappa_tilt_slope)
-                           * (traits["canthal_tilt_deg"] - tilt_mean))
-        traits.update(
-            cluster=k,
-            iris_gain=float(c.iris_gain),
-            eye_size=float(rng.uniform(*c.eye_size_range)),
-            lash_density=float(rng.uniform(*c.lash_density_range)),
-            kappa=(float(kappa[0]), float(kappa[1])),
-            lid_follow=float(c.lid_follow),
-        )
-        if c.iris_size_range is not None:  # drawn last: the other traits keep their values
-            traits["iris_size"] = float(rng.uniform(*c.iris_size_range))
-    return SubjectTraits(**traits)
+
+
+def _cluster_traits(rng: np.random.Generator, k: int, c: ClusterSpec,
+                    tilt_deg: float) -> dict:
+    """The traits a cluster draws anew or sets: its kappa (around its mean, and per degree
+    of ``tilt_deg`` away from its mean tilt), eye size, lashes, iris gain, lid follow and,
+    where it has one, its iris size range."""
+    kappa = np.asarray(c.kappa_deg) + rng.normal(0.0, 0.5, 2)
+    # kappa that depends on eye shape: per degree of tilt away from the cluster's mean
+    kappa = np.radians(kappa + np.asarray(c.kappa_tilt_slope) * (tilt_deg - c.tilt_mean_std[0]))
+    traits = dict(
+        cluster=k,
+        iris_gain=float(c.iris_gain),
+        eye_size=float(rng.uniform(*c.eye_size_range)),
+        lash_density=float(rng.uniform(*c.lash_density_range)),
+        kappa=(float(kappa[0]), float(kappa[1])),
+        lid_follow=float(c.lid_follow),
+    )
+    if c.iris_size_range is not None:  # drawn last: the other traits keep their values
+        traits["iris_size"] = float(rng.uniform(*c.iris_size_range))
+    return traits
 
 
 def sample_gaze_head(spec: DomainSpec, n: int, rng: np.random.Generator
