@@ -1,5 +1,5 @@
-"""The house's rules, checked on the source tree: folder sizes, the import direction, no
-import circle, a core that names no method, tests that import no script."""
+"""The house's rules, checked on the source tree: folder sizes, function lengths, the import
+direction, no import circle, a core that names no method, tests that import no script."""
 
 import ast
 from pathlib import Path
@@ -123,6 +123,23 @@ def test_no_folder_holds_more_than_sixteen_modules():
             if len(modules) > MAX_MODULES:
                 crowded[str(folder.relative_to(SRC))] = len(modules)
     assert crowded == {}, crowded
+
+
+MAX_FUNCTION_LINES = 60  # a longer function does several things: split it (docs/design.md)
+
+
+def test_no_function_is_longer_than_sixty_lines():
+    """Every function and method of src/genlab spans at most MAX_FUNCTION_LINES lines, from
+    its ``def`` (decorators aside) to its last line; ruff's C901 (pyproject.toml) holds its
+    branches to 12."""
+    long = {}
+    for path in (SRC / "genlab").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long[f"{module_name(path)}.{node.name}"] = lines
+    assert long == {}, long
 
 
 def test_test_modules_have_unique_names():
