@@ -30,7 +30,7 @@ from genlab.nas.transfer.classify.imagenet import ImageNetTrainConfig, train_ima
 from genlab.nas.transfer.classify.measures import topk_correct
 from genlab.nas.transfer.classify.recipes import lr_at, network_options, parameter_groups
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CLASSES = ("ant", "bee", "cat")
 MOBILE = ",".join(["3x3_MBConv3"] + ["zero"] * 3 + (["5x5_MBConv6"] + ["zero"] * 3) * 3
                   + ["3x3_MBConv6"] + ["zero"] * 3 + ["7x7_MBConv3"])
