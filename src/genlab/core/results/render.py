@@ -245,7 +245,9 @@ def recorded_part(spec: Mapping, files: Files, verdict=None) -> str:
         text = text[: -len(v.label)] + words[v.label]
     if "claim" in spec:
         claim = float(spec["claim"])
-        where = ("above the interval" if claim > v.high else "below the interval" if claim < v.low
+        high = math.inf if v.high is None else v.high
+        low = -math.inf if v.low is None else v.low
+        where = ("above the interval" if claim > high else "below the interval" if claim < low
                  else "inside the interval")
         text += f"; the claimed {claim:g}{spec.get('unit', '')} lies {where}"
     return f"{label}: {text}" if label else text

@@ -15,7 +15,7 @@ import numpy as np
 from genlab.core.errors import ConfigError
 
 
-def sample(name: str, values: Sequence[float], *, minimum: int = 1) -> np.ndarray:
+def sample(name: str, values: Sequence[float] | np.ndarray, *, minimum: int = 1) -> np.ndarray:
     """``values`` as a 1-D float array of at least ``minimum`` finite numbers."""
     try:
         arr = np.asarray(values, dtype=float)
