@@ -106,7 +106,7 @@ def bench_markdown(result: dict) -> str:
             f"more{steps})\n\n" + markdown_table(summ, digits=2))
     if cited:
         text += ("\n### Reported by the authors (CIFAR-10 searches on GPUs; not comparable to "
-                 "the digits-proxy rows above; source in the last column)\n\n"
+                 "the proxy rows above; source in the last column)\n\n"
                  + markdown_table(cited, digits=2))
     if result.get("standing"):
         rank = result["standing"]
