@@ -9,6 +9,7 @@ from genlab.nas.bench import DEFAULT_REGS, BenchConfig, run_bench
 from genlab.nas.bench.report import aggregate, cell_agreement
 from genlab.nas.search import SearchConfig
 from genlab.nas.spaces import get_space
+from genlab.nas.spaces.nb201.table import NB201Table
 
 A = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|none~2|"
 B = "|nor_conv_3x3~0|+|nor_conv_1x1~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|none~2|"
@@ -46,6 +47,15 @@ def test_tiny_bench_end_to_end_and_resume(tmp_path, nb201_table):
     assert (tmp_path / "b" / "bench.png").stat().st_size > 1000
     again = run_bench(cfg, tmp_path / "b", resume=True)  # every sub-run is reused
     assert again["records"] == result["records"]
+    # random cells: the table's exact distribution, against a direct count over its cells
+    accs = [row["cifar10"] for row in NB201Table.load(nb201_table).rows.values()]
+    chance = bench["random_cells"]
+    assert chance["cells"] == len(accs) and abs(chance["mean"] - sum(accs) / len(accs)) < 1e-9
+    for row, share in chance["at_least_row"].items():
+        mean = bench["per_reg"][row]["cifar10_mean"]
+        assert share == pytest.approx(sum(a >= mean for a in accs) / len(accs), abs=1e-12)
+    assert "A random cell of the space (the table's exact distribution" in \
+        (tmp_path / "b" / "bench.md").read_text()
 
 
 def test_space_bench_with_sanity_rows(tmp_path):

@@ -116,9 +116,21 @@ def bench_markdown(result: dict) -> str:
         text += (f"\nKendall's tau-b between the rows' proxy C10 means and their reported C10 "
                  f"(the rows with both, n = {len(rank['rows'])}): {rank['tau']:.2f}"
                  f"{interval}\n")
+    if result.get("random_cells"):
+        text += random_cells_markdown(result["random_cells"])
     if result.get("tuning"):
         text += "\n" + tuning_markdown(result["tuning"])
     return text + "\n### Per run\n\n" + markdown_table(runs, digits=2)
+
+
+def random_cells_markdown(chance: dict) -> str:
+    """The random-cell line of the report: the exact distribution and each row's share."""
+    shares = ", ".join(f"{row} {100 * share:.1f}%" for row, share in chance["at_least_row"].items())
+    return (f"\nA random cell of the space (the table's exact distribution over its "
+            f"{chance['cells']:,} cells): CIFAR-10 mean {chance['mean']:.2f}, median "
+            f"{chance['median']:.2f}, 10th-90th percentile {chance['q10']:.2f}-"
+            f"{chance['q90']:.2f}. Random cells at least as accurate as each row's mean: "
+            f"{shares}.\n")
 
 
 def plot_bench(records: list[dict], regs: list[str], space=None):

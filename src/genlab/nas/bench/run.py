@@ -33,8 +33,8 @@ from genlab.nas.bench.tuning import (
     tuning_grid,
 )
 from genlab.nas.inputs import check_run_kind
-from genlab.nas.methods.reported import standing
-from genlab.nas.search import RESUME_FREE, SearchConfig, search_regularizer
+from genlab.nas.methods.reported import random_cells, standing
+from genlab.nas.search import RESUME_FREE, SearchConfig, search_regularizer, space_table
 from genlab.nas.spaces import get_space
 
 
@@ -143,6 +143,8 @@ def bench_result(cfg: BenchConfig, space, records: list[dict], settings: dict[st
                       if r["reg"] == row and r.get("cifar10") is not None] for row in regs}
     if (rank := standing(result["per_reg"], per_seed)) is not None:
         result["standing"] = rank
+    if space.name == "nb201" and (table := space_table(space, cfg.search.nb201_table)):
+        result["random_cells"] = random_cells(table, result["per_reg"])
     if cfg.tune:
         result["tuning"] = tuning
     if cfg.tune or cfg.settings_from:

@@ -68,4 +68,17 @@ def standing(per_row: dict[str, dict], per_seed: dict[str, list[float]] | None =
     return out
 
 
-__all__ = ["REPORTED_NB201", "reported_rows", "standing"]
+def random_cells(table, per_row: dict[str, dict]) -> dict:
+    """Where the bench's rows stand among random cells of the space: the exact distribution
+    of a uniformly drawn cell's CIFAR-10 accuracy over ``table`` (NB201Table.chance: every
+    cell of the table once, not a few draws), its mean and quantiles, and for each row with a
+    CIFAR-10 mean the share of random cells at least as accurate."""
+    dist = table.chance("cifar10")
+    return {"cells": len(table), "mean": dist.mean(), "median": dist.quantile(0.5),
+            "q10": dist.quantile(0.1), "q90": dist.quantile(0.9),
+            "at_least_row": {row: dist.at_least(agg["cifar10_mean"])
+                             for row, agg in per_row.items()
+                             if agg.get("cifar10_mean") is not None}}
+
+
+__all__ = ["REPORTED_NB201", "random_cells", "reported_rows", "standing"]
