@@ -174,6 +174,23 @@ def write_result(path: str | Path, data: dict) -> ResultFile:
     return load_result(path)
 
 
+#: the file a command writes in its run folder (copied over docs/results/NAME.json on a rerun)
+RUN_RESULTS = "results.json"
+NO_CHECKOUT = f"no results file ({RUN_RESULTS}): not run from a git checkout"
+
+
+def write_run_results(out: str | Path, data: dict) -> Path | None:
+    """A command's results file, ``out/results.json``: ``data`` (title, command, metrics,
+    values, ...) with the commit of this checkout; None, and nothing written, outside a git
+    checkout (a run must not fail for want of git)."""
+    commit = current_commit()
+    if commit is None:
+        return None
+    path = Path(out) / RUN_RESULTS
+    write_result(path, {**data, "commit": commit})
+    return path
+
+
 def machine_line() -> str:
     """The machine a command ran on, in words: its cores and the load average at the start."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
