@@ -132,3 +132,87 @@ def test_no_results_file_outside_a_git_checkout(tmp_path, monkeypatch, capsys):
     *_, path = written_file("toy", tmp_path)
     assert path is None and not (tmp_path / "run" / "results.json").exists()
     assert "not run from a git checkout" in capsys.readouterr().out
+
+
+def made_up_intervals(name: str, shift: float) -> dict:
+    """The recovered file's recorded intervals, each moved by ``shift``."""
+    return {k: {**v, "effect": v["effect"] + shift, "low": v["low"] + shift,
+                "high": v["high"] + shift}
+            for k, v in recovered(name)["figures"].items() if isinstance(v, dict)}
+
+
+def test_depthwidth_results_replace_recovered_file(tmp_path):
+    """Each tau of the study's tables (its interval as the table prints it) becomes the
+    figure {arch}_{measure}_{depth|width|gap}."""
+    from genlab.optim.studies.depthwidth import DepthWidthConfig
+    from genlab.optim.studies.results import SHORT, TAU_KEYS, depthwidth_results
+
+    figures = made_up_intervals("optim_depth_width", 0.01)
+    measure = {short: m for m, short in SHORT.items()}
+    column = {suffix: name for name, suffix in TAU_KEYS.items()}
+    results = {}
+    for key, fig in figures.items():
+        arch, short, suffix = key.split("_", 2)
+        res = results.setdefault(arch, {"trainings": fig["n"] + 2, "diverged": 2, "taus": {}})
+        row = res["taus"].setdefault(short, {"measure": measure[short]})
+        row[f"tau_{column[suffix]}"] = fig["effect"]
+        row[f"tau_{column[suffix]}_interval"] = f"[{fig['low']:.2f}, {fig['high']:.2f}]"
+    for res in results.values():
+        res["taus"] = list(res["taus"].values())
+    cfg = DepthWidthConfig()
+    path = write_study_results("genlab optim depth-width", cfg, tmp_path / "run",
+                               depthwidth_results({"results": results}, cfg))
+    written = results_files.load_result(path).figures
+    assert written == {k: {**v, "effect": pytest.approx(v["effect"]),
+                           "low": pytest.approx(v["low"]), "high": pytest.approx(v["high"])}
+                       for k, v in figures.items()}
+    rendered = render_citing(path, "optim_depth_width", tmp_path)
+    fig = figures["mlp_trsigma_depth"]
+    assert f"{fig['effect']:+.2f} [{fig['low']:+.2f}, {fig['high']:+.2f}]" in rendered["claims"]
+
+
+def test_correlate_runs_merge_into_the_recovered_files_place(tmp_path):
+    """One run per architecture, merged with ``python -m genlab.core.results --merge``:
+    every figure the claims cite, with the runs' numbers."""
+    from genlab.core.results.pages import main
+    from genlab.optim.studies.correlate import CorrelateConfig
+    from genlab.optim.studies.results import ARCH_KEYS, SHORT, correlate_results
+
+    figures = made_up_intervals("optim_correlate", -0.01)
+    measure = {short: m for m, short in SHORT.items()}
+    paths = []
+    for arch, key in ARCH_KEYS.items():
+        rows = []
+        for name, fig in figures.items():
+            parts = name.split("_")
+            if parts[0] != key:
+                continue
+            a = "random_sanity" if parts[1] == "random" else "trace_sigma"
+            rows.append({"a": a, "b": measure[parts[-1]], "n": fig["n"],
+                         "tau_diff": fig["effect"], "tau_lo_plain": fig["low"],
+                         "tau_hi_plain": fig["high"]})
+        n = rows[0]["n"]
+        summary = {"arch": arch, "models": n + 5, "capped": 5, "trainings": n + 9,
+                   "paired": {"gap_acc": rows}}
+        cfg = CorrelateConfig(arch=arch)
+        paths.append(write_study_results("genlab optim correlate", cfg, tmp_path / arch,
+                                         correlate_results(summary, cfg)))
+    merged = tmp_path / "merged.json"
+    assert main(["--merge", str(merged), "--title", "tau differences", "--",
+                 *map(str, paths)]) == 0
+    written = results_files.load_result(merged)
+    assert written.command.count("genlab optim correlate") == 3
+    assert written.figures["converged"] == "MLP 245 of 254, CNN 72 of 81, Transformer 86 of 95"
+    rendered = render_citing(merged, "optim_correlate", tmp_path)
+    fig = figures["tf_random_lmax"]
+    assert f"{fig['effect']:+.2f} [{fig['low']:+.2f}, {fig['high']:+.2f}]" in rendered["claims"]
+    assert "MLP 245 of 254" in rendered["claims"]
+
+
+def test_merge_refuses_files_of_two_commits(tmp_path):
+    for i, commit in enumerate(("abc1234", "def5678")):
+        results_files.write_result(tmp_path / f"{i}.json", {
+            "title": "t", "command": f"c{i}", "commit": commit, "figures": {f"k{i}": 1}})
+    with pytest.raises(results_files.DataError, match="commits abc1234, def5678"):
+        results_files.merge_results([tmp_path / "0.json", tmp_path / "1.json"],
+                                    tmp_path / "m.json", title="t")

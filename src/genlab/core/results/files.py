@@ -191,6 +191,37 @@ def write_run_results(out: str | Path, data: dict) -> Path | None:
     return path
 
 
+def merge_results(paths: Sequence[str | Path], out: str | Path, *, title: str) -> ResultFile:
+    """One results file at ``out`` from several runs' files of one commit (a study run once
+    per architecture): their commands joined by "; ", metrics, values (per metric and row),
+    summaries and figures united; a text figure that several files hold (a count per run)
+    is joined by ", ", any other repeated figure or row is refused."""
+    files = [load_result(p) for p in paths]
+    if not files:
+        raise DataError("merge: give the results files to merge")
+    commits = sorted({f.commit for f in files})
+    if len(commits) > 1:
+        raise DataError(f"merge: the files come from commits {', '.join(commits)}; a results "
+                        "file names one commit, so rerun them at one")
+    data: dict = {"title": title, "command": "; ".join(f.command for f in files),
+                  "commit": commits[0], "metrics": {}, "values": {}, "summaries": {},
+                  "figures": {}}
+    for f in files:
+        data["metrics"] |= f.metrics
+        for part in ("values", "summaries"):
+            for metric, rows in getattr(f, part).items():
+                known = data[part].setdefault(metric, {})
+                if set(known) & set(rows):
+                    raise DataError(f"merge: {f.name} repeats rows of {part}[{metric!r}]")
+                known |= rows
+        for key, value in f.figures.items():
+            old = data["figures"].get(key)
+            if old is not None and not (isinstance(old, str) and isinstance(value, str)):
+                raise DataError(f"merge: figure {key!r} is in more than one file")
+            data["figures"][key] = value if old is None else f"{old}, {value}"
+    return write_result(out, {k: v for k, v in data.items() if v})
+
+
 def machine_line() -> str:
     """The machine a command ran on, in words: its cores and the load average at the start."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None

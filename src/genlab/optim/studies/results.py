@@ -12,6 +12,7 @@ config) to the file's content; :func:`write_study_results` writes it.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from genlab.core.options import command_line
@@ -125,6 +126,78 @@ def toy_results(summary: dict, cfg) -> dict:
             "figures": {"left_nonuniform": {"successes": sum(x is not None for x in leaves),
                                             "trials": len(leaves)},
                         "gd_left": bool(summary["gd_left"])}}
+
+
+#: a measure -> its short name in the results files' keys
+SHORT = {"trace_sigma": "trsigma", "curvature_nonuniformity": "s",
+         "hessian_top_eigenvalue": "lmax", "hessian_trace": "trh", "m_sharpness": "msharp",
+         "average_sharpness": "avg", "random_sanity": "random"}
+#: depth-width's tau columns -> the key's last part (the gap: the accuracy gap)
+TAU_KEYS = {"depth": "depth", "width": "width", "gap_acc": "gap", "gap_loss": "gap_loss"}
+
+
+def interval_of(text: str) -> tuple[float, float] | None:
+    """'[-0.71, -0.39]' (a tau table's interval, as the study prints it) -> (low, high);
+    None where either end is not a finite number."""
+    try:
+        low, high = (float(x) for x in text.strip("[]").split(","))
+    except (AttributeError, ValueError):
+        return None
+    return (low, high) if math.isfinite(low) and math.isfinite(high) else None
+
+
+def depthwidth_results(summary: dict, cfg) -> dict:
+    """`optim depth-width`: each measure's Kendall tau with depth, width and the gaps, with
+    its 95 % bootstrap interval over the models ({arch}_{measure}_{depth|width|gap|gap_loss};
+    the interval's ends as the study's table prints them, to 2 decimals)."""
+    figures = {}
+    for arch, res in summary["results"].items():
+        n = res["trainings"] - res["diverged"]
+        for row in res["taus"]:
+            short = SHORT.get(row["measure"], row["measure"])
+            for name, suffix in TAU_KEYS.items():
+                bounds = interval_of(row.get(f"tau_{name}_interval"))
+                tau = row.get(f"tau_{name}")
+                if bounds is None or tau is None or not math.isfinite(tau):
+                    continue
+                figures[f"{arch}_{short}_{suffix}"] = {
+                    "effect": round(float(tau), 4), "low": bounds[0], "high": bounds[1],
+                    "n": n, "test": "bootstrap over models"}
+    return {"title": "Depth and width against the measures, and the measures against the gap "
+                     "(Kendall tau, 95 % bootstrap intervals over the models)",
+            "figures": figures}
+
+
+#: an architecture -> its prefix in the correlation file's keys
+ARCH_KEYS = {"mlp": "mlp", "cnn": "cnn", "transformer": "tf"}
+
+
+def correlate_results(summary: dict, cfg) -> dict:
+    """`optim correlate` (one architecture): tau(a) - tau(b) against the accuracy gap,
+    paired over the models, with its uncorrected 95 % interval, as ``{arch}_{b}`` for a =
+    tr Sigma, ``{arch}_s_{b}`` for the curvature nonuniformity and ``{arch}_random_{b}`` for
+    the random measure (b: lmax, trh, msharp, avg); ``converged``: the models that reached
+    the stopping loss (all models without the rule) of the trainings, ``models``: those
+    counted (every one that did not diverge). The three architectures' files are merged into
+    one with ``python -m genlab.core.results --merge``."""
+    arch, key = summary["arch"], ARCH_KEYS.get(summary["arch"], summary["arch"])
+    words = arch_words(arch)
+    figures: dict = {
+        "converged": f"{words} {summary['models'] - summary['capped']} of "
+                     f"{summary['trainings']}",
+        "models": f"{words} {summary['models']} of {summary['trainings']}"}
+    for row in summary["paired"].get("gap_acc", []):
+        if "tau_lo_plain" not in row or row["b"] not in SHORT:
+            continue
+        a = {"trace_sigma": "", "curvature_nonuniformity": "s_", "random_sanity": "random_"}
+        if row["a"] not in a:
+            continue
+        figures[f"{key}_{a[row['a']]}{SHORT[row['b']]}"] = {
+            "effect": row["tau_diff"], "low": row["tau_lo_plain"], "high": row["tau_hi_plain"],
+            "n": row["n"], "test": "paired bootstrap over models"}
+    return {"title": "tau(tr Sigma) - tau(sharpness measure) against the accuracy gap (95 % "
+                     "paired bootstrap intervals over the models)",
+            "figures": figures}
 
 
 def write_study_results(command: str, cfg, out: str | Path, data: dict) -> Path | None:
