@@ -86,3 +86,25 @@ def test_bench_command_spells_the_options():
     for part in ("--space s2", "--methods darts+ber,darts", "--seeds 0-2,6",
                  "--retrain-epochs 0", "--executor process", "--workers 2"):
         assert part in line, line
+
+
+def test_two_runs_of_one_space_merge_by_seed(tmp_path):
+    """court_s2 is two benches (every row at seeds 0-2, two rows again at 6-8): their files,
+    merged, hold each row's seeds of both; a seed run twice is refused."""
+    from genlab.core.errors import DataError
+    from genlab.core.results.files import merge_results
+
+    records = made_up_records("court_s2")
+    space = get_space("s2")
+    first = write_bench_results({"records": [r for r in records if r["seed"] < 3]}, space,
+                                "genlab nas bench --seeds 0-2", tmp_path / "a")
+    second = write_bench_results({"records": [r for r in records if r["seed"] >= 6]}, space,
+                                 "genlab nas bench --seeds 6-8", tmp_path / "b")
+    merged = merge_results([first, second], tmp_path / "court_s2.json", title="S2")
+    assert merged.command == "genlab nas bench --seeds 0-2; genlab nas bench --seeds 6-8"
+    expected = {str(r["seed"]): r["skip_ops"] for r in records if r["reg"] == "darts+ber"}
+    assert merged.seeds("skip", "darts+ber") == expected and len(expected) == 6
+    assert "darts+ber" in render_citing(tmp_path / "court_s2.json", "court_s2",
+                                        tmp_path)["court-s2"]
+    with pytest.raises(DataError, match="repeats seeds of row"):
+        merge_results([first, first], tmp_path / "twice.json", title="S2")

@@ -193,9 +193,10 @@ def write_run_results(out: str | Path, data: dict) -> Path | None:
 
 def merge_results(paths: Sequence[str | Path], out: str | Path, *, title: str) -> ResultFile:
     """One results file at ``out`` from several runs' files of one commit (a study run once
-    per architecture): their commands joined by "; ", metrics, values (per metric and row),
-    summaries and figures united; a text figure that several files hold (a count per run)
-    is joined by ", ", any other repeated figure or row is refused."""
+    per architecture, a row's seeds run in two folders): their commands joined by "; ",
+    metrics, values (per metric, row and seed), summaries and figures united; a text figure
+    that several files hold (a count per run) is joined by ", ", any other repeated figure,
+    summary row or seed is refused."""
     files = [load_result(p) for p in paths]
     if not files:
         raise DataError("merge: give the results files to merge")
@@ -208,12 +209,18 @@ def merge_results(paths: Sequence[str | Path], out: str | Path, *, title: str) -
                   "figures": {}}
     for f in files:
         data["metrics"] |= f.metrics
-        for part in ("values", "summaries"):
-            for metric, rows in getattr(f, part).items():
-                known = data[part].setdefault(metric, {})
-                if set(known) & set(rows):
-                    raise DataError(f"merge: {f.name} repeats rows of {part}[{metric!r}]")
-                known |= rows
+        for metric, rows in f.values.items():  # a row's seeds may come from several runs
+            for row, seeds in rows.items():
+                known = data["values"].setdefault(metric, {}).setdefault(row, {})
+                if set(known) & set(seeds):
+                    raise DataError(f"merge: {f.name} repeats seeds of row {row!r} "
+                                    f"({metric})")
+                known |= seeds
+        for metric, rows in f.summaries.items():
+            known = data["summaries"].setdefault(metric, {})
+            if set(known) & set(rows):
+                raise DataError(f"merge: {f.name} repeats rows of summaries[{metric!r}]")
+            known |= rows
         for key, value in f.figures.items():
             old = data["figures"].get(key)
             if old is not None and not (isinstance(old, str) and isinstance(value, str)):
