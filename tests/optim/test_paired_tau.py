@@ -148,6 +148,11 @@ def test_paired_table_adds_the_random_measure_and_matches_its_parts():
         plain["difference"], plain["low"], plain["high"])
     assert (row["granulated_diff"], row["granulated_lo"]) == (gran["difference"], gran["low"])
     assert row["cmi_a"] == conditional_mi(records, "good", "gap", AXES)["K"]
+    # the uncorrected 95 % interval a results file records: the replicates' percentiles
+    reps = np.asarray(plain["replicates"], dtype=float)
+    reps = reps[np.isfinite(reps)]
+    assert (row["tau_lo_plain"], row["tau_hi_plain"]) == pytest.approx(
+        (np.percentile(reps, 2.5), np.percentile(reps, 97.5)))
 
 
 def test_paired_table_judges_the_claim_pairs_under_holm_by_hand():
@@ -355,3 +360,10 @@ def test_correlate_counts_every_model_capped_ones_included(tmp_path, monkeypatch
     printed = report(summary, cfg.resolved())
     assert any(isinstance(b, tuple) and b[0].startswith("tau(a) - tau(b)") for b in printed)
     assert any(isinstance(b, tuple) and b[0].startswith("models capped") for b in printed)
+    if (tmp_path / "c" / "results.json").exists():  # a git checkout: the results file
+        from genlab.core.results.files import load_result
+        written = load_result(tmp_path / "c" / "results.json")
+        assert written.command.startswith("genlab optim correlate --out ")
+        assert written.figures["mlp_msharp"]["effect"] == pytest.approx(expected)
+        assert written.figures["mlp_msharp"]["n"] == 4
+        assert written.figures["converged"] == f"MLP {4 - len(capped)} of 4"

@@ -131,6 +131,11 @@ def test_labelnoise_and_transfer(root, standard, count_trainings):
     assert len(count_trainings) == 4  # 2 settings x 2 optimisers; the search is reused
     assert all(cfg.label_noise > 0 for cfg in count_trainings)
     assert (out / "labelnoise.png").exists()
+    if (out / "results.json").exists():  # a git checkout: the results file, per seed
+        from genlab.core.results.files import load_result
+        written = load_result(out / "results.json")
+        assert written.seeds("sym40", "SAM") == {"0": summary["per_seed"]["sym 40%"]["sam"]["0"]}
+        assert set(written.values) == {"sym40", "asym20"}
     out = root / "transfer"
     count_trainings.clear()
     assert run_cli(["optim", "transfer", "--out", str(out), "--optimizers", "sgd,sam",
@@ -152,6 +157,12 @@ def test_labelnoise_and_transfer(root, standard, count_trainings):
     scratch = next(r for r in summary["sanity"] if "from scratch" in r["optimizer"])
     assert summary["finetune_minus_scratch_per_seed"] == [
         pytest.approx(sgd["test_mean"] - scratch["test_mean"])]  # one seed: the difference
+    if (out / "results.json").exists():  # a git checkout: the results file, per seed
+        from genlab.core.results.files import load_result
+        written = load_result(out / "results.json")
+        assert written.seeds("finetune_minus_scratch", "SGD") == {
+            "0": pytest.approx(sgd["test_mean"] - scratch["test_mean"])}
+        assert set(written.values["test"]) == {"SGD", "SAM", "SGD from scratch"}
     search = read(out / "search_transfer_cnn.json")
     pre = search["choices"]["pretrain"]
     assert pre["val_acc"] == max(r["val_acc"] for r in search["pretrain_records"])

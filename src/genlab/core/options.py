@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass
@@ -545,3 +546,42 @@ def config_values(cls, data: dict, source: str = "config") -> dict:
 def config_dict(cfg) -> dict:
     """The declared options of ``cfg`` as plain values (what --print-config prints)."""
     return {f.name: getattr(cfg, f.name) for f, _ in option_fields(type(cfg))}
+
+
+def seed_text(seeds: Sequence[int]) -> str:
+    """[0, 1, 2, 3, 7] -> '0-3,7' (the --seeds spelling)."""
+    parts, ordered = [], sorted(seeds)
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def command_line(prefix: str, cfg, out) -> str:
+    """The command that makes ``cfg`` in ``out``: ``prefix --out OUT`` and every option that
+    differs from its default, as the command line spells it."""
+    default, parts = type(cfg)(), [*prefix.split(), "--out", str(out)]
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if value == getattr(default, f.name):
+            continue
+        flag, spec = "--" + f.name.replace("_", "-"), spec_of(f)
+        parse = spec.parse if spec else None
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + f.name.replace("_", "-"))
+        elif parse == "seeds":
+            parts += [flag, seed_text(value)]
+        elif parse == "size":
+            parts += [flag, "x".join(map(str, value))]
+        elif isinstance(value, list):
+            parts += [flag, ",".join(map(str, value))]
+        elif isinstance(value, dict):  # "params": the flag repeated, KEY=VALUE
+            for key, v in value.items():
+                parts += [flag, f"{key}={v}"]
+        else:
+            parts += [flag, str(value)]
+    return " ".join(shlex.quote(p) for p in parts)

@@ -80,6 +80,14 @@ def test_space_bench_with_sanity_rows(tmp_path):
     for r in runs.values():  # S3's reference network: DARTS' CIFAR-10 network of the cell
         assert r == {**r, **space.reference_size(r["genotype"])}
     assert "| params M | MACs M |" in md
+    if (tmp_path / "b" / "results.json").exists():  # a git checkout: the results file
+        from genlab.core.results.files import load_result
+        written = load_result(tmp_path / "b" / "results.json")
+        assert written.command.startswith("genlab nas bench --out ")
+        assert "--space s3" in written.command and "--seeds 0-1" in written.command
+        assert written.seeds("skip", "random") == {
+            str(r["seed"]): r["skip_ops"] for r in runs.values() if r["reg"] == "random"}
+        assert set(written.values) == {"p-free", "skip", "entropy", "params", "macs", "test"}
 
 
 def test_an_alias_reuses_the_search_it_names_and_forces_are_tabled(tmp_path, monkeypatch):

@@ -174,6 +174,61 @@ def write_result(path: str | Path, data: dict) -> ResultFile:
     return load_result(path)
 
 
+#: the file a command writes in its run folder (copied over docs/results/NAME.json on a rerun)
+RUN_RESULTS = "results.json"
+NO_CHECKOUT = f"no results file ({RUN_RESULTS}): not run from a git checkout"
+
+
+def write_run_results(out: str | Path, data: dict) -> Path | None:
+    """A command's results file, ``out/results.json``: ``data`` (title, command, metrics,
+    values, ...) with the commit of this checkout; None, and nothing written, outside a git
+    checkout (a run must not fail for want of git)."""
+    commit = current_commit()
+    if commit is None:
+        return None
+    path = Path(out) / RUN_RESULTS
+    write_result(path, {**data, "commit": commit})
+    return path
+
+
+def merge_results(paths: Sequence[str | Path], out: str | Path, *, title: str) -> ResultFile:
+    """One results file at ``out`` from several runs' files of one commit (a study run once
+    per architecture, a row's seeds run in two folders): their commands joined by "; ",
+    metrics, values (per metric, row and seed), summaries and figures united; a text figure
+    that several files hold (a count per run) is joined by ", ", any other repeated figure,
+    summary row or seed is refused."""
+    files = [load_result(p) for p in paths]
+    if not files:
+        raise DataError("merge: give the results files to merge")
+    commits = sorted({f.commit for f in files})
+    if len(commits) > 1:
+        raise DataError(f"merge: the files come from commits {', '.join(commits)}; a results "
+                        "file names one commit, so rerun them at one")
+    data: dict = {"title": title, "command": "; ".join(f.command for f in files),
+                  "commit": commits[0], "metrics": {}, "values": {}, "summaries": {},
+                  "figures": {}}
+    for f in files:
+        data["metrics"] |= f.metrics
+        for metric, rows in f.values.items():  # a row's seeds may come from several runs
+            for row, seeds in rows.items():
+                known = data["values"].setdefault(metric, {}).setdefault(row, {})
+                if set(known) & set(seeds):
+                    raise DataError(f"merge: {f.name} repeats seeds of row {row!r} "
+                                    f"({metric})")
+                known |= seeds
+        for metric, rows in f.summaries.items():
+            known = data["summaries"].setdefault(metric, {})
+            if set(known) & set(rows):
+                raise DataError(f"merge: {f.name} repeats rows of summaries[{metric!r}]")
+            known |= rows
+        for key, value in f.figures.items():
+            old = data["figures"].get(key)
+            if old is not None and not (isinstance(old, str) and isinstance(value, str)):
+                raise DataError(f"merge: figure {key!r} is in more than one file")
+            data["figures"][key] = value if old is None else f"{old}, {value}"
+    return write_result(out, {k: v for k, v in data.items() if v})
+
+
 def machine_line() -> str:
     """The machine a command ran on, in words: its cores and the load average at the start."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None

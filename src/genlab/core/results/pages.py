@@ -6,7 +6,8 @@ region's kind and parts and the pages it appears on. `make results` (``python -m
 genlab.core.results``) rewrites every region from the results files; ``--check`` (and the
 test suite) fails on a page whose region differs from what the files generate. Text outside
 the regions is never touched. ``--record FILE --title T -- COMMAND`` runs a command and
-records what it printed as a results file (an ``output`` region: a page's example block).
+records what it printed as a results file (an ``output`` region: a page's example block);
+``--merge FILE --title T -- A B ...`` merges one study's results files (one per run) into one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError, GenlabError
-from genlab.core.results.files import SPEC_FILE, load_results, record_output
+from genlab.core.results.files import SPEC_FILE, load_results, merge_results, record_output
 from genlab.core.results.render import render_region
 
 RESULTS_DIR = Path("docs") / "results"
@@ -121,6 +122,19 @@ def write_pages(root: str | Path) -> list[str]:
     return changed
 
 
+def _merge(args) -> int:
+    if not args.command or not args.title:
+        print("error: --merge needs --title and the files after '--'", file=sys.stderr)
+        return 2
+    try:
+        done = merge_results(args.command, args.merge, title=args.title)
+    except GenlabError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"merged {len(args.command)} file(s) at commit {done.commit} into {args.merge}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m genlab.core.results",
                                      description="Generate the pages' marked regions from "
@@ -130,10 +144,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="change nothing; exit 1 when a page differs")
     parser.add_argument("--record", metavar="FILE", help="run the COMMAND after '--' and "
                         "record what it printed as the results file FILE (an example block)")
-    parser.add_argument("--title", default="", help="--record: the file's title")
+    parser.add_argument("--merge", metavar="FILE", help="merge the results files after '--' "
+                        "(one study's runs, e.g. one per architecture) into FILE")
+    parser.add_argument("--title", default="", help="--record, --merge: the file's title")
     parser.add_argument("--workdir", default=".", help="--record: where the command runs")
     parser.add_argument("command", nargs="*", help="--record: the command")
     args = parser.parse_args(argv)
+    if args.merge:
+        return _merge(args)
     if args.record:
         if not args.command or not args.title:
             print("error: --record needs --title and a command after '--'", file=sys.stderr)

@@ -42,7 +42,14 @@ import numpy as np
 import torch
 
 from genlab.core.errors import ConfigError
-from genlab.core.options import Options, check_options, option, option_like, takes_options
+from genlab.core.options import (
+    Options,
+    check_options,
+    option,
+    option_like,
+    seed_text,
+    takes_options,
+)
 from genlab.core.report import markdown_table
 from genlab.core.runs import write_json
 from genlab.core.stats import Verdict
@@ -63,7 +70,7 @@ from genlab.gaze.studies.bench import (
     size_before,
     sources_of,
 )
-from genlab.gaze.studies.runs import run_study, seed_text, train_spec
+from genlab.gaze.studies.runs import run_study, train_spec
 from genlab.gaze.studies.sizing import pilot_dicts, pilot_of, plan_lines
 from genlab.gaze.studies.stats import Cell, cell_summary, fmt_ci
 from genlab.gaze.studies.tables import Bootstrap, estimate, family, verdict_record

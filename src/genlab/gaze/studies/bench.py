@@ -29,6 +29,7 @@ from genlab.core.errors import ConfigError
 from genlab.core.options import (
     Options,
     check_options,
+    command_line,
     field_default,
     option,
     option_like,
@@ -41,7 +42,7 @@ from genlab.core.studies import Study, register_study
 from genlab.core.sweep import RunSpec
 from genlab.gaze.config import DESIGN, design_of
 from genlab.gaze.protocol import WORLDS, SyntheticCache
-from genlab.gaze.studies.runs import command_line, run_study, train_spec
+from genlab.gaze.studies.runs import run_study, train_spec
 from genlab.gaze.studies.sizing import load_pilots, pilot_dicts, plan, plan_lines
 from genlab.gaze.studies.tables import bench_tables, plot_main
 from genlab.gaze.synth.domains import get_domain

@@ -24,7 +24,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError
-from genlab.core.options import Options, check_options, option, option_like, takes_options
+from genlab.core.options import (
+    Options,
+    check_options,
+    option,
+    option_like,
+    seed_text,
+    takes_options,
+)
 from genlab.core.runs import write_json
 from genlab.core.studies import Study, register_study
 from genlab.core.sweep import RunSpec
@@ -32,7 +39,6 @@ from genlab.gaze.config import DESIGN, design_of
 from genlab.gaze.models.registry import MODELS
 from genlab.gaze.studies.runs import (
     run_study,
-    seed_text,
     train_spec,
 )
 from genlab.gaze.studies.tables import BenchRun, study_tables

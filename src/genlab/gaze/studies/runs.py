@@ -14,54 +14,16 @@ within a process, on disk under its folder across processes).
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 
 from genlab.core.errors import DataError, require_positive
-from genlab.core.options import spec_of
 from genlab.core.sweep import RunSpec, run_sweep
 from genlab.gaze.protocol import SyntheticCache, load_task_data
 from genlab.gaze.train import GazeTrainConfig, train_gaze
 
 _DEFAULTS = json.loads(json.dumps(asdict(GazeTrainConfig())))
-
-
-def seed_text(seeds: Sequence[int]) -> str:
-    """[0, 1, 2, 3, 7] -> '0-3,7' (the --seeds spelling)."""
-    parts, ordered = [], sorted(seeds)
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
-
-
-def command_line(prefix: str, cfg, out: str | Path) -> str:
-    """The command that makes ``cfg`` in ``out``: ``prefix --out OUT`` and every option that
-    differs from its default, as the command line spells it."""
-    default, parts = type(cfg)(), [*prefix.split(), "--out", str(out)]
-    for f in fields(cfg):
-        value = getattr(cfg, f.name)
-        if value == getattr(default, f.name):
-            continue
-        flag, spec = "--" + f.name.replace("_", "-"), spec_of(f)
-        parse = spec.parse if spec else None
-        if isinstance(value, bool):
-            parts.append(flag if value else "--no-" + f.name.replace("_", "-"))
-        elif parse == "seeds":
-            parts += [flag, seed_text(value)]
-        elif parse == "size":
-            parts += [flag, "x".join(map(str, value))]
-        elif isinstance(value, list):
-            parts += [flag, ",".join(map(str, value))]
-        else:
-            parts += [flag, str(value)]
-    return " ".join(shlex.quote(p) for p in parts)
 
 
 def train_run(config: GazeTrainConfig, out: str | Path, *, resume: bool = False,

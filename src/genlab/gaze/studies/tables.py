@@ -16,11 +16,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
+from genlab.core.options import seed_text
 from genlab.core.report import figure, markdown_table
 from genlab.core.stats import Estimate, Verdict, holm, judge, not_testable, paired_difference
 from genlab.core.stats.family import BETTER
 from genlab.gaze.protocol import WORLDS
-from genlab.gaze.studies.runs import seed_text
 from genlab.gaze.studies.sizing import Pilot, pilot_of
 from genlab.gaze.studies.stats import Cell, Draws, cell_summary, fmt_ci, interval, paired
 

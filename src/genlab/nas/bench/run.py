@@ -10,11 +10,12 @@ from dataclasses import asdict, replace
 import torch
 
 from genlab.core.errors import ConfigError, DataError, require_positive
-from genlab.core.options import check_options
+from genlab.core.options import check_options, command_line
+from genlab.core.results.files import NO_CHECKOUT
 from genlab.core.runs import RunDir, atomic_write_bytes, write_json
 from genlab.core.sweep import RunSpec, run_sweep
 from genlab.core.trainer import resolve_device
-from genlab.nas.bench.config import RANDOM, BenchConfig, row_options
+from genlab.nas.bench.config import RANDOM, BenchCommandConfig, BenchConfig, row_options
 from genlab.nas.bench.jobs import (
     BENCH_RESUME_FREE,
     BenchJob,
@@ -24,6 +25,7 @@ from genlab.nas.bench.jobs import (
     retraining,
 )
 from genlab.nas.bench.report import CONSTANT, aggregate, bench_markdown, plot_bench, tuning_markdown
+from genlab.nas.bench.results import write_bench_results
 from genlab.nas.bench.tuning import (
     SCORE,
     TUNING_FILE,
@@ -59,7 +61,25 @@ def run_bench(cfg: BenchConfig, out, *, resume: bool = False, progress_bar=None,
     records = bench_records(cfg, run, space, settings, sweep)
     result = bench_result(cfg, space, records, settings, tuning)
     write_bench(run, cfg, space, result)
+    written = write_bench_results(result, space, bench_command(cfg, out, executor, workers,
+                                                               address), run.path)
+    print(f"results file: {written}" if written else NO_CHECKOUT)
     return result
+
+
+def bench_command(cfg: BenchConfig, out, executor: str, workers: int,
+                  address: str | None) -> str:
+    """The `genlab nas bench` command line that makes ``cfg`` in ``out`` (the options that
+    differ from their defaults), or where its options are, for a bench the command cannot
+    spell."""
+    try:
+        flat = BenchCommandConfig.record_options(asdict(cfg))
+    except ConfigError:
+        return f"genlab.nas.bench.run_bench with {out}/config.json"
+    known = BenchCommandConfig.__dataclass_fields__
+    command = BenchCommandConfig(**{k: v for k, v in flat.items() if k in known},
+                                 executor=executor, workers=workers, address=address)
+    return command_line("genlab nas bench", command, out)
 
 
 def check_bench(cfg: BenchConfig, workers: int) -> tuple:

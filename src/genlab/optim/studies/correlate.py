@@ -65,6 +65,7 @@ from genlab.optim.measures.correlation import (
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import expand, run_grid
+from genlab.optim.studies.results import correlate_results, write_study_results
 from genlab.optim.training.models import ARCHS
 from genlab.optim.training.train import TrainConfig
 
@@ -216,6 +217,7 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
                "train_acc_max": max(r["train_acc"] for r in models),
                "tau": tables, "paired": paired, "records": records}
     run.write_summary(summary)
+    write_study_results("genlab optim correlate", cfg, out, correlate_results(summary, cfg))
     return summary
 
 

@@ -30,6 +30,7 @@ from genlab.optim.measures.correlation import (
 )
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import execute, open_study, stored
+from genlab.optim.studies.results import depthwidth_results, write_study_results
 from genlab.optim.studies.stats import mean_std
 from genlab.optim.training.train import TrainConfig
 
@@ -139,6 +140,7 @@ def run_depthwidth(cfg: DepthWidthConfig, out: str | Path, *, store: str | Path 
     (run.path / "table.md").write_text(text)
     summary = {"results": results, "seeds": cfg.seeds, "store": str(store)}
     run.write_summary(summary)
+    write_study_results("genlab optim depth-width", cfg, out, depthwidth_results(summary, cfg))
     return summary
 
 

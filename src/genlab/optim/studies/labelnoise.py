@@ -24,6 +24,7 @@ from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import execute, open_study, stored
+from genlab.optim.studies.results import labelnoise_results, write_study_results
 from genlab.optim.studies.search import (
     ComparisonOptions,
     Protocol,
@@ -116,6 +117,7 @@ def run_labelnoise(cfg: LabelNoiseConfig, out: str | Path, *, store: str | Path 
     summary = {"table": rows, "settings": settings, "seeds": cfg.seeds, "choices": choices,
                "per_seed": values, "comparisons": comparisons, "store": str(store)}
     run.write_summary(summary)
+    write_study_results("genlab optim labelnoise", cfg, out, labelnoise_results(summary, cfg))
     return summary
 
 

@@ -29,6 +29,7 @@ from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, default_store, execute, stored
+from genlab.optim.studies.results import sensitivity_results, write_study_results
 from genlab.optim.studies.search import (
     SEARCH_GRIDS,
     ComparisonOptions,
@@ -155,6 +156,7 @@ def run_sensitivity(cfg: SensitivityConfig, out: str | Path, *,
                          for o, c in means.items()},
                "store": str(store)}
     run.write_summary(summary)
+    write_study_results("genlab optim sensitivity", cfg, out, sensitivity_results(summary, cfg))
     return summary
 
 

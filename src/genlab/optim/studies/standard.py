@@ -25,6 +25,7 @@ from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import execute, open_study, stored
+from genlab.optim.studies.results import standard_results, write_study_results
 from genlab.optim.studies.search import (
     ComparisonOptions,
     Protocol,
@@ -142,6 +143,7 @@ def run_standard(cfg: StandardConfig, out: str | Path, *, store: str | Path | No
     summary = {"tables": tables, "comparisons": comparisons, "seeds": cfg.seeds,
                "store": str(store)}
     run.write_summary(summary)
+    write_study_results("genlab optim standard", cfg, out, standard_results(summary, cfg))
     return summary
 
 

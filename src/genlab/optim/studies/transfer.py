@@ -42,6 +42,7 @@ from genlab.core.runs import RunDir, write_json
 from genlab.core.stats import judge, paired_difference
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.grid import StudyLog, execute, open_study, stored
+from genlab.optim.studies.results import transfer_results, write_study_results
 from genlab.optim.studies.search import (
     SEARCH_GRIDS,
     ComparisonOptions,
@@ -260,6 +261,7 @@ def _report(cfg: TransferConfig, run: RunDir, groups: dict, choices: dict, store
             f"({pct(*stats['scratch'])}; paired by seed: {_line(transfer)}): the setting "
             "shows no transfer, so the optimisers' rows do not test the transfer claim"))
     run.write_summary(summary)
+    write_study_results("genlab optim transfer", cfg, run.path, transfer_results(summary, cfg))
     return summary
 
 

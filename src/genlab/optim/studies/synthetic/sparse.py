@@ -39,6 +39,7 @@ from genlab.core.seeding import fixed_threads, make_generator
 from genlab.optim.limits import MAX_EPOCHS, MAX_PARAMETERS, require_at_most
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, make_optimizer
 from genlab.optim.studies import Study, register_study
+from genlab.optim.studies.results import sparse_results, write_study_results
 from genlab.optim.studies.stats import COMPARISON_COLUMNS, compare, comparison_title, per_seed
 
 SPARSE_OPTIMIZERS = ("sgd", "sam", "samgcm", "cov")
@@ -236,6 +237,7 @@ def _run(cfg: SparseConfig, run: RunDir, progress_bar: bool | None) -> dict:
                "seeds": cfg.seeds, "beta_l1_per_seed": values, "comparisons": comparisons,
                "torch_threads": torch.get_num_threads()}
     run.write_summary(summary)
+    write_study_results("genlab optim sparse", cfg, run.path, sparse_results(summary, cfg))
     return summary
 
 

@@ -39,6 +39,7 @@ from genlab.core.runs import RunDir
 from genlab.optim.limits import MAX_ITERATIONS, require_at_most
 from genlab.optim.optimizers.registry import make_optimizer
 from genlab.optim.studies import Study, register_study
+from genlab.optim.studies.results import toy_results, write_study_results
 
 CURVATURE_X1 = (0.2, 3.8)  # f1'', f2'' at x = 1 (= 2 * 0.1, 2 * 1.9)
 
@@ -186,6 +187,7 @@ def run_toy(cfg: ToyConfig, out: str | Path, *, resume: bool = False) -> dict:
     }
     _plot(run, cfg, paths, gd_xs, cov_xs)
     run.write_summary(summary)
+    write_study_results("genlab optim toy", cfg, out, toy_results(summary, cfg))
     return summary
 
 
