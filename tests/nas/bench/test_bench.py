@@ -36,7 +36,8 @@ def test_tiny_bench_end_to_end_and_resume(tmp_path, nb201_table):
     cfg = BenchConfig(regs=["none", "ber"], seeds=[0, 1],
                       search=SearchConfig(channels=4, cells=1, steps=11, hessian_points=1,
                                           diag_batch=32, nb201_table=str(nb201_table)),
-                      retrain_epochs=1, retrain_channels=4, random_archs=False)
+                      retrain_epochs=1, retrain_channels=4, random_archs=False,
+                      versus="ber")
     result = run_bench(cfg, tmp_path / "b")
     bench = json.loads((tmp_path / "b" / "bench.json").read_text())
     assert len(bench["records"]) == 4 and set(bench["per_reg"]) == {"none", "ber"}
@@ -55,6 +56,9 @@ def test_tiny_bench_end_to_end_and_resume(tmp_path, nb201_table):
         mean = bench["per_reg"][row]["cifar10_mean"]
         assert share == pytest.approx(sum(a >= mean for a in accs) / len(accs), abs=1e-12)
     assert "A random cell of the space (the table's exact distribution" in \
+        (tmp_path / "b" / "bench.md").read_text()
+    assert [r["row"] for r in bench["versus"]["rows"]] == ["ber - none", "ber - none"]
+    assert "### ber minus every other row, paired by seed" in \
         (tmp_path / "b" / "bench.md").read_text()
 
 

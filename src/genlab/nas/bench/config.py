@@ -57,6 +57,10 @@ class BenchConfig(Options):
                                        "tuning.json): every row runs at the setting chosen "
                                        "there, e.g. chosen on NB201 and used unchanged in "
                                        "another space (not with --tune).")
+    versus: str | None = option(None, help="A row of the bench compared with every other "
+                                "row, paired by seed (ROW minus each): CIFAR-10 through the "
+                                "table and the parameter-free edges, sign-flip intervals, "
+                                "Holm over the rows (genlab.nas.bench.versus).")
 
     @property
     def rows(self) -> list[str]:
@@ -105,6 +109,7 @@ class BenchCommandConfig:
     tune_seeds: list[int] = _bench("tune_seeds")
     collapse_edges: int = _bench("collapse_edges")
     settings_from: str | None = _bench("settings_from")
+    versus: str | None = _bench("versus")
     executor: str = option("local", help="Where the jobs run; local: this machine, in this "
                            "process with one worker, else a process pool (process).",
                            choices="genlab.core.sweep:EXECUTORS")

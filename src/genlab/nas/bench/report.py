@@ -8,6 +8,7 @@ import statistics
 
 from genlab.core.report import figure, markdown_table, mean_std_text
 from genlab.nas.bench.tuning import SCORE
+from genlab.nas.bench.versus import versus_markdown
 from genlab.nas.methods.reported import reported_rows
 from genlab.nas.spaces import get_space
 
@@ -118,6 +119,8 @@ def bench_markdown(result: dict) -> str:
                  f"{interval}\n")
     if result.get("random_cells"):
         text += random_cells_markdown(result["random_cells"])
+    if result.get("versus"):
+        text += versus_markdown(result["versus"]["rows"], result["versus"]["row"])
     if result.get("tuning"):
         text += "\n" + tuning_markdown(result["tuning"])
     return text + "\n### Per run\n\n" + markdown_table(runs, digits=2)

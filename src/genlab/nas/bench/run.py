@@ -34,6 +34,7 @@ from genlab.nas.bench.tuning import (
     setting_text,
     tuning_grid,
 )
+from genlab.nas.bench.versus import VERSUS_LEVEL, versus_rows
 from genlab.nas.inputs import check_run_kind
 from genlab.nas.methods.reported import random_cells, standing
 from genlab.nas.search import RESUME_FREE, SearchConfig, search_regularizer, space_table
@@ -99,6 +100,9 @@ def check_bench(cfg: BenchConfig, workers: int) -> tuple:
     settings = chosen_settings(cfg.settings_from, cfg.rows) if cfg.settings_from else {}
     for row, setting in settings.items():
         replace(cfg.row_search(row, cfg.seeds[0]), **setting).validate(space)
+    if cfg.versus is not None and cfg.versus not in cfg.rows:
+        raise ConfigError(f"--versus {cfg.versus}: not a row of this bench (its rows: "
+                          f"{', '.join(cfg.rows)})")
     if cfg.tune and cfg.retrain_epochs == 0:
         raise ConfigError("--tune scores each setting by its retrained cell: give "
                           "--retrain-epochs > 0")
@@ -165,6 +169,9 @@ def bench_result(cfg: BenchConfig, space, records: list[dict], settings: dict[st
         result["standing"] = rank
     if space.name == "nb201" and (table := space_table(space, cfg.search.nb201_table)):
         result["random_cells"] = random_cells(table, result["per_reg"])
+    if cfg.versus is not None:
+        result["versus"] = {"row": cfg.versus, "level": VERSUS_LEVEL,
+                            "rows": versus_rows(records, regs, cfg.versus)}
     if cfg.tune:
         result["tuning"] = tuning
     if cfg.tune or cfg.settings_from:
