@@ -71,3 +71,33 @@ def test_a_registered_optimiser_gets_its_grid_row():
                                           for r in (0.0, 0.9)]
     finally:
         OPTIMIZER_REGISTRY.unregister("toy-sgd")
+
+
+class _KnobSGD(torch.optim.SGD):
+    """An optimiser defined outside genlab with a setting of its own (``damp``)."""
+
+    seen: list[float] = []
+
+    def __init__(self, params, lr=0.1, momentum=0.0, weight_decay=0.0, damp=0.5, **kw):
+        _KnobSGD.seen.append(damp)
+        super().__init__(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+
+
+def test_a_registered_optimiser_with_its_own_setting_is_reached_from_the_cli(tmp_path, capsys):
+    from genlab.cli import main
+
+    register_optimizer("toy-knob", OptimizerEntry(_KnobSGD))
+    try:
+        args = ["optim", "train", "--optimizer", "toy-knob", "--epochs", "1", "--width", "8",
+                "--no-measure"]
+        with pytest.raises(SystemExit) as done:
+            main([*args, "--optimizer-param", "damp=0.25", "--out", str(tmp_path / "a")])
+        assert done.value.code == 0, capsys.readouterr().err
+        assert _KnobSGD.seen[-1] == 0.25  # its own setting reached its constructor
+        with pytest.raises(SystemExit) as done:
+            main([*args, "--optimizer-param", "dmap=0.25", "--out", str(tmp_path / "b")])
+        err = capsys.readouterr().err
+        assert done.value.code == 2 and "dmap" in err and "damp" in err
+        assert not (tmp_path / "b").exists()
+    finally:
+        OPTIMIZER_REGISTRY.unregister("toy-knob")

@@ -60,7 +60,6 @@ from genlab.optim.measures.per_sample import BN_MODES
 from genlab.optim.optimizers.cov import DEFAULT_LAM, DEFAULT_LR
 from genlab.optim.optimizers.registry import (
     OPTIMIZER_REGISTRY,
-    OPTIMIZERS,
     make_optimizer,
     optimizer_settings,
 )
@@ -90,7 +89,8 @@ class TrainConfig:
                         le=MAX_WIDTH)
     depth: int = option(2, help="Hidden layers / conv blocks / attention blocks.", gt=0,
                         le=MAX_DEPTH)
-    optimizer: str = option("sgd", help="Optimiser (docs/optimizers.md).", choices=OPTIMIZERS)
+    optimizer: str = option("sgd", help="Optimiser (docs/optimizers.md).",
+                            choices="genlab.optim.optimizers.registry:OPTIMIZER_REGISTRY")
     lr: float = option(DEFAULT_LR, help="Learning rate (0: the initialisation, scored and "
                        "measured).",
                        ge=0)
