@@ -309,3 +309,25 @@ def test_recorded_family_holm_over_normal_approximations_by_hand(tmp_path):
     assert b_text.startswith("B: +0.05 [") and "undecided, a decision needs about" in b_text
     needed = int(b_text.split("about ")[1].split()[0])
     assert needed == pytest.approx(min(beats, same), rel=0.01)
+
+
+def test_recorded_family_where_lower_is_better(tmp_path):
+    """The same family as above with every sign turned (an error: lower is better): the
+    member whose interval lies below 0 reads "better" with ``higher_is_better`` false and
+    "worse" without it; the interval by hand as above."""
+    from scipy.stats import norm
+
+    path = _write(tmp_path / "c.json", figures={
+        "a": {"effect": -0.3, "low": -0.5, "high": -0.1, "n": 50, "test": "bootstrap"},
+        "b": {"effect": -0.05, "low": -0.25, "high": 0.15, "n": 50, "test": "bootstrap"}})
+    files = {"c": load_result(path)}
+    half = norm.ppf(1 - 0.025 / 2) * 0.2 / norm.ppf(0.975)  # Holm's first level, 1 - 0.05/2
+    want = (f"A: -0.30 [{-0.3 - half:+.2f}, {-0.3 + half:+.2f}] (n=50, bootstrap, normal "
+            "approx., Holm 2) ")
+    for higher_is_better, kind in ((False, "better"), (True, "worse")):
+        spec = {"file": "c", "keys": ["a", "b"], "labels": ["A", "B"]}
+        if not higher_is_better:  # the default: higher is better
+            spec["higher_is_better"] = False
+        a_text, b_text = render_cell([{"recorded family": spec}], files).split("; ")
+        assert a_text == want + kind
+        assert b_text.startswith("B: -0.05 [") and "undecided" in b_text

@@ -3,8 +3,10 @@
 Task E->M of the appearance-routing world (app-e -> app-m, where eye clusters that are
 rare in the source are common in the target), a few seeds per model, every run paired
 by seed. The report shows the constant predictor, both models on held-out source
-subjects and on the target, the seed-paired difference with its 95% bootstrap interval,
-arrows on target images and the training curves. Finished runs are reused.
+subjects and on the target, the seed-paired difference with its 95% bootstrap interval and
+its verdict through genlab.core.stats (the gaze bench's test: a paired t over seeds of each
+seed's image-weighted mean error, Holm over the table's two rows), arrows on target images
+and the training curves. Finished runs are reused.
 """
 
 from __future__ import annotations
@@ -14,13 +16,22 @@ from dataclasses import replace
 from pathlib import Path
 
 from genlab.core.report import Report
+from genlab.core.stats import Verdict
+from genlab.core.stats.family import BETTER, NOT_TESTABLE, UNDECIDED, WORSE
 from genlab.core.sweep import RunSpec
 from genlab.gaze.protocol import WORLDS, SyntheticCache
 from genlab.gaze.studies.runs import run_study, train_spec
 from genlab.gaze.studies.stats import Cell, Draws, cell_summary, fmt_ci, paired
+from genlab.gaze.studies.tables import TEST, estimate, family, verdict_record, verdict_text
 from genlab.gaze.train import GazeTrainConfig
 
 CURVE_POINTS = 10  # held-out evaluations per run: the points of loss_curves.png
+#: the table's verdict column: MoEGaze - baseline judged through genlab.core.stats
+VERDICT = f"verdict (paired {TEST} over seeds, Holm over the 2 rows)"
+ONE_SEED = "one seed: a paired test over seeds needs two"
+#: what each verdict class says of MoEGaze's error against the baseline's
+WORDS = {BETTER: "lower here", WORSE: "higher here: at this budget it does not beat it",
+         UNDECIDED: "undecided"}
 
 
 def demo_specs(out_dir: Path, quick: bool) -> list[RunSpec]:
@@ -36,31 +47,36 @@ def demo_specs(out_dir: Path, quick: bool) -> list[RunSpec]:
             for seed in range(3 if quick else 5) for model in ("baseline", "moegaze")]
 
 
-def _versus(diff: float, ci: tuple[float, float] | None) -> str:
-    """One row's seed-paired MoEGaze - baseline difference, in words, from its numbers."""
+def verdicts(pairs: dict[str, tuple[Cell, Cell]]) -> dict[str, Verdict | None]:
+    """MoEGaze - baseline per row (``pairs``: row -> (baseline, MoEGaze) cells), paired by
+    seed: each seed's image-weighted mean error over the row's subjects, a paired t test,
+    Holm over the rows, lower error better (genlab.gaze.studies.tables.family, the gaze
+    bench's); a row with one seed is "not testable"."""
+    estimates = {k: estimate(b, m) for k, (b, m) in pairs.items()}
+    return family(estimates, {k: ONE_SEED for k, e in estimates.items() if e is None})
+
+
+def _versus(diff: float, v: Verdict | None) -> str:
+    """One row's seed-paired MoEGaze - baseline difference, in words, and its verdict."""
     d = round(diff, 2)
-    where = "" if ci is None else f" (interval [{ci[0]:+.2f}, {ci[1]:+.2f}])"
-    if d > 0:
-        return f"{d:.2f} deg above the baseline's{where}: at this budget it does not beat it"
-    if d == 0:
-        return f"equal to the baseline's to 0.01 deg{where}: no gain"
-    if ci is not None and ci[1] < 0:
-        return (f"{-d:.2f} deg below the baseline's and the interval [{ci[0]:+.2f}, "
-                f"{ci[1]:+.2f}] excludes 0: lower here")
-    if ci is None:
-        return f"{-d:.2f} deg below the baseline's (no interval)"
-    return (f"{-d:.2f} deg below the baseline's, but the interval [{ci[0]:+.2f}, "
-            f"{ci[1]:+.2f}] includes 0: not a clear gain")
+    where = (f"{-d:.2f} deg below the baseline's" if d < 0 else
+             f"{d:.2f} deg above the baseline's" if d > 0 else
+             "equal to the baseline's to 0.01 deg")
+    if v is None:
+        return f"{where} (no verdict)"
+    if v.kind == NOT_TESTABLE:
+        return f"{where}; {v.line()}"
+    return f"{where}: {WORDS.get(v.kind, v.label)} ({v.line()})"
 
 
 def reading(numbers: list[dict], quick: bool = True) -> str:
     """The table's reading: per row, MoEGaze against the baseline, then the constant row.
 
-    ``numbers`` holds per row "label", "constant", "baseline", "moegaze", "diff" and
-    "diff_ci" (the figures the table prints).
+    ``numbers`` holds per row "label", "constant", "baseline", "moegaze", "diff" (the
+    figures the table prints) and "verdict" (MoEGaze - baseline's Verdict, or None).
     """
     run = "In this quick run" if quick else "In this run"
-    parts = [f"on {n['label']} MoEGaze's error is {_versus(n['diff'], n['diff_ci'])}"
+    parts = [f"on {n['label']} MoEGaze's error is {_versus(n['diff'], n['verdict'])}"
              for n in numbers]
     text = f"{run} " + "; ".join(parts) + "."
     above = [n["label"] for n in numbers
@@ -92,9 +108,11 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
         return Cell.from_runs(per, f"demo {model} on {where}")
 
     rows, diffs, numbers = [], {}, []
-    for where, label in (("val", "held-out source subjects"), (target, f"target {target}")):
-        b, m, c = cell("baseline", where), cell("moegaze", where), cell("baseline", where,
-                                                                         "constant")
+    wheres = (("val", "held-out source subjects"), (target, f"target {target}"))
+    cells = {where: (cell("baseline", where), cell("moegaze", where)) for where, _ in wheres}
+    judged = verdicts(cells)
+    for where, label in wheres:
+        (b, m), c = cells[where], cell("baseline", where, "constant")
         draws = Draws.make(*b.m.shape, n_boot=2000)
         d = paired(b, m, draws)
         diffs[where] = {k: v for k, v in d.items() if k != "replicates_rel"}
@@ -104,9 +122,11 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
             "baseline": fmt_ci(b.value, cell_summary(b, draws)["ci"]),
             "MoEGaze": fmt_ci(m.value, cell_summary(m, draws)["ci"]),
             "MoEGaze - baseline": fmt_ci(d["diff"], d["diff_ci"], sign=True),
+            VERDICT: verdict_text(judged[where]),
         })
         numbers.append({"label": label, "constant": c.value, "baseline": b.value,
-                        "moegaze": m.value, "diff": d["diff"], "diff_ci": d["diff_ci"]})
+                        "moegaze": m.value, "diff": d["diff"], "diff_ci": d["diff_ci"],
+                        "verdict": judged[where]})
     seeds = len(specs) // 2
     rel = lambda p: os.path.relpath(p, out_dir.parent)  # noqa: E731
     report.heading(f"Gaze error of the baseline and MoEGaze, trained on {specs[0].config.source}, "
@@ -129,4 +149,5 @@ def demo_section(out_dir: Path, report: Report, *, quick: bool = True) -> dict:
                  f"MoEGaze on {target}: labels green, predictions red")
     report.image(rel(moe / "loss_curves.png"), "training losses and held-out source error")
     report.image(rel(moe / "router_assignment.png"), "share of images per expert")
-    return {"rows": rows, "paired": diffs, "numbers": numbers}
+    return {"rows": rows, "paired": diffs, "numbers": numbers,
+            "verdicts": {k: verdict_record(v) for k, v in judged.items()}}

@@ -20,9 +20,10 @@ figures), a one-key object is a part of that kind (PARTS), rendered from the res
   against the interval, ``words`` renames a class (a correlation's "better" read as
   "positive"); ``gates`` (recorded parts of the comparison's premise) make it "not
   testable: <gate_reason>" unless every gate is "better";
-- ``recorded family`` {file, keys, labels, margin, unit}: recorded intervals judged as one
-  family: each interval's normal approximation, Holm's correction over them, and for an
-  undecided member the number of ``unit`` (models, seeds) a decision needs at its sd;
+- ``recorded family`` {file, keys, labels, margin, unit, higher_is_better}: recorded
+  intervals judged as one family: each interval's normal approximation, Holm's correction
+  over them, and for an undecided member the number of ``unit`` (models, seeds) a decision
+  needs at its sd;
 - ``tally`` {file, key, chance}: k of n trials ({successes, trials}) against a chance rate:
   the exact binomial test and the Clopper-Pearson interval of the share;
 - ``room`` {file, key, claim}: a world's room ({baseline, target}: baseline minus
@@ -321,9 +322,9 @@ def _recorded_estimate(fig: Mapping, name: str, key: str) -> Estimate:
 def recorded_family_part(spec: Mapping, files: Files, verdict=None) -> str:
     """Recorded intervals (``keys``, each {effect, low, high, n, test}) judged as one family:
     the normal approximation of each (:func:`_recorded_estimate`), Holm's correction over
-    them, and for an undecided member the units a decision needs at Holm's first level
-    (alpha / members, 80 % power: :func:`genlab.core.stats.decision_size`), named by
-    ``unit``."""
+    them (with ``higher_is_better`` false a negative effect is "better"), and for an
+    undecided member the units a decision needs at Holm's first level (alpha / members,
+    80 % power: :func:`genlab.core.stats.decision_size`), named by ``unit``."""
     _need(spec, "file", "keys", part="recorded family")
     keys, labels = list(spec["keys"]), list(spec.get("labels", spec["keys"]))
     if not keys or len(labels) != len(keys):
@@ -331,8 +332,9 @@ def recorded_family_part(spec: Mapping, files: Files, verdict=None) -> str:
     source = _file(files, spec["file"])
     estimates = [_recorded_estimate(source.figure(k), source.name, k) for k in keys]
     margin = spec.get("margin")
-    verdicts = (holm(estimates, level=LEVEL, margin=margin) if len(keys) > 1
-                else [judge(estimates[0], level=LEVEL, margin=margin)])
+    sense = {"margin": margin, "higher_is_better": spec.get("higher_is_better", True)}
+    verdicts = (holm(estimates, level=LEVEL, **sense) if len(keys) > 1
+                else [judge(estimates[0], level=LEVEL, **sense)])
     alpha = (1 - LEVEL) / len(keys)
     out = []
     for label, est, v in zip(labels, estimates, verdicts, strict=True):
