@@ -56,7 +56,7 @@ def test_reading_says_when_moegaze_does_not_beat_the_baseline():
     text = demo.reading([numbers(0.49, "worse", 0.1, 0.9)])
     assert text.startswith("In this quick run on target app-m MoEGaze's error is 0.49 deg above "
                            "the baseline's: higher here: at this budget it does not beat it "
-                           "(+0.49 [0.10, 0.90] (n=3, paired t, Holm 2) worse).")
+                           "(+0.49 [0.10, 0.90] (n=3, paired t, Holm 2)).")
     assert text.endswith("Both models are at least 11.51 deg below the constant predictor on "
                          "every row.")
     assert "equal to the baseline's to 0.01 deg: undecided" in demo.reading(
@@ -67,11 +67,11 @@ def test_reading_separates_a_clear_gain_from_an_unclear_one():
     clear = demo.reading([numbers(-0.5, "better", -0.9, -0.1)], quick=False)
     assert clear.startswith("In this run on target app-m MoEGaze's error is 0.50 deg below the "
                             "baseline's: lower here (-0.50 [-0.90, -0.10] (n=3, paired t, "
-                            "Holm 2) better)")
+                            "Holm 2))")
     unclear = demo.reading([numbers(-0.37, "undecided", -0.87, 0.06,
                                     label="held-out source subjects")])
     assert ("0.37 deg below the baseline's: undecided (-0.37 [-0.87, 0.06] (n=3, paired t, "
-            "Holm 2) undecided)") in unclear
+            "Holm 2))") in unclear
     worse_than_constant = demo.reading([numbers(0.2, "worse", 0.1, 0.3, baseline=19.9)])
     assert worse_than_constant.endswith("Not below the constant predictor (the source mean) "
                                         "on: target app-m.")

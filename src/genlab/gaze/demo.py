@@ -66,7 +66,8 @@ def _versus(diff: float, v: Verdict | None) -> str:
         return f"{where} (no verdict)"
     if v.kind == NOT_TESTABLE:
         return f"{where}; {v.line()}"
-    return f"{where}: {WORDS.get(v.kind, v.label)} ({v.line()})"
+    detail = v.line().removesuffix(v.label).rstrip()  # the class is said in words
+    return f"{where}: {WORDS.get(v.kind, v.label)} ({detail})"
 
 
 def reading(numbers: list[dict], quick: bool = True) -> str:
