@@ -124,7 +124,8 @@ def _score(cfg, out: Path, resume: bool) -> None:
     result = run_score(cfg, out, resume=resume)
     if "taus" in result:
         typer.echo((Path(out) / "scores.md").read_text())
-    typer.echo(f"{result['cells']} cells scored: {Path(out) / 'scores.csv'}")
+    typer.echo(f"{result['cells']} cells scored ({result['cpu_hours']:.2f} CPU-hours): "
+               f"{Path(out) / 'scores.csv'}")
     options.closing(out)
 
 

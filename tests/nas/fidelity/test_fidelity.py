@@ -140,6 +140,8 @@ def test_score_writes_rows_resumes_and_ranks(tmp_path, capsys, quiet, nb201_tabl
                                  tmp_path / "copy", "--nb201-table", nb201_table], capsys)
     assert code == 0, err
     assert (tmp_path / "copy" / "scores.csv").read_text().splitlines() == again
+    seconds = sum(float(r["seconds"]) for r in csv.DictReader((out / "scores.csv").open()))
+    assert f"4 cells scored ({seconds / 3600:.2f} CPU-hours)" in copied
     assert copied.split("cells scored")[0] == stdout.split("cells scored")[0]
 
 

@@ -106,7 +106,8 @@ def run_score(cfg: ScoreConfig, out, *, resume: bool = False, progress_bar=None)
                 append_row(path, fields, score_cell(cfg, cell, images, labels, data))
                 tick(1)
     rows = read_rows(path, fields)
-    result = {"cells": len(rows), "proxies": cfg.proxy}
+    result = {"cells": len(rows), "proxies": cfg.proxy,
+              "cpu_hours": sum(float(r["seconds"]) for r in rows if r["seconds"]) / 3600}
     if table is not None:
         result["taus"] = score_taus(rows, cfg.proxy, table)
         write_json(run.file("taus.json"), result["taus"])

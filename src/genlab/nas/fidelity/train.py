@@ -267,12 +267,14 @@ def _zero_cost_scores(scores: str | None, cells: list[dict]) -> dict[str, dict[s
 
 
 def fidelity_markdown(cfg: FidelityConfig, result: dict) -> str:
-    cpu = result.get("cpu_seconds_per_training")
+    cpu, hours = result.get("cpu_seconds_per_training"), result.get("cpu_hours")
     head = (f"Proxy: `{cfg.dataset}` at {cfg.size}x{cfg.size}, C={cfg.channels}, "
             f"N={cfg.cells}, {cfg.epochs} epochs, batch {cfg.batch_size}, augment "
             f"{'on' if cfg.augment else 'off'}; {result['cells']} cells, "
             f"{result['trainings']} of {result['planned']} trainings, seeds {result['seeds']}; "
-            f"CPU per training {'-' if cpu is None else f'{cpu:.1f}'} s. Constant predictor "
+            f"CPU per training {'-' if cpu is None else f'{cpu:.1f}'} s, "
+            f"{'-' if hours is None else f'{hours:.2f}'} CPU-hours in all (the trainings "
+            f"measured whole). Constant predictor "
             f"{result['constant_acc']:.2f}%: {result['cells_above_constant']} of "
             f"{result['cells']} cells above it.\n\n")
     return (head + markdown_table(result["taus"], digits=3) + "\n"
