@@ -35,7 +35,7 @@ from sklearn.cluster import KMeans
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import normalized_mutual_info_score as nmi
 
-from genlab.core.files import write_json
+from genlab.core.storage.files import write_json
 from genlab.gaze.data.splits import hold_out_subjects
 from genlab.gaze.metrics import predict
 from genlab.gaze.models.residual_groups import subject_residual_features

@@ -36,7 +36,7 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from torch import nn
 
-from genlab.core.checkpoints import load_checkpoint
+from genlab.core.storage.checkpoints import load_checkpoint
 from genlab.optim.studies.transfer import TransferConfig
 from genlab.optim.training.models import HEAD
 from genlab.optim.training.tasks import task_data

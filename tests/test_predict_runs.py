@@ -17,8 +17,8 @@ from image_folders import write_folder  # noqa: E402
 from nas_reference import run_cli  # noqa: E402
 
 import genlab  # noqa: E402
-from genlab.core.checkpoints import MODEL_RECORD, load_checkpoint, save_checkpoint  # noqa: E402
 from genlab.core.data.imagefolder import folder_data  # noqa: E402
+from genlab.core.storage.checkpoints import MODEL_RECORD, load_checkpoint, save_checkpoint  # noqa: E402
 
 SIZE = 8
 

@@ -1,7 +1,7 @@
 """``genlab.load`` (module genlab.loading): the trained model of any run, with its config.
 
 Every genlab run that trains a model (``nas train``, ``nas search``, ``optim train``,
-``gaze train``) stores a model record in its checkpoint (genlab.core.checkpoints): the
+``gaze train``) stores a model record in its checkpoint (genlab.core.storage.checkpoints): the
 builder and its arguments. ``load`` rebuilds the model from that record alone, loads its
 weights and returns it in eval mode with the run's config.json and summary.json. A classifier
 of images predicts on new ones: ``load(run).predict(images)`` (genlab.inference).
@@ -14,14 +14,14 @@ from pathlib import Path
 
 from torch import nn
 
-from genlab.core.checkpoints import (
+from genlab.core.errors import CheckpointError
+from genlab.core.storage.checkpoints import (
     CHECKPOINT,
     MODEL_RECORD,
     build_from_record,
     load_checkpoint,
 )
-from genlab.core.errors import CheckpointError
-from genlab.core.files import read_json
+from genlab.core.storage.files import read_json
 from genlab.inference import Predictor, inference_facts
 
 

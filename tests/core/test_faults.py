@@ -14,11 +14,11 @@ import torch
 from ddp_cases import ARCH
 from torch import nn
 
-from genlab.core import files
-from genlab.core.checkpoints import load_checkpoint, verify_checkpoint
 from genlab.core.data import Batches, Split, load_digits_data
 from genlab.core.errors import CheckpointError, DivergedError, OutputError, RunInUseError
 from genlab.core.runs import RunDir
+from genlab.core.storage import files
+from genlab.core.storage.checkpoints import load_checkpoint, verify_checkpoint
 from genlab.core.trainer import Trainer
 
 GENLAB = Path(sys.executable).parent / "genlab"

@@ -8,14 +8,14 @@ import pytest
 import torch
 
 import genlab
-from genlab.core.checkpoints import (
+from genlab.core.errors import CheckpointError
+from genlab.core.storage.checkpoints import (
     MODEL_RECORD,
     build_from_record,
     model_record,
     save_checkpoint,
 )
-from genlab.core.errors import CheckpointError
-from genlab.core.files import write_json
+from genlab.core.storage.files import write_json
 
 RECORD = model_record("toy", "torch.nn:Linear", {"in_features": 3, "out_features": 2})
 

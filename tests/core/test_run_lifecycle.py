@@ -53,7 +53,7 @@ def test_writing_the_summary_releases_the_folder_while_the_object_lives(tmp_path
 
 def test_a_lock_file_removed_under_a_waiting_opener_is_not_trusted(tmp_path, monkeypatch):
     """acquire() locks again when the file it locked is no longer the folder's lock file."""
-    from genlab.core import locks
+    from genlab.core.storage import locks
 
     folder = tmp_path / "f"
     folder.mkdir()

@@ -3,7 +3,7 @@
 import pytest
 
 from genlab.core.runs import RunDir
-from genlab.core.tensorboard import record_step, scalars
+from genlab.core.storage.tensorboard import record_step, scalars
 
 pytest.importorskip("tensorboard")
 

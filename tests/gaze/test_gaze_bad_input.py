@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from genlab.cli import main
-from genlab.core.checkpoints import MODEL_RECORD, model_record
 from genlab.core.registry import path_of
 from genlab.core.runs import RunDir
+from genlab.core.storage.checkpoints import MODEL_RECORD, model_record
 from genlab.gaze.models import build_gaze_model
 from genlab.gaze.synth.dataset import render_to_folder
 from genlab.gaze.train import GazeTrainConfig

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from genlab.cli import main
-from genlab.core.files import jsonable
+from genlab.core.storage.files import jsonable
 from genlab.gaze.studies import bench as bench_mod
 from genlab.gaze.studies import paper as paper_mod
 from genlab.gaze.studies.bench import BenchConfig, bench_specs

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from genlab.core.checkpoints import MODEL_RECORD
 from genlab.core.errors import CheckpointError, DataError
 from genlab.core.runs import RunDir, write_json
+from genlab.core.storage.checkpoints import MODEL_RECORD
 from genlab.gaze.models import build_gaze_model as build_model
 from genlab.gaze.predict import load_run, predict_file, read_image_rgb
 from genlab.gaze.train import GazeTrainConfig

@@ -5,7 +5,7 @@ alphas, and the rebuilt model computes what the trained one computes."""
 import torch
 
 import genlab
-from genlab.core.checkpoints import load_checkpoint
+from genlab.core.storage.checkpoints import load_checkpoint
 from genlab.nas.data import load_image_data
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.search import SearchConfig, run_search

@@ -96,8 +96,8 @@ def _other_runs(tmp_path) -> dict:
     """Run folders of every kind nas must not take for its own (config.json as each writes)."""
     from dataclasses import asdict
 
-    from genlab.core.checkpoints import MODEL_RECORD, model_record, save_checkpoint
     from genlab.core.runs import write_json
+    from genlab.core.storage.checkpoints import MODEL_RECORD, model_record, save_checkpoint
     from genlab.nas.retrain import RetrainConfig
     from genlab.nas.search import SearchConfig, run_config
 

@@ -23,7 +23,7 @@ def test_load_of_a_tiny_training_predicts_like_the_trained_model(tmp_path):
 def test_a_checkpoint_whose_record_names_the_builder_before_it_moved_still_loads(tmp_path):
     """Checkpoints written before the model zoo left genlab.optim.studies name
     "genlab.optim.studies.models:build_model"; that package's MOVED table leads there."""
-    from genlab.core.checkpoints import MODEL_RECORD, load_checkpoint, save_checkpoint
+    from genlab.core.storage.checkpoints import MODEL_RECORD, load_checkpoint, save_checkpoint
     from genlab.optim.training.train import load_trained
 
     cfg = TrainConfig(arch="cnn", width=4, depth=1, epochs=1, measure=False)

@@ -4,7 +4,7 @@ nothing left at --out; the corrected command then succeeds in the same --out."""
 import pytest
 
 from genlab.cli import main
-from genlab.core.checkpoints import model_record, save_checkpoint
+from genlab.core.storage.checkpoints import model_record, save_checkpoint
 
 TINY = ["--width", "8", "--depth", "1", "--epochs", "1"]
 MEASURE_TINY = ["--measure-samples", "32", "--measure-iterations", "3", "--measure-probes", "2"]

@@ -42,16 +42,17 @@ from pathlib import Path
 from typing import Any
 
 from genlab.core import errors as _errors
-from genlab.core import locks
-from genlab.core.checkpoints import (
+from genlab.core.errors import CheckpointError, ConfigError, GenlabError, RunExistsError
+from genlab.core.parallel.distributed import broadcast_object, init_distributed, is_distributed
+from genlab.core.storage import locks
+from genlab.core.storage.checkpoints import (
     CHECKPOINT,
     PREVIOUS,
     load_checkpoint,
     load_latest,
     save_checkpoint,
 )
-from genlab.core.errors import CheckpointError, ConfigError, GenlabError, RunExistsError
-from genlab.core.files import (
+from genlab.core.storage.files import (
     append_line,
     atomic_write_bytes,
     jsonable,
@@ -59,7 +60,6 @@ from genlab.core.files import (
     read_json,
     write_json,
 )
-from genlab.core.parallel.distributed import broadcast_object, init_distributed, is_distributed
 from genlab.version import __version__
 
 __all__ = ["CHECKPOINT", "CONFIG", "KIND_KEY", "METRICS", "PREVIOUS", "SUMMARY", "RunDir",
@@ -161,7 +161,7 @@ def run_kind_of(folder: str | Path, config: dict) -> str | None:
     entry, else the kind of its checkpoint's model record; None when neither tells."""
     if isinstance(config.get(KIND_KEY), str):
         return config[KIND_KEY]
-    from genlab.core.checkpoints import MODEL_RECORD
+    from genlab.core.storage.checkpoints import MODEL_RECORD
 
     try:
         state = load_checkpoint(Path(folder) / CHECKPOINT)
@@ -327,7 +327,7 @@ class RunDir:
             self._records = [json.loads(ln) for ln in lines]
 
     def _open_tensorboard(self) -> None:
-        from genlab.core.tensorboard import TensorBoardMirror, record_step
+        from genlab.core.storage.tensorboard import TensorBoardMirror, record_step
 
         kept = self.metrics()
         purge = record_step(kept[-1], len(kept) - 1) + 1 if kept else None

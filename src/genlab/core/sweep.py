@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from genlab.core.errors import ConfigError, GenlabError
-from genlab.core.files import read_json, write_json
 from genlab.core.progress import progress
 from genlab.core.registry import Registry, import_path
 from genlab.core.runs import config_differences, config_value
+from genlab.core.storage.files import read_json, write_json
 
 FINISHED, SKIPPED, FAILED = "finished", "skipped", "failed"
 CONFIG, SUMMARY = "config.json", "summary.json"

@@ -44,7 +44,6 @@ import torch
 from torch import nn
 
 from genlab.core.amp import make_precision
-from genlab.core.checkpoints import MODEL_RECORD
 from genlab.core.devices import resolve_device
 from genlab.core.errors import DivergedError, require_positive
 from genlab.core.parallel.data_parallel import GradientSync, convert_batchnorm
@@ -59,6 +58,7 @@ from genlab.core.parallel.distributed import (
 from genlab.core.progress import progress
 from genlab.core.runs import CHECKPOINT, RunDir
 from genlab.core.seeding import capture_rng_state, make_generator, restore_rng_state
+from genlab.core.storage.checkpoints import MODEL_RECORD
 
 __all__ = ["BatchSource", "TrainResult", "Trainer", "accuracy", "evaluate", "resolve_device"]
 

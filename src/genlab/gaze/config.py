@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from genlab.core.amp import PRECISIONS
-from genlab.core.checkpoints import model_record
 from genlab.core.errors import ConfigError, require_choice
 from genlab.core.options import check_options, option
+from genlab.core.storage.checkpoints import model_record
 from genlab.gaze.limits import check_limits
 from genlab.gaze.models.backbones import INPUT_NORMS, STEMS
 from genlab.gaze.models.moegaze import ROUTER_INPUTS

@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 
 from genlab.core.errors import ConfigError, DataError, OutputError
-from genlab.core.files import atomic_write_bytes, output_errors
+from genlab.core.storage.files import atomic_write_bytes, output_errors
 from genlab.gaze.geometry import pitchyaw_to_vector
 
 

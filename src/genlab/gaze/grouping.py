@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from genlab.core.files import read_json, write_json
 from genlab.core.runs import RunDir
+from genlab.core.storage.files import read_json, write_json
 from genlab.gaze.models.subgroups import (
     FitFold,
     Grouping,

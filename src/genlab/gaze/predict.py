@@ -22,11 +22,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from genlab.core.checkpoints import MODEL_RECORD
 from genlab.core.devices import resolve_device
 from genlab.core.errors import CheckpointError, ConfigError, DataError
 from genlab.core.options import check_options, option
 from genlab.core.runs import CHECKPOINT, CONFIG
+from genlab.core.storage.checkpoints import MODEL_RECORD
 from genlab.gaze.data.images import resize_rgb, rgb_to_tensor
 from genlab.gaze.draw import check_image_name, draw_gaze_arrows, write_image
 from genlab.gaze.train import RUN_KIND, config_from_dict

@@ -43,12 +43,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from genlab.core.checkpoints import (
-    CHECKPOINT,
-    MODEL_RECORD,
-    build_from_record,
-    load_checkpoint,
-)
 from genlab.core.errors import (
     CheckpointError,
     ConfigError,
@@ -58,6 +52,12 @@ from genlab.core.parallel.data_parallel import global_batch_statistics
 from genlab.core.parallel.distributed import global_sum
 from genlab.core.runs import SUMMARY, RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
+from genlab.core.storage.checkpoints import (
+    CHECKPOINT,
+    MODEL_RECORD,
+    build_from_record,
+    load_checkpoint,
+)
 from genlab.core.trainer import Trainer, cosine_lr, resolve_device
 from genlab.gaze.config import RUN_KIND, GazeTrainConfig, config_from_dict  # noqa: F401 (API)
 from genlab.gaze.data.gazeset import GazeLabels

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import torch
 
-from genlab.core import locks
-from genlab.core.checkpoints import CHECKPOINT, MODEL_RECORD, load_checkpoint
 from genlab.core.errors import CheckpointError, ConfigError, RunExistsError, SpecError
 from genlab.core.parallel.distributed import is_main_process
 from genlab.core.runs import KIND_KEY, check_run_folder, other_run_message
 from genlab.core.seeding import capture_rng_state, restore_rng_state
+from genlab.core.storage import locks
+from genlab.core.storage.checkpoints import CHECKPOINT, MODEL_RECORD, load_checkpoint
 
 # option -> the largest value accepted (DARTS upstream: 20 cells, C=36, 600 epochs; a
 # CIFAR-10 search of 50 epochs is about 20,000 steps)

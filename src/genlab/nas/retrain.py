@@ -24,7 +24,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genlab.core.checkpoints import model_record
 from genlab.core.data import Batches, announce, augment_images, majority_accuracy, warn_batch
 from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option, option_like
@@ -32,6 +31,7 @@ from genlab.core.registry import path_of
 from genlab.core.report import figure
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
+from genlab.core.storage.checkpoints import model_record
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.nas.data import check_dataset, default_size, load_image_data
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, parse_genotype

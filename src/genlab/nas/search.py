@@ -24,10 +24,8 @@ from typing import Any
 import torch
 
 from genlab.core.amp import channels_last_input, make_precision
-from genlab.core.checkpoints import MODEL_RECORD, model_record
 from genlab.core.data import announce, augment_images, warn_batch
 from genlab.core.errors import CheckpointError, ConfigError, DivergedError, require_positive
-from genlab.core.files import append_line
 from genlab.core.options import check_options, option
 from genlab.core.progress import progress
 from genlab.core.registry import path_of
@@ -39,6 +37,8 @@ from genlab.core.seeding import (
     restore_rng_state,
     seed_everything,
 )
+from genlab.core.storage.checkpoints import MODEL_RECORD, model_record
+from genlab.core.storage.files import append_line
 from genlab.core.trainer import cosine_lr, resolve_device
 from genlab.nas import diagnostics as diag
 from genlab.nas.architect import bilevel_step

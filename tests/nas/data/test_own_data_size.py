@@ -10,7 +10,7 @@ from image_folders import shape
 from nas_reference import run_cli
 from PIL import Image
 
-from genlab.core.checkpoints import MODEL_RECORD, load_checkpoint
+from genlab.core.storage.checkpoints import MODEL_RECORD, load_checkpoint
 
 
 def _square_folder(root, side: int, per_class: int = 20):

@@ -10,8 +10,8 @@ import torch
 from nas_reference import DARTS_V2, NB201_CELL
 from torch import nn
 
-from genlab.core.checkpoints import model_record, save_checkpoint
 from genlab.core.errors import CheckpointError, ConfigError
+from genlab.core.storage.checkpoints import model_record, save_checkpoint
 from genlab.nas import build_backbone, get_space
 from genlab.nas.spaces.backbone import Backbone
 

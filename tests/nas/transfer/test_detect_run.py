@@ -99,7 +99,7 @@ def test_resume_after_a_kill_ends_as_the_uninterrupted_run(tmp_path, monkeypatch
 
 
 def test_backbone_weights_from_a_checkpoint(tmp_path, capsys):
-    from genlab.core.checkpoints import save_checkpoint
+    from genlab.core.storage.checkpoints import save_checkpoint
     from genlab.nas import get_space
 
     torch.manual_seed(0)

@@ -17,7 +17,7 @@ from nas_reference import DARTS_V2, run_cli
 from PIL import Image
 from torch import nn
 
-from genlab.core.checkpoints import load_checkpoint
+from genlab.core.storage.checkpoints import load_checkpoint
 from genlab.nas.spaces import build_space_network
 from genlab.nas.supernet.model_cost import count_macs, parameter_counts
 from genlab.nas.transfer.classify import imagefolder

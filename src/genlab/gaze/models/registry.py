@@ -3,7 +3,7 @@
 ``build_gaze_model(name, **hparams)`` passes a model the options its entry lists and
 ignores the others, so one set of training hyper-parameters builds any model. It takes
 plain values only, so it is the builder of gaze training checkpoints' model records
-(genlab.core.checkpoints.model_record): ``genlab.load`` rebuilds a trained model with it.
+(genlab.core.storage.checkpoints.model_record): ``genlab.load`` rebuilds a trained model with it.
 """
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from genlab.core.errors import ConfigError, require_positive
-from genlab.core.files import atomic_write_bytes
 from genlab.core.options import check_options, option
 from genlab.core.progress import progress as progress_bar
 from genlab.core.runs import RunDir
+from genlab.core.storage.files import atomic_write_bytes
 from genlab.gaze.data.gazeset import GazeLabels, GazeSet, to_float_image
 from genlab.gaze.data.splits import fraction_indices
 from genlab.gaze.data.xgaze import write_xgaze_h5

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from genlab.core.errors import ConfigError
-from genlab.core.files import read_json
+from genlab.core.storage.files import read_json
 from genlab.nas.methods import get_method
 from genlab.nas.methods.base import check_tuning
 from genlab.nas.regularizers import PENALTIES

@@ -15,7 +15,7 @@ import io
 from pathlib import Path
 
 from genlab.core.errors import DataError
-from genlab.core.files import append_line
+from genlab.core.storage.files import append_line
 
 
 def _line(values) -> str:

@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from genlab.core.errors import ConfigError
-from genlab.core.files import atomic_write_bytes, write_json
 from genlab.core.options import check_options, option
 from genlab.core.progress import progress
 from genlab.core.report import markdown_table
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, make_generator, seed_everything
+from genlab.core.storage.files import atomic_write_bytes, write_json
 from genlab.nas.data import check_dataset, default_size, load_image_data
 from genlab.nas.fidelity.draw import CellsOptions, DrawnCell
 from genlab.nas.fidelity.report import tau_row

@@ -35,10 +35,10 @@ from pathlib import Path
 import numpy as np
 
 from genlab.core.errors import ConfigError
-from genlab.core.files import atomic_write_bytes, write_json
 from genlab.core.options import check_options, option, option_like
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
+from genlab.core.storage.files import atomic_write_bytes, write_json
 from genlab.core.sweep import FAILED, RunSpec, run_sweep
 from genlab.nas.fidelity.draw import FEW_GROUP, UNIFORM_GROUP, CellsOptions, DrawnCell
 from genlab.nas.fidelity.report import paired_row, tau_row

@@ -46,7 +46,7 @@ def build_space_supernet(space: str | SearchSpace, num_classes: int, in_channels
                          channels: int | None = None, cells: int | None = None,
                          options: dict | None = None) -> nn.Module:
     """The search supernet of the space named ``space`` (plain values only: the builder that a
-    `nas search` checkpoint's model record names, genlab.core.checkpoints; a search passes
+    `nas search` checkpoint's model record names, genlab.core.storage.checkpoints; a search passes
     the space it has already looked up)."""
     space = get_space(space) if isinstance(space, str) else space
     return space.build_supernet(num_classes=num_classes, in_channels=in_channels,

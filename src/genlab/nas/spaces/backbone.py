@@ -158,7 +158,7 @@ def read_weights(weights) -> tuple[dict, str]:
     folder (its checkpoint.pt, verified as genlab.load does)."""
     if isinstance(weights, Mapping):
         return dict(weights), "state dict"
-    from genlab.core.checkpoints import load_checkpoint
+    from genlab.core.storage.checkpoints import load_checkpoint
     from genlab.loading import checkpoint_path
 
     file = checkpoint_path(Path(weights))

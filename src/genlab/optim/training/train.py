@@ -37,7 +37,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from genlab.core.checkpoints import MODEL_RECORD, build_from_record, model_record
 from genlab.core.data import Batches, Split, announce, majority_accuracy, streamed, warn_batch
 from genlab.core.data.imagefolder import folder_size
 from genlab.core.errors import CheckpointError, ConfigError, require_positive
@@ -46,6 +45,7 @@ from genlab.core.registry import path_of
 from genlab.core.report import figure
 from genlab.core.runs import CONFIG, RunDir, load_checkpoint, read_json
 from genlab.core.seeding import fixed_threads, seed_everything
+from genlab.core.storage.checkpoints import MODEL_RECORD, build_from_record, model_record
 from genlab.core.trainer import Trainer, accuracy, evaluate, resolve_device
 from genlab.loading import checkpoint_path
 from genlab.optim.limits import (

@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError, SpecError
-from genlab.core.files import atomic_write_bytes, output_errors
+from genlab.core.storage.files import atomic_write_bytes, output_errors
 from genlab.nas.spaces.nb201.genotype import Genotype
 
 # genlab's CSV (table.py reads it, write_csv writes it): dataset -> its accuracy column

@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass, fields, replace
 import torch
 import torch.nn.functional as F
 
-from genlab.core.checkpoints import model_record
 from genlab.core.data import inference_record
 from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option, option_like
@@ -27,6 +26,7 @@ from genlab.core.parallel.distributed import global_sum, init_distributed
 from genlab.core.registry import path_of
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
+from genlab.core.storage.checkpoints import model_record
 from genlab.core.trainer import Trainer, resolve_device
 from genlab.nas.inputs import check_input_size, check_limits, check_run_kind, parse_genotype
 from genlab.nas.retrain import ClippedSGD, RetrainConfig

@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from genlab.core.checkpoints import model_record
 from genlab.core.errors import ConfigError
 from genlab.core.options import check_options, option
 from genlab.core.registry import path_of
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, seed_everything
+from genlab.core.storage.checkpoints import model_record
 from genlab.core.trainer import resolve_device
 from genlab.nas.retrain import ClippedSGD
 from genlab.nas.transfer.detection.batches import TrainBatches

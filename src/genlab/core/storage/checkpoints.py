@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 from genlab.core.errors import CheckpointError
-from genlab.core.files import atomic_write_bytes
 from genlab.core.registry import import_path
+from genlab.core.storage.files import atomic_write_bytes
 
 CHECKPOINT = "checkpoint.pt"
 PREVIOUS = "checkpoint.prev.pt"
