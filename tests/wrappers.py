@@ -17,7 +17,8 @@ from typing import Any
 from genlab.core.options import option_fields, spec_of
 
 
-def _default(f: dataclasses.Field):
+def default_of(f: dataclasses.Field):
+    """A field's default (its factory called)."""
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
     return f.default
@@ -38,12 +39,12 @@ def wrap_problems(wrapper: type, wrapped: type, *, skip: Iterable[str] = (),
         if name in skip:
             continue
         own = mine.get(prefix + name)
-        want = defaults.get(name, _default(f))
+        want = defaults.get(name, default_of(f))
         if own is None or spec_of(own) is None or not spec_of(own).cli:
             problems.append(f"{wrapper.__name__} has no option {prefix + name}")
-        elif _default(own) != want:
+        elif default_of(own) != want:
             problems.append(f"{wrapper.__name__}.{prefix + name} defaults to "
-                            f"{_default(own)!r}, expected {want!r}"
+                            f"{default_of(own)!r}, expected {want!r}"
                             + ("" if name in defaults else f" ({wrapped.__name__}.{name})"))
     return problems
 

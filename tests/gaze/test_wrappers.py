@@ -6,20 +6,13 @@ import dataclasses
 import json
 
 import pytest
-from wrappers import check_wraps
+from wrappers import check_wraps, default_of
 
 from genlab.cli import main
 from genlab.gaze.config import GazeTrainConfig
 from genlab.gaze.studies.audit import AuditConfig
 from genlab.gaze.studies.bench import BenchCommandConfig, BenchConfig
 from genlab.gaze.studies.paper import PaperConfig, paper_specs
-
-
-def _default(f: dataclasses.Field):
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return f.default
-
 
 # What each wrapper sets for its runs itself, and its own defaults: written out here so that
 # a change to either is a change to this test too.
@@ -88,7 +81,7 @@ def _changed(cfg_cls, names):
     from genlab.core.options import choice_names, spec_of
 
     fields = {f.name: f for f in dataclasses.fields(cfg_cls)}
-    return {n: _other(_default(fields[n]), choice_names(spec_of(fields[n]).choices))
+    return {n: _other(default_of(fields[n]), choice_names(spec_of(fields[n]).choices))
             for n in names}
 
 
@@ -102,7 +95,7 @@ def test_every_taken_option_of_gaze_train_reaches_the_runs_base(wrapper, sets):
     base = wrapper(**changed).base()
     for name, value in changed.items():
         assert getattr(base, name) == value, name
-        assert value != _default(GazeTrainConfig.__dataclass_fields__[name]), name
+        assert value != default_of(GazeTrainConfig.__dataclass_fields__[name]), name
 
 
 def test_paper_design_and_subject_share_reach_the_moegaze_runs_only(tmp_path):

@@ -114,6 +114,11 @@ class Studies:
         return self.registry.get(name)
 
 
+def markdown_report(summary: dict, cfg: Any = None) -> list:
+    """The report of a study whose summary holds what it prints as ``markdown``."""
+    return [summary["markdown"]]
+
+
 def studies_of(package: str) -> Studies:
     """The Studies that ``package`` declares (the package imported)."""
     if package not in _PACKAGES:
@@ -135,5 +140,5 @@ def register_study(study: Study) -> Study:
     return _PACKAGES[max(owners, key=len)].register(study)
 
 
-__all__ = ["STUDY_VARIABLE", "Studies", "Study", "package_folder", "register_study",
-           "studies_of", "study_modules"]
+__all__ = ["STUDY_VARIABLE", "Studies", "Study", "markdown_report", "package_folder",
+           "register_study", "studies_of", "study_modules"]

@@ -70,7 +70,7 @@ from genlab.gaze.studies.bench import (
     size_before,
     sources_of,
 )
-from genlab.gaze.studies.runs import run_study, train_spec
+from genlab.gaze.studies.runs import run_study, timed_report, train_spec
 from genlab.gaze.studies.sizing import pilot_dicts, pilot_of, plan_lines
 from genlab.gaze.studies.stats import Cell, cell_summary, fmt_ci
 from genlab.gaze.studies.tables import Bootstrap, estimate, family, verdict_record
@@ -625,15 +625,10 @@ def _header(cfg: AuditConfig, plan: AuditPlan) -> str:
             "sets each source is scored on), reversed (worse), not shown (undecided).\n")
 
 
-def report(summary: dict, cfg) -> list:
-    """What `genlab gaze audit` prints: its tables and its wall time in this invocation."""
-    return [summary["markdown"], f"{summary['seconds']:.0f} s this invocation"]
-
-
 def run_command(cfg: AuditConfig, out: str | Path, *, resume: bool = False) -> dict:
     """`genlab gaze audit`. A rerun in the same folder always resumes (``resume`` is
     accepted and changes nothing)."""
     return run_audit(cfg, out)
 
 
-STUDY = register_study(Study("audit", AuditConfig, run_command, report))
+STUDY = register_study(Study("audit", AuditConfig, run_command, timed_report))

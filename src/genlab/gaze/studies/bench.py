@@ -42,7 +42,7 @@ from genlab.core.studies import Study, register_study
 from genlab.core.sweep import RunSpec
 from genlab.gaze.config import DESIGN, design_of
 from genlab.gaze.protocol import WORLDS, SyntheticCache
-from genlab.gaze.studies.runs import run_study, train_spec
+from genlab.gaze.studies.runs import run_study, timed_report, train_spec
 from genlab.gaze.studies.sizing import load_pilots, pilot_dicts, plan, plan_lines
 from genlab.gaze.studies.tables import bench_tables, plot_main
 from genlab.gaze.synth.domains import get_domain
@@ -375,9 +375,4 @@ def run_command(cmd: BenchCommandConfig, out: str | Path, *, resume: bool = Fals
     return run_bench(cmd.bench(), out, executor=cmd.executor, address=cmd.address)
 
 
-def report(summary: dict, cfg) -> list:
-    """What `genlab gaze bench` prints: its tables and its wall time in this invocation."""
-    return [summary["markdown"], f"{summary['seconds']:.0f} s this invocation"]
-
-
-STUDY = register_study(Study("bench", BenchCommandConfig, run_command, report))
+STUDY = register_study(Study("bench", BenchCommandConfig, run_command, timed_report))

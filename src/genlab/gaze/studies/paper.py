@@ -33,7 +33,7 @@ from genlab.core.options import (
     takes_options,
 )
 from genlab.core.runs import write_json
-from genlab.core.studies import Study, register_study
+from genlab.core.studies import Study, markdown_report, register_study
 from genlab.core.sweep import RunSpec
 from genlab.gaze.config import DESIGN, design_of
 from genlab.gaze.models.registry import MODELS
@@ -198,15 +198,10 @@ def run_paper(cfg: PaperConfig, out: str | Path, *, progress_bar: bool | None = 
     return tables
 
 
-def report(summary: dict, cfg: PaperConfig) -> list:
-    """What `genlab gaze paper` prints: its tables."""
-    return [summary["markdown"]]
-
-
 def run_command(cfg: PaperConfig, out: str | Path, *, resume: bool = False) -> dict:
     """`genlab gaze paper`. A rerun in the same folder always resumes (``resume`` is
     accepted and changes nothing)."""
     return run_paper(cfg, out)
 
 
-STUDY = register_study(Study("paper", PaperConfig, run_command, report))
+STUDY = register_study(Study("paper", PaperConfig, run_command, markdown_report))

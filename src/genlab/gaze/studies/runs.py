@@ -62,3 +62,8 @@ def run_study(specs: Sequence[RunSpec], *, workers: int = 1, executor: str = "lo
         raise DataError(f"{len(failed)} of {len(outcomes)} runs failed (the others are kept): "
                         + "; ".join(f"{o.name}: {o.error}" for o in failed[:3]))
     return {o.name: o.summary for o in outcomes}
+
+
+def timed_report(summary: dict, cfg=None) -> list:
+    """What a multi-run gaze study prints: its tables and its wall time in this invocation."""
+    return [summary["markdown"], f"{summary['seconds']:.0f} s this invocation"]

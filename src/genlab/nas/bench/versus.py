@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 
 from genlab.core.report import markdown_table
-from genlab.core.stats import holm, minimum_detectable_effect, paired_difference
+from genlab.core.stats import holm, minimum_detectable_effect, sign_flip
 
 VERSUS_LEVEL = 0.90
 #: metric of a record -> (its name in the table, higher is better)
@@ -38,7 +38,7 @@ def versus_family(records: list[dict], rows: list[str], versus: str, metric: str
     if not pairs:
         return []
     name, higher = VERSUS_METRICS[metric]
-    estimates = [paired_difference(d, [0.0] * len(d), test="sign-flip") for _, _, d in pairs]
+    estimates = [sign_flip(d) for _, _, d in pairs]
     verdicts = holm(estimates, level=VERSUS_LEVEL, higher_is_better=higher)
     return [{"metric": name, "row": f"{versus} - {row}", "seeds": f"{seeds[0]}-{seeds[-1]}"
              if seeds == list(range(seeds[0], seeds[-1] + 1)) else ",".join(map(str, seeds)),

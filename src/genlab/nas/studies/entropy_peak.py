@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from genlab.core.options import option, option_like
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import CHECKPOINT, SUMMARY, atomic_write_bytes, write_json
-from genlab.core.studies import Study, register_study
+from genlab.core.studies import Study, markdown_report, register_study
 from genlab.nas.entropy import batch_entropy, gaussian_batch_entropy
 from genlab.nas.search import SearchConfig, run_search
 from genlab.nas.spaces import get_space
@@ -272,8 +272,4 @@ def run_peak(cfg: PeakConfig, out: str | Path, *, resume: bool = False) -> dict:
     return {"markdown": md, "rows": rows}
 
 
-def report(summary: dict, cfg: PeakConfig) -> list:
-    return [summary["markdown"]]
-
-
-STUDY = register_study(Study("entropy-peak", PeakConfig, run_peak, report))
+STUDY = register_study(Study("entropy-peak", PeakConfig, run_peak, markdown_report))

@@ -43,7 +43,7 @@ from genlab.core.options import option, option_like
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import SUMMARY, RunDir, atomic_write_bytes, read_json, write_json
 from genlab.core.seeding import capture_rng_state, fixed_threads, seed_everything
-from genlab.core.studies import Study, register_study
+from genlab.core.studies import Study, markdown_report, register_study
 from genlab.nas.architect import bilevel_step
 from genlab.nas.bench import run_stage
 from genlab.nas.data import load_image_data
@@ -244,7 +244,7 @@ def run_repro(cfg: ReproConfig, out: str | Path, *, resume: bool = False) -> dic
 def report(summary: dict, cfg: ReproConfig) -> list:
     if "shard" in summary:
         return [f"shard {summary['shard']}: {', '.join(summary['variants'])} done"]
-    return [summary["markdown"]]
+    return markdown_report(summary)
 
 
 STUDY = register_study(Study("repro", ReproConfig, run_repro, report))
