@@ -93,8 +93,9 @@ def test_search_runs_at_its_thread_count_and_records_it(tmp_path, monkeypatch):
 
 
 def test_kill_and_resume_equals_uninterrupted(tmp_path):
+    # two Hessian records in six epochs (the default's six cost 1.5 s each here)
     args = ["nas", "search", "--reg", "beta", "--steps", "66", "-C", "4", "-N", "1",
-            "--seed", "3"]
+            "--seed", "3", "--hessian-points", "2"]
     full = _cli(*args, "--out", str(tmp_path / "full"), timeout=300)
     assert full.returncode == 0, full.stderr
     env = dict(os.environ, OMP_NUM_THREADS="1", GENLAB_QUIET="1")

@@ -4,7 +4,9 @@ against PIL read independently, the seeded split, the streaming by DataLoader wo
 
 from __future__ import annotations
 
+import gc
 import json
+import multiprocessing
 import os
 
 import numpy as np
@@ -180,6 +182,23 @@ def test_step_batches_stream_what_the_same_images_in_memory_give(folder):
     # steps in order come from one DataLoader; a jump starts another where it lands
     opened = [k for k in range(1, len(streams)) if streams[k] is not streams[k - 1]]
     assert opened == [5, 6, 7, 10]  # at 1 and 0 (back), at 5 (after 0), at 9 (ahead)
+
+
+def test_a_dropped_stream_stops_its_workers_without_the_garbage_collector(folder):
+    # a stream in a reference cycle is freed by the collector, after the queues that signal its
+    # workers are closed: each worker is then waited for 5 s and killed (a search on a folder
+    # paid 5 s per stream). Dropped, with the collector off, its workers must end at once.
+    data = folder_data(folder, size=8, seed=0, workers=1)
+    stream = StepBatches(data.train, 2, seed=5)
+    stream.at(0), stream.at(1)
+    assert multiprocessing.active_children()  # the stream's DataLoader worker
+    gc.collect()
+    gc.disable()
+    try:
+        del stream
+        assert not multiprocessing.active_children()
+    finally:
+        gc.enable()
 
 
 def test_a_file_that_does_not_decode_is_one_line_naming_it(folder):
