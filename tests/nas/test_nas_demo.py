@@ -1,5 +1,7 @@
 """The NAS section's tables and readings, on made-up bench results (no search runs)."""
 
+import re
+
 from genlab.core.report import Report
 from genlab.nas import demo
 
@@ -93,3 +95,19 @@ def test_bench_markdown_prints_no_interval_for_one_seed():
     ber_row = next(line for line in text.splitlines() if line.startswith("| ber |"))
     assert "±" not in none_row and "| 4.0 |" in none_row, none_row
     assert "2.5 ± 0.7 (n=2)" in ber_row, ber_row
+
+
+def test_the_test_column_is_named_by_the_benchs_data_set():
+    from genlab.nas.bench.report import bench_markdown
+
+    res = result([record("darts", 0, 4, 90.0, digits=71.5)])
+    assert "| digits test |" in bench_markdown(res)  # recorded before the name was kept
+    res["dataset"] = "shapes"
+    text = bench_markdown(res)
+    assert "| shapes test |" in text and "digits" not in text, text
+    header = next(line for line in text.splitlines() if line.startswith("| reg | seed"))
+    row = next(line for line in text.splitlines() if line.startswith("| darts | 0"))
+    cells = dict(zip(header.split("|"), re.split(r"(?<!\\)\|", row), strict=True))
+    assert cells[" shapes test "].strip() == "71.50"
+    res["dataset"] = "folder:/data/mine"
+    assert "| folder test |" in bench_markdown(res)

@@ -159,7 +159,7 @@ def bench_result(cfg: BenchConfig, space, records: list[dict], settings: dict[st
     """bench.json's content: the records, the per-row aggregates, the constant predictor,
     the standing among the reported results, and the tuning (when tuned)."""
     regs = cfg.rows + ([RANDOM] if cfg.random_archs else [])
-    result = {"space": space.name, "records": records,
+    result = {"space": space.name, "dataset": cfg.search.dataset, "records": records,
               "per_reg": aggregate(records, regs, space),
               "constant_test_acc": constant_accuracy(cfg.search),
               "steps": cfg.search.resolved(space).steps}
