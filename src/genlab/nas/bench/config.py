@@ -61,6 +61,11 @@ class BenchConfig(Options):
                                 "row, paired by seed (ROW minus each): CIFAR-10 through the "
                                 "table and the parameter-free edges, sign-flip intervals, "
                                 "Holm over the rows (genlab.nas.bench.versus).")
+    records_from: str | None = option(None, help="A bench's runs.csv (with its config.json "
+                                      "beside it, as a bench writes them): its records "
+                                      "stand for their jobs, the others run; a bench "
+                                      "continued, or reported again, from committed files "
+                                      "(genlab.nas.bench.records).")
 
     @property
     def rows(self) -> list[str]:
@@ -110,6 +115,7 @@ class BenchCommandConfig:
     collapse_edges: int = _bench("collapse_edges")
     settings_from: str | None = _bench("settings_from")
     versus: str | None = _bench("versus")
+    records_from: str | None = _bench("records_from")
     executor: str = option("local", help="Where the jobs run; local: this machine, in this "
                            "process with one worker, else a process pool (process).",
                            choices="genlab.core.sweep:EXECUTORS")

@@ -124,6 +124,8 @@ def bench_markdown(result: dict) -> str:
         text += (f"\nKendall's tau-b between the rows' proxy C10 means and their reported C10 "
                  f"(the rows with both, n = {len(rank['rows'])}): {rank['tau']:.2f}"
                  f"{interval}\n")
+    if result.get("space", "nb201") == "nb201":
+        text += collapse_markdown(result["records"])
     if result.get("random_cells"):
         text += random_cells_markdown(result["random_cells"])
     if result.get("versus"):
@@ -131,6 +133,23 @@ def bench_markdown(result: dict) -> str:
     if result.get("tuning"):
         text += "\n" + tuning_markdown(result["tuning"])
     return text + "\n### Per run\n\n" + markdown_table(runs, digits=2)
+
+
+# An NB201 cell "collapses" with at least this many of its 6 edges parameter-free (none,
+# skip_connect, avg_pool_3x3): DARTS' published first-order cell has 6 (skip on every edge);
+# docs/nas_proxy.md's stage-2 criterion is 4 of 6 in at least 3 of 5 seeds.
+COLLAPSED_PFREE = 4
+
+
+def collapse_markdown(records: list[dict]) -> str:
+    """The line that counts, per row, the seeds whose cell collapsed (NB201)."""
+    rows: dict[str, list[int]] = {}
+    for r in records:
+        rows.setdefault(r["reg"], []).append(r["param_free_ops"])
+    counts = ", ".join(f"{row} {sum(p >= COLLAPSED_PFREE for p in pfree)} of {len(pfree)}"
+                       for row, pfree in rows.items())
+    return (f"\nSeeds whose cell has at least {COLLAPSED_PFREE} of its 6 edges parameter-free "
+            f"(none, skip, pool; DARTS' published cell has 6): {counts}.\n")
 
 
 def random_cells_markdown(chance: dict) -> str:
@@ -155,7 +174,8 @@ def plot_bench(records: list[dict], regs: list[str], space=None):
                         label=r["reg"] if r["seed"] == searched[0]["seed"] else None)
         axes[0, 1].plot(r["curve_steps"], r["param_free_curve"], c=c, alpha=0.7)
     axes[0, 0].set_title("mean edge entropy")
-    axes[0, 0].legend(fontsize=8)
+    if searched:  # records read from a runs.csv carry no curves
+        axes[0, 0].legend(fontsize=8)
     axes[0, 1].set_title("parameter-free ops in argmax")
     for ax in axes[0, :2]:
         ax.set_xlabel("step")

@@ -15,7 +15,13 @@ from genlab.core.results.files import NO_CHECKOUT
 from genlab.core.runs import RunDir, atomic_write_bytes, write_json
 from genlab.core.sweep import RunSpec, run_sweep
 from genlab.core.trainer import resolve_device
-from genlab.nas.bench.config import RANDOM, BenchCommandConfig, BenchConfig, row_options
+from genlab.nas.bench.config import (
+    RANDOM,
+    ROW_OPTIONS,
+    BenchCommandConfig,
+    BenchConfig,
+    row_options,
+)
 from genlab.nas.bench.jobs import (
     BENCH_RESUME_FREE,
     BenchJob,
@@ -24,6 +30,7 @@ from genlab.nas.bench.jobs import (
     random_record,
     retraining,
 )
+from genlab.nas.bench.records import RUNS_CSV, check_source, read_records, write_records
 from genlab.nas.bench.report import CONSTANT, aggregate, bench_markdown, plot_bench, tuning_markdown
 from genlab.nas.bench.results import write_bench_results
 from genlab.nas.bench.tuning import (
@@ -109,6 +116,7 @@ def check_bench(cfg: BenchConfig, workers: int) -> tuple:
     if cfg.retrain_epochs > 0 and cfg.retrain:  # the retrainings' options, on a random cell
         retraining(cfg, random_record(space, 0)["genotype"], space.name, 0, "test").validate()
     resolve_device(cfg.search.device)  # an unknown or absent device before the folder
+    given_records(cfg)  # a records file that is absent, malformed or another bench's
     return space, grids, settings
 
 
@@ -135,16 +143,18 @@ def bench_records(cfg: BenchConfig, run: RunDir, space, settings: dict[str, dict
     if cfg.random_archs:
         jobs += [(RANDOM, seed) for seed in cfg.seeds]
     aliases = alias_jobs(cfg, jobs) if not settings and not cfg.tune else {}
+    given = given_records(cfg)
     specs = []
     for reg, seed in jobs:
-        if f"{reg}-s{seed}" not in aliases:
+        if f"{reg}-s{seed}" not in aliases and f"{reg}-s{seed}" not in given:
             job = BenchJob(reg, seed, cfg, str(run.path), setting=settings.get(reg, {}))
             specs.append(job_spec(job, run.path / "jobs" / job.name))
-    done = run_jobs(specs, f"nas bench {space.name}", sweep)
+    done = {**given, **run_jobs(specs, f"nas bench {space.name}", sweep)}
     records, sizes = [], {}
     for reg, seed in jobs:
         name = f"{reg}-s{seed}"
-        record = dict(done[aliases.get(name, name)], run=name, reg=reg, seed=seed)
+        record = dict(done.get(name) or done[aliases.get(name, name)], run=name, reg=reg,
+                      seed=seed)
         genotype = record["genotype"]
         if genotype not in sizes:  # the derived network's size, from its genotype
             sizes[genotype] = space.reference_size(genotype) or {}
@@ -152,6 +162,15 @@ def bench_records(cfg: BenchConfig, run: RunDir, space, settings: dict[str, dict
         records.append(record)
         run.log({k: v for k, v in record.items() if not k.endswith(("_curve", "_steps"))})
     return records
+
+
+def given_records(cfg: BenchConfig) -> dict[str, dict]:
+    """The records ``--records-from`` gives (job name -> record), checked against this bench's
+    options (genlab.nas.bench.records)."""
+    if cfg.records_from is None:
+        return {}
+    check_source(cfg.records_from, asdict(cfg), ROW_OPTIONS + RESUME_FREE)
+    return read_records(cfg.records_from)
 
 
 def bench_result(cfg: BenchConfig, space, records: list[dict], settings: dict[str, dict],
@@ -182,6 +201,7 @@ def bench_result(cfg: BenchConfig, space, records: list[dict], settings: dict[st
 def write_bench(run: RunDir, cfg: BenchConfig, space, result: dict) -> None:
     """bench.json, bench.md, bench.png and the summary (the per-row aggregates)."""
     write_json(run.file("bench.json"), result)
+    write_records(run.file(RUNS_CSV), result["records"])
     atomic_write_bytes(run.file("bench.md"), bench_markdown(result).encode())
     run.save_figure(plot_bench(result["records"], cfg.rows, space), "bench.png")
     # a copy (the summary gains "processes"), with the torch threads of the jobs run here

@@ -25,10 +25,10 @@ from genlab.core.report import markdown_table
 from genlab.core.runs import RunDir
 from genlab.core.seeding import fixed_threads, make_generator, seed_everything
 from genlab.core.storage.files import atomic_write_bytes, write_json
+from genlab.core.storage.rows import append_row, read_rows, start_from
 from genlab.nas.data import check_dataset, default_size, load_image_data
 from genlab.nas.fidelity.draw import CellsOptions, DrawnCell
 from genlab.nas.fidelity.report import tau_row
-from genlab.nas.fidelity.rows import append_row, read_rows, start_from
 from genlab.nas.fidelity.zero_cost import BATCH, ZERO_COST
 from genlab.nas.spaces import resolve_table
 from genlab.nas.spaces.nb201.network import build_network

@@ -39,10 +39,10 @@ from genlab.core.options import check_options, option, option_like
 from genlab.core.report import figure, markdown_table
 from genlab.core.runs import RunDir
 from genlab.core.storage.files import atomic_write_bytes, write_json
+from genlab.core.storage.rows import append_row, read_rows, start_from
 from genlab.core.sweep import FAILED, RunSpec, run_sweep
 from genlab.nas.fidelity.draw import FEW_GROUP, UNIFORM_GROUP, CellsOptions, DrawnCell
 from genlab.nas.fidelity.report import paired_row, tau_row
-from genlab.nas.fidelity.rows import append_row, read_rows, start_from
 from genlab.nas.retrain import RetrainConfig, retrain
 from genlab.nas.spaces import resolve_table
 

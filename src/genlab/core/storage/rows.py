@@ -18,7 +18,7 @@ from genlab.core.errors import DataError
 from genlab.core.storage.files import append_line
 
 
-def _line(values) -> str:
+def csv_line(values) -> str:
     buf = io.StringIO()
     csv.writer(buf, lineterminator="").writerow(values)
     return buf.getvalue()
@@ -49,10 +49,10 @@ def append_row(path: Path, fields: list[str], row: dict) -> None:
     read_rows(path, fields)  # refuses another layout
     text = path.read_text() if path.exists() else ""
     if not text.strip():
-        path.write_text(_line(fields) + "\n")
+        path.write_text(csv_line(fields) + "\n")
     elif not text.endswith("\n"):  # drop the line a kill cut short before appending
         path.write_text("".join(text.splitlines(keepends=True)[:-1]))
-    append_line(path, _line([row.get(f, "") for f in fields]))
+    append_line(path, csv_line([row.get(f, "") for f in fields]))
 
 
 def start_from(path: Path, source: str | Path | None, fields: list[str]) -> None:
@@ -63,5 +63,6 @@ def start_from(path: Path, source: str | Path | None, fields: list[str]) -> None
     source = Path(source)
     if not source.is_file():
         raise DataError(f"{source}: no such rows file to start from")
-    lines = [_line(fields), *(_line([r[f] for f in fields]) for r in read_rows(source, fields))]
+    rows = read_rows(source, fields)
+    lines = [csv_line(fields), *(csv_line([r[f] for f in fields]) for r in rows)]
     Path(path).write_text("\n".join(lines) + "\n")

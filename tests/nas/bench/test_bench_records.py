@@ -1,0 +1,90 @@
+"""A bench's runs.csv and `--records-from`: the records round-trip, a bench continued from a
+copied file runs only the jobs the file lacks and reports the rest as the first bench did,
+and a file of another bench, or a malformed one, is refused in one line."""
+
+import json
+import shutil
+
+import pytest
+
+from genlab.core.errors import ConfigError, DataError
+from genlab.nas.bench import BenchConfig, run_bench
+from genlab.nas.bench.records import FIELDS, read_records, write_records
+from genlab.nas.bench.report import collapse_markdown
+from genlab.nas.search import SearchConfig
+
+A = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|none~2|"
+
+
+def _bench(table, seeds, **kwargs) -> BenchConfig:
+    return BenchConfig(methods=["darts"], seeds=seeds, retrain_epochs=0, random_archs=False,
+                       search=SearchConfig(channels=4, cells=1, steps=4, hessian_points=0,
+                                           diag_batch=16, nb201_table=str(table)), **kwargs)
+
+
+def test_records_round_trip(tmp_path):
+    records = [{"reg": "darts", "seed": 3, "genotype": A, "param_free_ops": 2, "skip_ops": 1,
+                "mean_entropy": 1.6094379124341003, "cifar10": 93.76, "cifar100": None,
+                "search_seconds": 0.1 + 0.2, "run": "darts-s3", "search_folder": "x"}]
+    write_records(tmp_path / "runs.csv", records)
+    back = read_records(tmp_path / "runs.csv")["darts-s3"]
+    assert back["mean_entropy"] == records[0]["mean_entropy"]  # floats exactly (repr)
+    assert back["search_seconds"] == 0.1 + 0.2 and back["cifar100"] is None
+    assert back["seed"] == 3 and back["param_free_ops"] == 2 and back["genotype"] == A
+    assert set(back) == set(FIELDS)
+
+
+def test_a_bench_continued_from_a_copied_file_runs_only_what_it_lacks(tmp_path, nb201_table):
+    first = run_bench(_bench(nb201_table, [0, 1]), tmp_path / "first")
+    committed = tmp_path / "docs"  # what is committed beside a page: runs.csv, config.json
+    committed.mkdir()
+    for name in ("runs.csv", "config.json"):
+        shutil.copy(tmp_path / "first" / name, committed / name)
+    shutil.rmtree(tmp_path / "first")  # the run folder is gone
+    cfg = _bench(nb201_table, [0, 1, 2], records_from=str(committed / "runs.csv"))
+    again = run_bench(cfg, tmp_path / "again")
+    assert sorted(p.name for p in (tmp_path / "again" / "jobs").iterdir()) == ["darts-s2"]
+    fields = [f for f in FIELDS if f != "search_seconds"]
+    for old, new in zip(first["records"], again["records"][:2], strict=True):
+        assert {f: old.get(f) for f in fields} == {f: new.get(f) for f in fields}
+    assert again["records"][2]["seed"] == 2
+    assert len(read_records(tmp_path / "again" / "runs.csv")) == 3
+    # reported again from the file alone: nothing runs, the same figures
+    report = run_bench(_bench(nb201_table, [0, 1], records_from=str(committed / "runs.csv")),
+                       tmp_path / "report")
+    assert not any((tmp_path / "report" / "jobs").glob("*"))
+    assert report["per_reg"] == first["per_reg"]
+
+
+def test_records_of_another_bench_or_malformed_are_refused(tmp_path, nb201_table):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    write_records(folder / "runs.csv", [{"reg": "darts", "seed": 0, "genotype": A,
+                                          "param_free_ops": 1, "skip_ops": 1}])
+    with pytest.raises(DataError, match="no config.json beside it"):
+        run_bench(_bench(nb201_table, [0], records_from=str(folder / "runs.csv")),
+                  tmp_path / "a")
+    config = {"search": {**_bench(nb201_table, [0]).search.__dict__, "channels": 8},
+              "retrain_epochs": 0}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="search.channels 8 there, 4 here") as caught:
+        run_bench(_bench(nb201_table, [0], records_from=str(folder / "runs.csv")),
+                  tmp_path / "b")
+    assert "\n" not in str(caught.value)
+    config["search"]["channels"] = 4
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "runs.csv").write_text(",".join(FIELDS) + "\ndarts,zero," + A + ",1\n")
+    with pytest.raises(DataError, match="line 2"):
+        run_bench(_bench(nb201_table, [0], records_from=str(folder / "runs.csv")),
+                  tmp_path / "c")
+    with pytest.raises(DataError, match="no such records file"):
+        run_bench(_bench(nb201_table, [0], records_from=str(folder / "nothing.csv")),
+                  tmp_path / "d")
+    assert not any((tmp_path / name).exists() for name in "abcd")  # refused before a folder
+
+
+def test_collapse_line_counts_seeds_by_hand():
+    records = [{"reg": "darts", "param_free_ops": p} for p in (6, 4, 3, 5, 2)] + [
+        {"reg": "drnas", "param_free_ops": p} for p in (0, 1, 4)]
+    line = collapse_markdown(records)
+    assert "darts 3 of 5, drnas 1 of 3" in line
