@@ -3,11 +3,14 @@
 # results files (docs/results/nas_proxy_*.json: the command, what it printed, the commit);
 # `make results` then writes them into the page under their commands. Run from the
 # repository's root after copying a stage's latest config.json and CSV into docs/nas_proxy/.
+# Stage 2's tables need the whole NB201 table (its random cells are the table's exact
+# distribution): TABLE, by default the one the Makefile finds.
 #
-#     experiments/nas_proxy_record.sh
+#     experiments/nas_proxy_record.sh [TABLE]
 set -eu
 D=docs/nas_proxy
 R=runs/nas_proxy_record
+TABLE=${1:-../shared/data/nb201_accuracy.csv}
 rm -rf "$R"
 record() {  # NAME TITLE, then the command
     name=$1
@@ -25,5 +28,13 @@ for run in $D/stage1/*/; do
         genlab nas fidelity --config "$run/config.json" --cells-from "$run/cells.csv" \
         --no-train --out "$R/$name" --nb201-table $D/nb201_draw.csv \
         --scores $D/scores/scores.csv
+done
+for run in $D/stage2/*/; do
+    [ -d "$run" ] || continue
+    run=${run%/}
+    name=$(basename "$run")
+    record "stage2_$name" "Stage 2, $name: method fidelity" \
+        genlab nas bench --config "$run/config.json" --records-from "$run/runs.csv" \
+        --out "$R/stage2_$name" --nb201-table "$TABLE"
 done
 python -m genlab.core.results
