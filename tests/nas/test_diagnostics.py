@@ -52,6 +52,31 @@ def test_alpha_hessian_of_fused_supernet_equals_per_edge_reference():
         assert torch.equal(v, buffers[k])
 
 
+def test_batched_rows_are_not_tried_again_where_they_failed(monkeypatch):
+    # the exact Hessian either way; after a batched double backward fails on a device type,
+    # the rows come one by one there without another failed try
+    from genlab.nas import diagnostics
+
+    monkeypatch.setattr(diagnostics, "_UNBATCHED", set())
+    real, tries = torch.autograd.grad, []
+
+    def grad(*args, **kwargs):
+        if kwargs.get("is_grads_batched"):
+            tries.append(1)
+            raise RuntimeError("no vmap rule")
+        return real(*args, **kwargs)
+
+    torch.manual_seed(0)
+    net = NB201SuperNet(C=2, N=1, num_classes=3, in_channels=1).double()
+    x, y = torch.randn(8, 1, 8, 8, dtype=torch.float64), torch.randint(0, 3, (8,))
+    expected = explicit_hessian(net.train(), x, y)
+    monkeypatch.setattr(diagnostics.torch.autograd, "grad", grad)
+    first, second = alpha_hessian(net, x, y), alpha_hessian(net, x, y)
+    assert len(tries) == 1 and diagnostics._UNBATCHED == {"cpu"}
+    assert torch.allclose(first, 0.5 * (expected + expected.T), atol=1e-10)
+    assert torch.equal(first, second)
+
+
 @pytest.mark.parametrize("space, entries", [
     ("s3", 84),  # normal + reduce, 14 x 3 each
     pytest.param("darts", 224, marks=pytest.mark.slow),  # max-pool: no vmap rule, row by row

@@ -74,6 +74,12 @@ def _alpha_gradient(net, x: torch.Tensor, y: torch.Tensor):
     return alphas, flat
 
 
+# Device types where a batched double backward of a supernet failed in this process (on CPU,
+# torch 2.x's convolution double backward queries is_contiguous under vmap, which vmap does
+# not support): the rows are computed one by one there without trying again.
+_UNBATCHED: set[str] = set()
+
+
 def _hvp_rows(flat: torch.Tensor, alphas: list, vectors: torch.Tensor) -> torch.Tensor:
     """H @ v for each row v of ``vectors`` (batched by vmap; one by one where vmap lacks an op)."""
     if not flat.requires_grad:  # the loss does not depend on alpha
@@ -88,13 +94,14 @@ def _hvp_rows(flat: torch.Tensor, alphas: list, vectors: torch.Tensor) -> torch.
                                                         retain_graph=True, allow_unused=True),
                                     ()) for v in vectors])
 
-    if len(vectors) == 1:
+    if len(vectors) == 1 or flat.device.type in _UNBATCHED:
         return one_by_one()
     try:
         rows = torch.autograd.grad(flat, alphas, grad_outputs=vectors, is_grads_batched=True,
                                    retain_graph=True, allow_unused=True)
         return flatten(rows, (len(vectors),))
     except RuntimeError:  # e.g. max-pool double backward on channels_last has no vmap rule
+        _UNBATCHED.add(flat.device.type)  # not tried again: each try costs a failed backward
         return one_by_one()
 
 
