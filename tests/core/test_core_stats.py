@@ -34,6 +34,8 @@ from genlab.core.stats import (
     sd_from_interval,
     seeds_needed,
     sign_flip,
+    sign_flip_floor,
+    sign_flip_seeds,
     unpaired_difference,
     unpaired_permutation,
     unpaired_t,
@@ -303,6 +305,33 @@ def test_power_formula_against_simulated_benches():
     wins = [judge(unpaired_t(rng.normal(effect_u, 1.0, n_u), rng.normal(0, 1.0, n_u))).kind
             == "better" for _ in range(1000)]
     assert np.mean(wins) == pytest.approx(0.80, abs=0.03)
+
+
+def test_sign_flip_floor_is_the_tests_own_smallest_p():
+    # all differences of one sign: the most extreme of the 2^n flips, the smallest p there is
+    for n in range(1, 12):
+        assert sign_flip(np.arange(1.0, n + 1)).p == pytest.approx(sign_flip_floor(n))
+    # the fewest seeds that can reject, against the floor itself
+    for alpha in (0.5, 0.25, 0.1, 0.05, 0.05 / 4, 0.01, 0.001):
+        n = sign_flip_seeds(alpha)
+        assert sign_flip_floor(n) <= alpha and (n == 2 or sign_flip_floor(n - 1) > alpha)
+
+
+def test_sign_flip_mde_is_infinite_where_the_test_cannot_reject():
+    # five seeds at alpha 0.05: the floor 2/32 = 0.0625 is above alpha, no effect detectable
+    assert minimum_detectable_effect(1.0, 5, test="sign-flip") == math.inf
+    assert minimum_detectable_effect(1.0, 6, test="sign-flip") == minimum_detectable_effect(1.0, 6)
+    # a huge effect at five seeds never ends "better" under the test the verdicts use
+    rng = np.random.default_rng(0)
+    assert not any(judge(sign_flip(rng.normal(50.0, 1.0, 5))).kind == "better"
+                   for _ in range(50))
+    # the seeds a sign-flip verdict needs: never fewer than it can reject with
+    assert seeds_needed(1.0, 100.0) == 2
+    assert seeds_needed(1.0, 100.0, test="sign-flip") == 6
+    assert seeds_needed(1.0, 1.0, test="sign-flip") == seeds_needed(1.0, 1.0) == 10
+    assert seeds_needed(1.0, 100.0, alpha=0.05 / 4, test="sign-flip") == 8
+    with pytest.raises(ConfigError, match="sign-flip: paired"):
+        minimum_detectable_effect(1.0, 6, design="unpaired", test="sign-flip")
 
 
 # --- chance distributions ----------------------------------------------------------------

@@ -51,6 +51,8 @@ from genlab.core.stats.power import (
     pooled_sd,
     sd_from_interval,
     seeds_needed,
+    sign_flip_floor,
+    sign_flip_seeds,
 )
 from genlab.core.stats.ranks import (
     bootstrap_counts,
@@ -66,6 +68,7 @@ __all__ = [
     "exact_distribution", "holm", "holm_adjust", "judge", "kendall_tau_b",
     "kendall_tau_interval", "minimum_detectable_effect", "not_testable", "paired_bootstrap",
     "paired_difference", "paired_t", "paired_tau_difference", "pilot_sd", "pooled_sd",
-    "sampled_distribution", "sd_from_interval", "seeds_needed", "sign_flip",
+    "sampled_distribution", "sd_from_interval", "seeds_needed", "sign_flip", "sign_flip_floor",
+    "sign_flip_seeds",
     "unpaired_difference", "unpaired_permutation", "unpaired_t", "verdict_counts",
 ]

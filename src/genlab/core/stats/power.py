@@ -10,6 +10,13 @@ Unpaired design (n_a and n_b runs, sd the pooled standard deviation, Student's t
 
     MDE = (t_{1 - alpha/2, n_a + n_b - 2} + t_{power, n_a + n_b - 2}) * sd * sqrt(1/n_a + 1/n_b)
 
+The verdicts of genlab's paired comparisons come from the exact sign-flip test, which over n
+seeds cannot give a two-sided p below 2 / 2^n (the observed signs, or all flipped, are the
+most extreme of the 2^n): below the n where that reaches alpha no effect is detectable, and
+``test="sign-flip"`` returns an infinite MDE there (five seeds at alpha 0.05: 2/32 = 0.0625).
+From that n on its power is taken as the t test's, which the permutation test approaches
+(Lehmann & Romano 2005, "Testing Statistical Hypotheses", 3rd ed., sec. 15.2).
+
 This is the usual t approximation of the power of the t test: the noncentral t of the test
 statistic under the effect is replaced by a central t shifted by its noncentrality, and the
 far tail is neglected (Julious 2004, "Sample sizes for clinical trials with normal data",
@@ -44,21 +51,40 @@ from genlab.core.stats import checks
 from genlab.core.stats.intervals import Estimate
 
 DESIGNS = ("paired", "unpaired")
+TESTS = ("t", "sign-flip")
 #: the most seeds (runs per group) seeds_needed looks at
 MAX_SEEDS = 1_000_000
 
 
+def sign_flip_floor(n: int) -> float:
+    """The smallest two-sided p the exact sign-flip test gives over ``n`` paired seeds."""
+    return min(1.0, 2.0 / 2 ** checks.count("n", n, minimum=1))
+
+
+def sign_flip_seeds(alpha: float) -> int:
+    """The fewest seeds at which the exact sign-flip test can reject at ``alpha``."""
+    checks.level(alpha, "alpha")
+    return max(2, math.ceil(1 + math.log2(1 / alpha) - 1e-12))
+
+
 def minimum_detectable_effect(sd: float, n: int, *, alpha: float = 0.05, power: float = 0.8,
-                              design: str = "paired", n_b: int | None = None) -> float:
+                              design: str = "paired", n_b: int | None = None,
+                              test: str = "t") -> float:
     """The smallest true effect that a two-sided t test at ``alpha`` finds with probability
     ``power``: paired over ``n`` seeds, or unpaired with ``n`` and ``n_b`` runs (n_b
-    defaults to n)."""
+    defaults to n). ``test="sign-flip"`` (paired): infinite where the sign-flip test cannot
+    reach ``alpha`` at n (module doc)."""
     checks.positive("sd", sd, allow_zero=True)
     checks.level(alpha, "alpha")
     checks.level(power, "power")
     if design not in DESIGNS:
         raise ConfigError(f"design must be one of {', '.join(DESIGNS)}, got {design!r}")
+    if test not in TESTS or (test == "sign-flip" and design != "paired"):
+        raise ConfigError(f"test must be one of {', '.join(TESTS)} (sign-flip: paired "
+                          f"designs), got {test!r} for a {design} design")
     checks.count("n", n, minimum=2)
+    if test == "sign-flip" and sign_flip_floor(n) > alpha:
+        return math.inf
     if design == "paired":
         df, scale = n - 1, 1 / math.sqrt(n)
     else:
@@ -69,18 +95,21 @@ def minimum_detectable_effect(sd: float, n: int, *, alpha: float = 0.05, power: 
 
 
 def seeds_needed(sd: float, effect: float, *, alpha: float = 0.05, power: float = 0.8,
-                 design: str = "paired") -> int:
+                 design: str = "paired", test: str = "t") -> int:
     """The fewest seeds (paired) or runs per group (unpaired, equal groups) whose minimum
-    detectable effect is at most ``effect``."""
+    detectable effect is at most ``effect`` (``test="sign-flip"``: never fewer than the
+    test can reject with)."""
     checks.positive("effect", effect)
     checks.positive("sd", sd, allow_zero=True)
 
     def mde(n: int) -> float:
-        return minimum_detectable_effect(sd, n, alpha=alpha, power=power, design=design)
+        return minimum_detectable_effect(sd, n, alpha=alpha, power=power, design=design,
+                                         test=test)
 
-    if mde(2) <= effect:
-        return 2
-    high = 4
+    start = sign_flip_seeds(alpha) if test == "sign-flip" else 2
+    if mde(start) <= effect:
+        return start
+    high = 2 * start
     while mde(high) > effect:
         high *= 2
         if high > MAX_SEEDS:

@@ -40,11 +40,13 @@ def versus_family(records: list[dict], rows: list[str], versus: str, metric: str
     name, higher = VERSUS_METRICS[metric]
     estimates = [sign_flip(d) for _, _, d in pairs]
     verdicts = holm(estimates, level=VERSUS_LEVEL, higher_is_better=higher)
+    alpha = (1 - VERSUS_LEVEL) / len(pairs)  # Holm's first step
     return [{"metric": name, "row": f"{versus} - {row}", "seeds": f"{seeds[0]}-{seeds[-1]}"
              if seeds == list(range(seeds[0], seeds[-1] + 1)) else ",".join(map(str, seeds)),
              "n": len(d), "effect": v.effect, "low": v.low, "high": v.high,
              "p (Holm)": v.p_corrected, "verdict": v.label,
-             "MDE (80%)": minimum_detectable_effect(statistics.stdev(d), len(d))}
+             "MDE (80%)": minimum_detectable_effect(statistics.stdev(d), len(d), alpha=alpha,
+                                                    test="sign-flip")}
             for (row, seeds, d), v in zip(pairs, verdicts, strict=True)]
 
 
@@ -57,6 +59,7 @@ def versus_rows(records: list[dict], rows: list[str], versus: str) -> list[dict]
 def versus_markdown(table: list[dict], versus: str) -> str:
     """The comparisons as the report's section."""
     return (f"\n### {versus} minus every other row, paired by seed (sign-flip, "
-            f"{100 * VERSUS_LEVEL:.0f}% intervals, Holm over the rows of each metric; MDE: a "
-            "paired t test's minimum detectable effect at n and 80% power)\n\n"
+            f"{100 * VERSUS_LEVEL:.0f}% intervals, Holm over the rows of each metric; MDE: the "
+            "minimum detectable effect at n and 80% power at Holm's first alpha, inf where "
+            "the sign-flip test cannot reach it at n)\n\n"
             + markdown_table(table, digits=2))

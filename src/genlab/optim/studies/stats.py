@@ -122,8 +122,8 @@ def compare(values: Mapping[str, Mapping[str, Mapping[int, float]]], *,
                      "difference": v.effect, "low": v.low, "high": v.high, "n": len(a),
                      "test": v.test, "p": v.p, "p_holm": v.p_corrected, "kind": v.kind,
                      "verdict": v.label, "line": v.line(), "sd": sd,
-                     "mde": (minimum_detectable_effect(sd, len(a), alpha=alpha, power=power)
-                             if sd is not None else None)})
+                     "mde": (minimum_detectable_effect(sd, len(a), alpha=alpha, power=power,
+                                                       test=TEST) if sd is not None else None)})
     return rows
 
 
@@ -131,4 +131,5 @@ def comparison_title(what: str, rows: list[dict]) -> str:
     """The title of a comparisons table: what is compared, the test and the family."""
     return (f"{what}: each guided optimiser minus SAM and minus SGD, paired by seed ({TEST} "
             f"test, Holm over the study's {len(rows)} comparisons; mde: the minimum detectable "
-            f"effect at n, {POWER:.0%} power, alpha 0.05/{max(len(rows), 1)})")
+            f"effect at n, {POWER:.0%} power, alpha 0.05/{max(len(rows), 1)}; inf: the {TEST} "
+            f"test cannot reach that alpha at n)")
