@@ -365,3 +365,18 @@ def test_a_diverged_training_is_a_result_read_back_on_rerun(tmp_path, monkeypatc
     summary = json.loads((spec.out / "summary.json").read_text())
     assert summary == {"diverged": True, "error": "loss is nan at epoch 1"}
     assert grid.execute([spec])[spec.name]["diverged"] is True and len(calls) == 1
+
+
+def test_comparison_tables_print_p_values_to_three_significant_digits():
+    from genlab.cli.studies import aligned_table
+    from genlab.optim.studies.stats import compare, comparison_block, comparison_markdown
+
+    # five seeds, SAMGCM below SAM on every one: the sign-flip test's smallest p, 2/32
+    per_opt = {"samgcm": {s: 1.0 + 0.1 * s for s in range(5)},
+               "sam": {s: 3.0 + 0.1 * s for s in range(5)}}
+    rows = compare({"l1": per_opt}, higher_is_better=False)
+    title, shown, columns = comparison_block("l1", rows)
+    assert rows[0]["p"] == pytest.approx(2 / 32) and shown[0]["p"] == "0.0625"
+    text = aligned_table(shown, columns, digits=1)  # a study's decimals elsewhere
+    assert "0.0625" in text and " inf" in text  # and five seeds cannot reach 0.05 / 1
+    assert "| 0.0625 |" in comparison_markdown("l1", rows)

@@ -33,9 +33,9 @@ from genlab.optim.studies.search import (
     with_choice,
 )
 from genlab.optim.studies.stats import (
-    COMPARISON_COLUMNS,
     compare,
-    comparison_title,
+    comparison_block,
+    comparison_markdown,
     mean_std,
     pct,
     per_seed,
@@ -112,8 +112,7 @@ def run_labelnoise(cfg: LabelNoiseConfig, out: str | Path, *, store: str | Path 
     _plot(run, rows, settings)
     cols = ["optimizer"] + settings + ["train_acc_noisy"]
     (run.path / "table.md").write_text(
-        markdown_table(rows, cols) + f"\n### {comparison_title(COMPARED, comparisons)}\n\n"
-        + markdown_table(comparisons, COMPARISON_COLUMNS, digits=2))
+        markdown_table(rows, cols) + comparison_markdown(COMPARED, comparisons))
     summary = {"table": rows, "settings": settings, "seeds": cfg.seeds, "choices": choices,
                "per_seed": values, "comparisons": comparisons, "store": str(store)}
     run.write_summary(summary)
@@ -168,8 +167,7 @@ def report(summary: dict, cfg: LabelNoiseConfig) -> list:
     seeds = ",".join(map(str, cfg.seeds))
     return [(f"clean test accuracy (%) over seeds {seeds}", summary["table"],
              ["optimizer", *summary["settings"], "train_acc_noisy"]),
-            (comparison_title(COMPARED, summary["comparisons"]), summary["comparisons"],
-             COMPARISON_COLUMNS)]
+            comparison_block(COMPARED, summary["comparisons"])]
 
 
 STUDY = register_study(Study("labelnoise", LabelNoiseConfig, run_labelnoise, report))

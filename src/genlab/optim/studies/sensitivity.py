@@ -38,9 +38,9 @@ from genlab.optim.studies.search import (
     search_specs,
 )
 from genlab.optim.studies.stats import (
-    COMPARISON_COLUMNS,
     compare,
-    comparison_title,
+    comparison_block,
+    comparison_markdown,
     mean_std,
 )
 from genlab.optim.training.models import ARCHS
@@ -147,8 +147,7 @@ def run_sensitivity(cfg: SensitivityConfig, out: str | Path, *,
     _plot(run, cfg, means)
     (run.path / "table.md").write_text(
         markdown_table(rows + sanity, COLUMNS, digits=2)
-        + f"\n### {comparison_title(COMPARED, comparisons)}\n\n"
-        + markdown_table(comparisons, COMPARISON_COLUMNS, digits=2))
+        + comparison_markdown(COMPARED, comparisons))
     summary = {"rows": rows, "sanity": sanity, "seeds": cfg.seeds, "grid": cfg.grid,
                "spread_per_seed": spreads, "comparisons": comparisons,
                "cells": {o: [{"lr": k[0], "radius": k[1], "test_acc": v,
@@ -209,8 +208,7 @@ def report(summary: dict, cfg: SensitivityConfig) -> list:
     """What `genlab optim sensitivity` prints: the grid's table."""
     return [("test accuracy (%) over the grid's cells (share_within_1pt: a fraction of the "
              "cells)", summary["rows"] + summary["sanity"], COLUMNS),
-            (comparison_title(COMPARED, summary["comparisons"]), summary["comparisons"],
-             COMPARISON_COLUMNS)]
+            comparison_block(COMPARED, summary["comparisons"])]
 
 
 STUDY = register_study(Study("sensitivity", SensitivityConfig, run_sensitivity, report,

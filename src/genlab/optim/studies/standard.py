@@ -34,9 +34,9 @@ from genlab.optim.studies.search import (
     with_choice,
 )
 from genlab.optim.studies.stats import (
-    COMPARISON_COLUMNS,
     compare,
-    comparison_title,
+    comparison_block,
+    comparison_markdown,
     mean_std,
     pct,
     per_seed,
@@ -137,8 +137,7 @@ def run_standard(cfg: StandardConfig, out: str | Path, *, store: str | Path | No
     _plot(run, tables)
     text = "\n".join(f"### {t['arch']}\n\n" + markdown_table(t["rows"] + t["sanity"], COLUMNS)
                      for t in tables)
-    text += (f"\n### {comparison_title(COMPARED, comparisons)}\n\n"
-             + markdown_table(comparisons, COMPARISON_COLUMNS, digits=2))
+    text += comparison_markdown(COMPARED, comparisons)
     (run.path / "table.md").write_text(text)
     summary = {"tables": tables, "comparisons": comparisons, "seeds": cfg.seeds,
                "store": str(store)}
@@ -168,8 +167,7 @@ def report(summary: dict, cfg: StandardConfig) -> list:
     seeds = ",".join(map(str, cfg.seeds))
     return [*((f"{t['arch']}: test accuracy (%) over seeds {seeds}", t["rows"] + t["sanity"],
                COLUMNS) for t in summary["tables"]),
-            (comparison_title(COMPARED, summary["comparisons"]), summary["comparisons"],
-             COMPARISON_COLUMNS)]
+            comparison_block(COMPARED, summary["comparisons"])]
 
 
 STUDY = register_study(Study("standard", StandardConfig, run_standard, report))

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from genlab.core.report import markdown_table
 from genlab.core.seeding import seed_list  # noqa: F401 - the studies import it from here
 from genlab.core.stats import (
     Estimate,
@@ -125,6 +126,24 @@ def compare(values: Mapping[str, Mapping[str, Mapping[int, float]]], *,
                      "mde": (minimum_detectable_effect(sd, len(a), alpha=alpha, power=power,
                                                        test=TEST) if sd is not None else None)})
     return rows
+
+
+def comparison_block(what: str, rows: list[dict]) -> tuple[str, list[dict], list[str]]:
+    """The comparisons as a study's report prints them: (title, rows, columns), the p-values
+    to three significant digits whatever the table's decimals (0.0625 is not 0.1)."""
+    shown = [{**r, "p": p_text(r["p"]), "p_holm": p_text(r["p_holm"])} for r in rows]
+    return comparison_title(what, rows), shown, COMPARISON_COLUMNS
+
+
+def comparison_markdown(what: str, rows: list[dict]) -> str:
+    """The comparisons as a study's table.md section."""
+    title, shown, columns = comparison_block(what, rows)
+    return f"\n### {title}\n\n" + markdown_table(shown, columns, digits=2)
+
+
+def p_text(p: float | None) -> str | None:
+    """A p-value to three significant digits (None: not tested)."""
+    return None if p is None else f"{p:.3g}"
 
 
 def comparison_title(what: str, rows: list[dict]) -> str:

@@ -52,10 +52,10 @@ from genlab.optim.studies.search import (
     with_choice,
 )
 from genlab.optim.studies.stats import (
-    COMPARISON_COLUMNS,
     TEST,
     compare,
-    comparison_title,
+    comparison_block,
+    comparison_markdown,
     mean_std,
     pct,
     per_seed,
@@ -245,8 +245,7 @@ def _report(cfg: TransferConfig, run: RunDir, groups: dict, choices: dict, store
     (run.path / "table.md").write_text(
         markdown_table(rows + sanity, COLUMNS)
         + f"\nfine-tuned SGD minus SGD from scratch: {_line(transfer)}\n"
-        + f"\n### {comparison_title(COMPARED, comparisons)}\n\n"
-        + markdown_table(comparisons, COMPARISON_COLUMNS, digits=2))
+        + comparison_markdown(COMPARED, comparisons))
     summary = {"rows": rows, "sanity": sanity, "choices": choices, "seeds": cfg.seeds,
                "transfer_shown": transfer_shown, "transfer": _line(transfer),
                "per_seed": values, "comparisons": comparisons,
@@ -300,8 +299,7 @@ def report(summary: dict, cfg: TransferConfig) -> list:
     return [(f"target test accuracy (%) over seeds {seeds}", summary["rows"] + summary["sanity"],
              COLUMNS),
             f"fine-tuned SGD minus SGD from scratch: {summary['transfer']}",
-            (comparison_title(COMPARED, summary["comparisons"]), summary["comparisons"],
-             COMPARISON_COLUMNS)]
+            comparison_block(COMPARED, summary["comparisons"])]
 
 
 STUDY = register_study(Study("transfer", TransferConfig, run_transfer, report))

@@ -40,7 +40,7 @@ from genlab.optim.limits import MAX_EPOCHS, MAX_PARAMETERS, require_at_most
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, make_optimizer
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.results import sparse_results, write_study_results
-from genlab.optim.studies.stats import COMPARISON_COLUMNS, compare, comparison_title, per_seed
+from genlab.optim.studies.stats import compare, comparison_block, per_seed
 
 SPARSE_OPTIMIZERS = ("sgd", "sam", "samgcm", "cov")
 SUPPORT_THRESHOLD = 1e-2
@@ -274,8 +274,7 @@ def report(summary: dict, cfg: SparseConfig) -> list:
         row["support_recovered"] = f"{r['support_recovered']:.0%} of seeds"
         rows.append(row)
     return [(None, rows, None),
-            (comparison_title(COMPARED, summary["comparisons"]), summary["comparisons"],
-             COMPARISON_COLUMNS)]
+            comparison_block(COMPARED, summary["comparisons"])]
 
 
 #: what the comparisons table compares
