@@ -1,5 +1,7 @@
 """Studies: toy dynamics against the stability argument, label noise, models, optimiser wiring."""
 
+import math
+
 import pytest
 import torch
 
@@ -106,6 +108,17 @@ def test_sparse_problem_and_diagonal_net():
         SparseConfig(k=200).validate()
     with pytest.raises(ConfigError):
         SparseConfig(lr=-0.05).validate()
+
+
+def test_sparse_table_gives_the_sample_std_over_seeds():
+    from genlab.optim.studies.synthetic.sparse import aggregate
+
+    l1 = [2.0, 2.5, 1.5, 2.2, 1.8]
+    runs = [{"optimizer": "sam", "train_loss": 0.0, "test_loss": 0.1, "beta_l1": v,
+             "support_size": 3, "support_recovered": True, "seconds": 1.0} for v in l1]
+    row = aggregate(runs, ["sam"])[0]
+    by_hand = math.sqrt(sum((v - 2.0) ** 2 for v in l1) / 4)  # n - 1, as every table has it
+    assert row["beta_l1"] == pytest.approx(2.0) and row["beta_l1_std"] == pytest.approx(by_hand)
 
 
 @pytest.mark.slow

@@ -40,7 +40,7 @@ from genlab.optim.limits import MAX_EPOCHS, MAX_PARAMETERS, require_at_most
 from genlab.optim.optimizers.registry import OPTIMIZER_REGISTRY, make_optimizer
 from genlab.optim.studies import Study, register_study
 from genlab.optim.studies.results import sparse_results, write_study_results
-from genlab.optim.studies.stats import compare, comparison_block, per_seed
+from genlab.optim.studies.stats import compare, comparison_block, mean_std, per_seed
 
 SPARSE_OPTIMIZERS = ("sgd", "sam", "samgcm", "cov")
 SUPPORT_THRESHOLD = 1e-2
@@ -195,9 +195,7 @@ def aggregate(results: list[dict], optimizers: list[str]) -> list[dict]:
             continue
         row = {"optimizer": name, "seeds": len(rs)}
         for key in ("train_loss", "test_loss", "beta_l1", "support_size"):
-            vals = np.array([r[key] for r in rs], dtype=float)
-            row[key] = float(vals.mean())
-            row[f"{key}_std"] = float(vals.std())
+            row[key], row[f"{key}_std"] = mean_std([r[key] for r in rs])  # sample std
         row["support_recovered"] = sum(r["support_recovered"] for r in rs) / len(rs)
         row["seconds_per_run"] = float(np.mean([r["seconds"] for r in rs]))
         rows.append(row)
