@@ -103,6 +103,20 @@ def test_a_row_family_is_paired_by_seed_and_corrected_by_holm(tmp_path):
     assert cell == "x: a - b: +4.33 [+4.00, +6.00] (n=6, paired sign-flip exact) worse"
 
 
+def test_an_unbounded_sign_flip_interval_says_why(tmp_path):
+    # five seeds, all one sign: the smallest p is 2/32 > 0.05, so the 95 % interval is
+    # unbounded and the cell says the test cannot reach the level; six seeds reach it
+    five = {str(s): 1.0 + s for s in range(5)}
+    files = _files(tmp_path, {"m": {"a": five, "b": {s: 0.0 for s in five}}})
+    spec = {"file": "f", "metric": "m", "a": "a", "b": "b"}
+    cell = render_cell([{"compare": spec}], files)
+    assert "[-∞, +∞]" in cell and "over 5 seeds the exact sign-flip test cannot reach" in cell
+    six = {str(s): 1.0 + s for s in range(6)}
+    files = _files(tmp_path, {"m": {"a": six, "b": {s: 0.0 for s in six}}})
+    cell = render_cell([{"compare": spec}], files)
+    assert "∞" not in cell and "cannot reach" not in cell and cell.endswith("better")
+
+
 def test_an_unpaired_comparison_counts_every_relabelling(tmp_path):
     a = {"0": 93.4, "1": 93.28, "2": 93.32, "6": 93.67, "7": 92.2, "8": 93.3}
     b = {"0": 93.4, "1": 93.79, "2": 93.7}

@@ -180,7 +180,11 @@ def compare_part(spec: Mapping, files: Files, verdict: Verdict | None = None) ->
     if verdict is None:
         verdict = family_verdicts([spec], files)[0]
     label = spec.get("label", f"{spec['a']} - {spec['b']}")
-    return f"{label}: {verdict_text(verdict, spec.get('digits', 2), spec.get('unit', ''))}"
+    text = f"{label}: {verdict_text(verdict, spec.get('digits', 2), spec.get('unit', ''))}"
+    if "sign-flip" in verdict.test and math.inf in (-(verdict.low or 0), verdict.high):
+        text += (f" (unbounded: over {verdict.n} seeds the exact sign-flip test cannot "
+                 "reach this level after Holm's correction)")
+    return text
 
 
 def chance_part(spec: Mapping, files: Files, verdict=None) -> str:
