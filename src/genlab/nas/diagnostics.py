@@ -63,9 +63,16 @@ def alpha_forces(ce_grads, total_grads) -> dict:
             "force_ratio": f_reg / f_ce if f_ce > 0 else None}
 
 
-def _alpha_gradient(net, x: torch.Tensor, y: torch.Tensor):
-    """(alphas of a train-mode copy of ``net``, the flat gradient of CE w.r.t. them, with graph)."""
+def _alpha_gradient(net, x: torch.Tensor, y: torch.Tensor, *, batched: bool = False):
+    """(alphas of a train-mode copy of ``net``, the flat gradient of CE w.r.t. them, with graph).
+    ``batched``: the copy runs in the default memory layout, where vmap (the batched Hessian
+    rows) has every rule it needs; a fused supernet's channels_last layout (faster on CPU for
+    its own steps) makes the convolutions' double backward query a layout vmap cannot."""
     twin = copy.deepcopy(net).train()
+    if batched:
+        if getattr(twin, "channels_last", False):
+            twin.channels_last = False
+        twin.to(memory_format=torch.contiguous_format)
     alphas = list(twin.arch_parameters())
     loss = F.cross_entropy(twin(x), y)
     grads = torch.autograd.grad(loss, alphas, create_graph=True, allow_unused=True)
@@ -74,9 +81,9 @@ def _alpha_gradient(net, x: torch.Tensor, y: torch.Tensor):
     return alphas, flat
 
 
-# Device types where a batched double backward of a supernet failed in this process (on CPU,
-# torch 2.x's convolution double backward queries is_contiguous under vmap, which vmap does
-# not support): the rows are computed one by one there without trying again.
+# Device types where a batched double backward of a supernet failed in this process (a layout
+# query or an op without a vmap rule): the rows are computed one by one there without trying
+# again (each failed try costs a backward).
 _UNBATCHED: set[str] = set()
 
 
@@ -115,7 +122,7 @@ def alpha_hessian(net, x: torch.Tensor, y: torch.Tensor, chunk: int = HESSIAN_CH
     alpha the loss does not reach (a cell type absent from a tiny network) has zero rows.
     """
     with torch.random.fork_rng(devices=[]):
-        alphas, flat = _alpha_gradient(net, x, y)
+        alphas, flat = _alpha_gradient(net, x, y, batched=True)
         n = flat.numel()
         eye = torch.eye(n, dtype=flat.dtype, device=flat.device)
         hess = torch.cat([_hvp_rows(flat, alphas, eye[lo:lo + chunk])
