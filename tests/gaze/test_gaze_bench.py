@@ -78,6 +78,9 @@ def test_bench_tables_hand_values(tmp_path):
     src = t["worlds"]["appearance world"]["source"][0]
     assert src["paired_oracle"]["diff"] == pytest.approx(-3.0)
     assert src["baseline_over_constant"] == pytest.approx(10.75 / 20)
+    # the constant predictor per seed (20 deg on every subject), for the results file
+    assert src["seeds"]["constant"] == {"0": 20.0, "1": 20.0}
+    assert src["seeds"]["baseline"] == {"0": pytest.approx(10.25), "1": pytest.approx(11.25)}
     avg = t["worlds"]["appearance world"]["average_reduction"]
     assert avg["rel_pct"] == pytest.approx(100 * 2 / 10.75) and avg["tasks"] == 4
     assert "-2.00 [-2.00, -2.00]" in t["markdown"] and "oracle - baseline (gate)" in t["markdown"]

@@ -317,7 +317,8 @@ def source_rows(world: str, tasks: Tasks, runs: list[BenchRun], boot: Bootstrap,
                      "baseline": c_base and c_base.value, "baseline_over_constant": ratio,
                      "moegaze": c_moe and c_moe.value, "oracle": c_oracle and c_oracle.value,
                      "paired_moegaze": d_moe, "paired_oracle": d_or,
-                     "seeds": {"baseline": by_seed(base, c_base), "moegaze": by_seed(moe, c_moe),
+                     "seeds": {"constant": by_seed(base, c_const),
+                               "baseline": by_seed(base, c_base), "moegaze": by_seed(moe, c_moe),
                                "oracle": by_seed(oracle, c_oracle)}})
     gates = family(gate_estimates)
     moe = family(moe_estimates)
