@@ -37,4 +37,6 @@ for run in $D/stage2/*/; do
         genlab nas bench --config "$run/config.json" --records-from "$run/runs.csv" \
         --out "$R/stage2_$name" --nb201-table "$TABLE"
 done
+record choice "The proxy choice, by the protocol's rule, from the committed files" \
+    python experiments/nas_proxy_choice.py --docs $D
 python -m genlab.core.results
