@@ -34,7 +34,7 @@ for run in $D/stage2/*/; do
     run=${run%/}
     name=$(basename "$run")
     record "stage2_$name" "Stage 2, $name: method fidelity" \
-        genlab nas bench --config "$run/config.json" --records-from "$run/runs.csv" \
+        genlab nas bench --config "$run/config.json" --records-from "$run/runs.csv" --records-only \
         --out "$R/stage2_$name" --nb201-table "$TABLE"
 done
 record choice "The proxy choice, by the protocol's rule, from the committed files" \

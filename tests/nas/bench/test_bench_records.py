@@ -56,6 +56,34 @@ def test_a_bench_continued_from_a_copied_file_runs_only_what_it_lacks(tmp_path, 
     assert report["per_reg"] == first["per_reg"]
 
 
+def test_finished_jobs_are_kept_as_they_finish_and_a_partial_file_is_reported(
+        tmp_path, nb201_table):
+    from genlab.core.sweep import RunOutcome
+    from genlab.nas.bench.run import keep_record
+
+    # the sweep's callback: one line per finished job, once, none for a failed one
+    path = tmp_path / "runs.csv"
+    keep = keep_record(path, [("darts", 0), ("darts", 1)])
+    summary = {"genotype": A, "param_free_ops": 2, "skip_ops": 1, "cifar10": 93.76}
+    keep(RunOutcome("darts-s0", "x", "finished", summary=summary))
+    keep(RunOutcome("darts-s0", "x", "skipped", summary=summary))  # read back on a resume
+    keep(RunOutcome("darts-s1", "x", "failed", error="boom"))
+    assert len(path.read_text().splitlines()) == 2 and list(read_records(path)) == ["darts-s0"]
+    keep_record(path, [("darts", 0)])(RunOutcome("darts-s0", "x", "skipped", summary=summary))
+    assert len(path.read_text().splitlines()) == 2  # a resumed bench does not write it again
+    # a bench still under way, reported from its file: nothing runs, seed 1 is left out
+    first = run_bench(_bench(nb201_table, [0]), tmp_path / "first")
+    cfg = _bench(nb201_table, [0, 1], records_from=str(tmp_path / "first" / "runs.csv"),
+                 records_only=True)
+    report = run_bench(cfg, tmp_path / "report")
+    assert not any((tmp_path / "report" / "jobs").glob("*"))
+    assert report["per_reg"] == first["per_reg"] and len(report["records"]) == 1
+    cfg = _bench(nb201_table, [5], records_from=str(tmp_path / "first" / "runs.csv"),
+                 records_only=True)
+    with pytest.raises(ConfigError, match="holds some of the bench's rows and seeds"):
+        run_bench(cfg, tmp_path / "none")
+
+
 def test_records_of_another_bench_or_malformed_are_refused(tmp_path, nb201_table):
     folder = tmp_path / "docs"
     folder.mkdir()

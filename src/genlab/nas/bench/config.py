@@ -66,6 +66,9 @@ class BenchConfig(Options):
                                       "stand for their jobs, the others run; a bench "
                                       "continued, or reported again, from committed files "
                                       "(genlab.nas.bench.records).")
+    records_only: bool = option(False, help="With --records-from: run no job, report the "
+                                "rows and seeds the file holds (a bench still under way, "
+                                "reported from its committed runs.csv).")
 
     @property
     def rows(self) -> list[str]:
@@ -116,6 +119,7 @@ class BenchCommandConfig:
     settings_from: str | None = _bench("settings_from")
     versus: str | None = _bench("versus")
     records_from: str | None = _bench("records_from")
+    records_only: bool = _bench("records_only")
     executor: str = option("local", help="Where the jobs run; local: this machine, in this "
                            "process with one worker, else a process pool (process).",
                            choices="genlab.core.sweep:EXECUTORS")

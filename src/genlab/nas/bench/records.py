@@ -16,7 +16,7 @@ from pathlib import Path
 
 from genlab.core.errors import ConfigError, DataError
 from genlab.core.storage.files import atomic_write_bytes
-from genlab.core.storage.rows import csv_line, read_rows
+from genlab.core.storage.rows import append_row, csv_line, read_rows
 
 RUNS_CSV = "runs.csv"
 # every figure a bench's report reads from a record (genlab.nas.bench.report.METRICS, but the
@@ -27,17 +27,25 @@ FLOAT = ("mean_entropy", "cifar10", "cifar100", "imagenet16", "test_acc", "hessi
 FIELDS = ["reg", "seed", "genotype", *INTEGER[1:], *FLOAT]
 
 
+def _text(value) -> str:
+    return "" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
 def write_records(path: Path, records: list[dict]) -> None:
     """``runs.csv``: one line per record (an absent figure is an empty field)."""
-    def text(value) -> str:
-        return "" if value is None else repr(value) if isinstance(value, float) else str(value)
-
-    lines = [csv_line(FIELDS), *(csv_line([text(r.get(f)) for f in FIELDS]) for r in records)]
+    lines = [csv_line(FIELDS), *(csv_line([_text(r.get(f)) for f in FIELDS]) for r in records)]
     atomic_write_bytes(Path(path), ("\n".join(lines) + "\n").encode())
 
 
+def append_record(path: Path, record: dict) -> None:
+    """One finished job's line, appended as soon as it finishes (a killed bench keeps it; the
+    bench rewrites the whole file in job order when it ends)."""
+    append_row(Path(path), FIELDS, {f: _text(record.get(f)) for f in FIELDS})
+
+
 def read_records(path: str | Path) -> dict[str, dict]:
-    """The records of a ``runs.csv``, by job name (``ROW-sSEED``), figures as numbers."""
+    """The records of a ``runs.csv``, by job name (``ROW-sSEED``; a later line of the same
+    job replaces an earlier one), figures as numbers."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such records file (a bench's runs.csv)")

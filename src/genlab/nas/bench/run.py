@@ -30,7 +30,13 @@ from genlab.nas.bench.jobs import (
     random_record,
     retraining,
 )
-from genlab.nas.bench.records import RUNS_CSV, check_source, read_records, write_records
+from genlab.nas.bench.records import (
+    RUNS_CSV,
+    append_record,
+    check_source,
+    read_records,
+    write_records,
+)
 from genlab.nas.bench.report import CONSTANT, aggregate, bench_markdown, plot_bench, tuning_markdown
 from genlab.nas.bench.results import write_bench_results
 from genlab.nas.bench.tuning import (
@@ -116,7 +122,11 @@ def check_bench(cfg: BenchConfig, workers: int) -> tuple:
     if cfg.retrain_epochs > 0 and cfg.retrain:  # the retrainings' options, on a random cell
         retraining(cfg, random_record(space, 0)["genotype"], space.name, 0, "test").validate()
     resolve_device(cfg.search.device)  # an unknown or absent device before the folder
-    given_records(cfg)  # a records file that is absent, malformed or another bench's
+    given = given_records(cfg)  # a records file that is absent, malformed or another bench's
+    if cfg.records_only and not any(f"{row}-s{seed}" in given
+                                    for row in cfg.rows for seed in cfg.seeds):
+        raise ConfigError("--records-only reports the records of --records-from: give a "
+                          "file that holds some of the bench's rows and seeds")
     return space, grids, settings
 
 
@@ -142,14 +152,17 @@ def bench_records(cfg: BenchConfig, run: RunDir, space, settings: dict[str, dict
     jobs = list(itertools.product(cfg.rows, cfg.seeds))
     if cfg.random_archs:
         jobs += [(RANDOM, seed) for seed in cfg.seeds]
-    aliases = alias_jobs(cfg, jobs) if not settings and not cfg.tune else {}
     given = given_records(cfg)
+    if cfg.records_only:  # the jobs the file holds, no other
+        jobs = [(reg, seed) for reg, seed in jobs if f"{reg}-s{seed}" in given]
+    aliases = alias_jobs(cfg, jobs) if not settings and not cfg.tune else {}
     specs = []
     for reg, seed in jobs:
         if f"{reg}-s{seed}" not in aliases and f"{reg}-s{seed}" not in given:
             job = BenchJob(reg, seed, cfg, str(run.path), setting=settings.get(reg, {}))
             specs.append(job_spec(job, run.path / "jobs" / job.name))
-    done = {**given, **run_jobs(specs, f"nas bench {space.name}", sweep)}
+    done = {**given, **run_jobs(specs, f"nas bench {space.name}", sweep,
+                                on_outcome=keep_record(run.file(RUNS_CSV), jobs))}
     records, sizes = [], {}
     for reg, seed in jobs:
         name = f"{reg}-s{seed}"
@@ -209,10 +222,28 @@ def write_bench(run: RunDir, cfg: BenchConfig, space, result: dict) -> None:
     run.write_summary({**result["per_reg"], "torch_threads": threads})
 
 
-def run_jobs(specs: list[RunSpec], description: str, sweep: dict) -> dict[str, dict]:
+def keep_record(path, jobs: list[tuple[str, int]]):
+    """The sweep's callback that appends each finished job's record to ``path`` (runs.csv) as
+    it finishes, once (a job already in the file is not written again)."""
+    names = {f"{reg}-s{seed}": (reg, seed) for reg, seed in jobs}
+    kept = set(read_records(path)) if path.exists() else set()
+
+    def keep(outcome) -> None:
+        if outcome.summary is None or outcome.name in kept or outcome.name not in names:
+            return
+        reg, seed = names[outcome.name]
+        append_record(path, {**outcome.summary, "reg": reg, "seed": seed})
+        kept.add(outcome.name)
+
+    return keep
+
+
+def run_jobs(specs: list[RunSpec], description: str, sweep: dict,
+             on_outcome=None) -> dict[str, dict]:
     """Run ``specs`` through genlab.core.sweep (``sweep``: executor, workers, address,
-    progress_bar); name -> summary, or one DataError naming the failed jobs."""
-    outcomes = run_sweep(specs, description=description, **sweep)
+    progress_bar; ``on_outcome``: called with each job's outcome as it is known); name ->
+    summary, or one DataError naming the failed jobs."""
+    outcomes = run_sweep(specs, description=description, on_outcome=on_outcome, **sweep)
     failed = [o for o in outcomes if o.error is not None]
     if failed:
         raise DataError(f"{len(failed)} of {len(specs)} bench jobs failed (finished ones are "
