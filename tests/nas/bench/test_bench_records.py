@@ -48,6 +48,11 @@ def test_a_bench_continued_from_a_copied_file_runs_only_what_it_lacks(tmp_path, 
     for old, new in zip(first["records"], again["records"][:2], strict=True):
         assert {f: old.get(f) for f in fields} == {f: new.get(f) for f in fields}
     assert again["records"][2]["seed"] == 2
+    assert all(r["cpu_seconds"] > 0 for r in first["records"])  # each job measured whole
+    assert again["records"][2]["cpu_seconds"] > 0
+    text = (tmp_path / "again" / "bench.md").read_text()
+    total = sum(r["cpu_seconds"] for r in again["records"]) / 3600
+    assert f"Compute: {total:.2f} CPU-hours over the 3 of 3 jobs measured whole" in text
     assert len(read_records(tmp_path / "again" / "runs.csv")) == 3
     # reported again from the file alone: nothing runs, the same figures
     report = run_bench(_bench(nb201_table, [0, 1], records_from=str(committed / "runs.csv")),
@@ -109,6 +114,19 @@ def test_records_of_another_bench_or_malformed_are_refused(tmp_path, nb201_table
         run_bench(_bench(nb201_table, [0], records_from=str(folder / "nothing.csv")),
                   tmp_path / "d")
     assert not any((tmp_path / name).exists() for name in "abcd")  # refused before a folder
+
+
+def test_an_earlier_benchs_file_without_the_newer_columns_is_read(tmp_path):
+    # written before cpu_seconds was kept: the column is absent, the figure None
+    older = [f for f in FIELDS if f != "cpu_seconds"]
+    (tmp_path / "runs.csv").write_text(",".join(older) + "\n" + ",".join(
+        {"reg": "darts", "seed": "0", "genotype": A, "param_free_ops": "1"}.get(f, "")
+        for f in older) + "\n")
+    back = read_records(tmp_path / "runs.csv")["darts-s0"]
+    assert back["cpu_seconds"] is None and back["param_free_ops"] == 1
+    (tmp_path / "runs.csv").write_text("reg,seed,genotype,colour\ndarts,0,x,red\n")
+    with pytest.raises(DataError, match="not a bench's runs.csv"):
+        read_records(tmp_path / "runs.csv")
 
 
 def test_collapse_line_counts_seeds_by_hand():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -95,6 +96,9 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
     cfg, name = job.bench, job.name
     space = get_space(cfg.search.space)
     root = Path(job.folder)
+    # the job's CPU seconds, when this call runs it whole (a resumed search's are partial)
+    start = time.process_time()
+    whole = not any((root / stage / name).exists() for stage in ("search", "retrain"))
     run = RunDir(out, job_config(job), resume=resume, resume_free=JOB_FREE,
                  defaults=job_defaults())
     table = space_table(space, cfg.search.nb201_table)
@@ -115,6 +119,7 @@ def run_job(job: BenchJob, out, *, resume: bool = False, progress_bar=None) -> d
         rsum = retrain_once(rcfg, root / "retrain" / name)
         record[f"{job.eval_on}_acc"] = rsum[f"{job.eval_on}_acc"]
         record["params"] = rsum["params"]
+    record["cpu_seconds"] = time.process_time() - start if whole else None
     record = json.loads(json.dumps(record))  # as read back from summary.json
     run.write_summary(dict(record))
     return record

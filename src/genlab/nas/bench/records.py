@@ -23,8 +23,9 @@ RUNS_CSV = "runs.csv"
 # network's size, which comes from the genotype)
 INTEGER = ("seed", "param_free_ops", "skip_ops")
 FLOAT = ("mean_entropy", "cifar10", "cifar100", "imagenet16", "test_acc", "hessian_eig",
-         "force_ratio", "search_seconds")
+         "force_ratio", "search_seconds", "cpu_seconds")
 FIELDS = ["reg", "seed", "genotype", *INTEGER[1:], *FLOAT]
+REQUIRED = ("reg", "seed", "genotype")  # a file of an earlier bench may lack the others
 
 
 def _text(value) -> str:
@@ -50,11 +51,16 @@ def read_records(path: str | Path) -> dict[str, dict]:
     if not path.is_file():
         raise DataError(f"{path}: no such records file (a bench's runs.csv)")
     out = {}
-    for k, row in enumerate(read_rows(path, FIELDS), start=2):
+    rows = read_rows(path)
+    columns = set(rows[0]) if rows else set(REQUIRED)
+    if not set(REQUIRED) <= columns or not columns <= set(FIELDS):
+        raise DataError(f"{path}: columns {sorted(columns)} are not a bench's runs.csv "
+                        f"({', '.join(FIELDS)})")
+    for k, row in enumerate(rows, start=2):
         try:
             record = {"reg": row["reg"], "genotype": row["genotype"]}
-            record.update({f: int(row[f]) if row[f] else None for f in INTEGER})
-            record.update({f: float(row[f]) if row[f] else None for f in FLOAT})
+            record.update({f: int(row[f]) if row.get(f) else None for f in INTEGER})
+            record.update({f: float(row[f]) if row.get(f) else None for f in FLOAT})
         except ValueError as exc:
             raise DataError(f"{path}, line {k}: {exc}") from None
         if record["seed"] is None or not row["reg"] or not row["genotype"]:

@@ -13,7 +13,8 @@ from genlab.nas.methods.reported import reported_rows
 from genlab.nas.spaces import get_space
 
 METRICS = ("cifar10", "cifar100", "imagenet16", "param_free_ops", "skip_ops", "mean_entropy",
-           "params_m", "macs_m", "test_acc", "hessian_eig", "force_ratio", "search_seconds")
+           "params_m", "macs_m", "test_acc", "hessian_eig", "force_ratio", "search_seconds",
+           "cpu_seconds")
 TABLE_COLUMNS = {"cifar10": "C10", "cifar100": "C100", "imagenet16": "IN16"}
 SIZE_COLUMNS = {"params_m": "params M", "macs_m": "MACs M"}  # spaces with a reference network
 CONSTANT = "constant (majority class)"  # the sanity row of every table
@@ -90,7 +91,8 @@ def bench_rows(result: dict) -> tuple[list[dict], list[dict]]:
         row.update({col: pm(key) for key, col in size_cols.items()})
         row.update({"agreement": a["agreement"],
                     "force ratio": pm("force_ratio", 3),
-                    test: pm("test_acc"), "search s": pm("search_seconds", 0)})
+                    test: pm("test_acc"), "search s": pm("search_seconds", 0),
+                    "CPU s": pm("cpu_seconds", 0)})
         summ.append(row)
     if "constant_test_acc" in result:
         summ.append({"reg": CONSTANT, "runs": "-",
@@ -124,6 +126,7 @@ def bench_markdown(result: dict) -> str:
         text += (f"\nKendall's tau-b between the rows' proxy C10 means and their reported C10 "
                  f"(the rows with both, n = {len(rank['rows'])}): {rank['tau']:.2f}"
                  f"{interval}\n")
+    text += cost_markdown(result["records"])
     if result.get("space", "nb201") == "nb201":
         text += collapse_markdown(result["records"])
     if result.get("random_cells"):
@@ -133,6 +136,17 @@ def bench_markdown(result: dict) -> str:
     if result.get("tuning"):
         text += "\n" + tuning_markdown(result["tuning"])
     return text + "\n### Per run\n\n" + markdown_table(runs, digits=2)
+
+
+def cost_markdown(records: list[dict]) -> str:
+    """The bench's compute: the CPU-hours of the jobs run whole in one call (search and
+    retraining; a resumed job's are partial and left out)."""
+    cpu = [r["cpu_seconds"] for r in records if r.get("cpu_seconds") is not None]
+    if not cpu:
+        return ""
+    return (f"\nCompute: {sum(cpu) / 3600:.2f} CPU-hours over the {len(cpu)} of "
+            f"{len(records)} jobs measured whole (a resumed job's are partial and left out; "
+            f"{sum(cpu) / len(cpu):.0f} CPU-s a job).\n")
 
 
 # An NB201 cell "collapses" with at least this many of its 6 edges parameter-free (none,
