@@ -124,6 +124,15 @@ def test_an_earlier_benchs_file_without_the_newer_columns_is_read(tmp_path):
         for f in older) + "\n")
     back = read_records(tmp_path / "runs.csv")["darts-s0"]
     assert back["cpu_seconds"] is None and back["param_free_ops"] == 1
+    # a resumed bench of that time brings the file to today's layout before appending
+    from genlab.core.sweep import RunOutcome
+    from genlab.nas.bench.run import keep_record
+
+    keep = keep_record(tmp_path / "runs.csv", [("darts", 0), ("darts", 1)])
+    keep(RunOutcome("darts-s1", "x", "finished", summary={"genotype": A, "cpu_seconds": 2.5}))
+    assert (tmp_path / "runs.csv").read_text().split("\n")[0] == ",".join(FIELDS)
+    both = read_records(tmp_path / "runs.csv")
+    assert both["darts-s0"]["param_free_ops"] == 1 and both["darts-s1"]["cpu_seconds"] == 2.5
     (tmp_path / "runs.csv").write_text("reg,seed,genotype,colour\ndarts,0,x,red\n")
     with pytest.raises(DataError, match="not a bench's runs.csv"):
         read_records(tmp_path / "runs.csv")

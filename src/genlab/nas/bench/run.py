@@ -31,6 +31,7 @@ from genlab.nas.bench.jobs import (
     retraining,
 )
 from genlab.nas.bench.records import (
+    FIELDS,
     RUNS_CSV,
     append_record,
     check_source,
@@ -226,7 +227,10 @@ def keep_record(path, jobs: list[tuple[str, int]]):
     """The sweep's callback that appends each finished job's record to ``path`` (runs.csv) as
     it finishes, once (a job already in the file is not written again)."""
     names = {f"{reg}-s{seed}": (reg, seed) for reg, seed in jobs}
-    kept = set(read_records(path)) if path.exists() else set()
+    records = read_records(path) if path.exists() else {}
+    if records and path.read_text().split("\n", 1)[0] != ",".join(FIELDS):
+        write_records(path, list(records.values()))  # an earlier bench's layout, up to date
+    kept = set(records)
 
     def keep(outcome) -> None:
         if outcome.summary is None or outcome.name in kept or outcome.name not in names:
