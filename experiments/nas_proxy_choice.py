@@ -10,7 +10,11 @@ parameter-free edges. The choice: among the candidates that pass both criteria, 
 method-level tau; the two best stage-1 candidates by tau over the 200 (besides the digits
 reference) are the ones stage 2 runs.
 
-    python experiments/nas_proxy_choice.py [--docs docs/nas_proxy]
+    python experiments/nas_proxy_choice.py [--docs docs/nas_proxy] [--results FILE]
+
+With ``--results`` the figures are also written as a results file (genlab.core.results:
+each candidate's taus as recorded intervals, the choice as text), which the pages' claims
+read.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import statistics
 from pathlib import Path
 
 from genlab.core.report import markdown_table
+from genlab.core.results.files import current_commit, write_result
 from genlab.core.storage.rows import read_rows
 from genlab.nas.bench.records import read_records
 from genlab.nas.bench.report import COLLAPSED_PFREE, aggregate
@@ -67,6 +72,30 @@ def stage2(folder: Path) -> dict:
             "keeps": bool(keep) and max(keep) <= KEEPS_EDGES, "complete": complete}
 
 
+def interval(value: dict, key: str, n: int, test: str) -> dict:
+    """A recorded interval of the results file ({effect, low, high, n, test})."""
+    return {"effect": value[key], "low": value["low"], "high": value["high"], "n": n,
+            "test": test}
+
+
+def figures(one: dict, two: dict, choice: str) -> dict:
+    """The results file's figures: per candidate its taus and criteria, and the choice."""
+    out: dict = {"choice": choice}
+    for n, s1 in one.items():
+        out[f"{n}_cell_tau"] = interval(s1["tau"], "tau", s1["tau"]["cells"],
+                                        "bootstrap over cells, 95%")
+        out[f"{n}_minus_params"] = interval(s1["minus_params"], "delta tau",
+                                            s1["minus_params"]["cells"],
+                                            "paired bootstrap over cells, 95%")
+        out[f"{n}_stage1"] = s1["trainings"]
+    for n, s2 in two.items():
+        if s2["rank"] and "low" in s2["rank"]:
+            out[f"{n}_method_tau"] = interval(s2["rank"], "tau", len(s2["rank"]["rows"]),
+                                              "bootstrap over seeds, 90%")
+        out[f"{n}_darts_collapsed"] = s2["collapsed"]
+    return out
+
+
 def ci(value: dict, key: str = "tau") -> str:
     return f"{value[key]:.3f} [{value['low']:.3f}, {value['high']:.3f}]"
 
@@ -74,6 +103,7 @@ def ci(value: dict, key: str = "tau") -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", default="docs/nas_proxy", type=Path)
+    parser.add_argument("--results", type=Path, help="also write the figures here")
     args = parser.parse_args()
     docs = args.docs
     names = [n for n in CANDIDATES if (docs / "stage1" / n / CELLS).exists()]
@@ -103,24 +133,36 @@ def main() -> None:
         })
     columns = list(max(table, key=len))
     print(markdown_table([{c: r.get(c, "-") for c in columns} for r in table]))
+    lines, stage2_set = [], []
     if all(n in one and one[n]["complete"] for n in CANDIDATES):
         best = sorted((n for n in CANDIDATES if n != REFERENCE),
                       key=lambda n: -one[n]["tau"]["tau"])[:2]
-        print(f"\nStage 2's candidates (the two best by tau over the 200, and {REFERENCE}): "
-              f"{', '.join(best)}.")
+        stage2_set = [REFERENCE, *best]
+        lines.append(f"Stage 2's candidates (the two best by tau over the 200, and "
+                     f"{REFERENCE}): {', '.join(best)}.")
     else:
-        print("\nStage 1 is not complete: stage 2's candidates are not chosen yet.")
-    finished = [n for n in two if two[n]["complete"]]
-    eligible = [n for n in finished if one[n]["cells_pass"] and two[n]["collapses"]]
-    if not finished or len(finished) < len(two):
-        print("Stage 2 is not complete: no proxy is chosen yet.")
-    elif eligible:
+        lines.append("Stage 1 is not complete: stage 2's candidates are not chosen yet.")
+    if not stage2_set or not all(n in two and two[n]["complete"] for n in stage2_set):
+        lines.append("Stage 2 is not complete: no proxy is chosen yet.")
+    elif eligible := [n for n in stage2_set if one[n]["cells_pass"] and two[n]["collapses"]]:
         chosen = max(eligible, key=lambda n: two[n]["rank"]["tau"])
-        print(f"The chosen proxy: {chosen} (method tau {two[chosen]['rank']['tau']:.2f}).")
+        lines.append(f"The chosen proxy: {chosen} (method tau "
+                     f"{two[chosen]['rank']['tau']:.2f}).")
     else:
-        best = max(finished, key=lambda n: two[n]["rank"]["tau"])
-        print(f"No candidate passes both criteria: the court runs on {best}, the highest "
-              "method-level tau, and every NAS verdict holds on the proxy only.")
+        best_rank = max(stage2_set, key=lambda n: two[n]["rank"]["tau"])
+        lines.append(f"No candidate passes both criteria: the court runs on {best_rank}, the "
+                     "highest method-level tau, and every NAS verdict holds on the proxy only.")
+    print("\n" + "\n".join(lines))
+    if args.results:
+        commit = current_commit()
+        if commit is None:
+            raise SystemExit("--results: not run from a git checkout (a results file names "
+                             "the commit that made it)")
+        write_result(args.results, {
+            "title": "The proxy choice of docs/nas_proxy.md: each candidate's taus and criteria",
+            "command": f"python experiments/nas_proxy_choice.py --docs {docs} --results "
+                       f"{args.results}", "commit": commit,
+            "figures": figures(one, two, " ".join(lines))})
 
 
 if __name__ == "__main__":

@@ -38,5 +38,5 @@ for run in $D/stage2/*/; do
         --out "$R/stage2_$name" --nb201-table "$TABLE"
 done
 record choice "The proxy choice, by the protocol's rule, from the committed files" \
-    python experiments/nas_proxy_choice.py --docs $D
+    python experiments/nas_proxy_choice.py --docs $D --results docs/results/nas_proxy_choice_figures.json
 python -m genlab.core.results
