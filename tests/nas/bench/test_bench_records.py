@@ -110,10 +110,18 @@ def test_records_of_another_bench_or_malformed_are_refused(tmp_path, nb201_table
     with pytest.raises(DataError, match="line 2"):
         run_bench(_bench(nb201_table, [0], records_from=str(folder / "runs.csv")),
                   tmp_path / "c")
+    with pytest.raises(ConfigError, match="give one of them"):
+        run_bench(_bench(nb201_table, [0], records_from=str(folder / "runs.csv"), tune=True),
+                  tmp_path / "e")
+    config["settings_from"] = "runs/tuned"  # the rows ran at a tuned bench's settings there
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="settings_from 'runs/tuned' there, None here"):
+        run_bench(_bench(nb201_table, [0], records_from=str(folder / "runs.csv")),
+                  tmp_path / "f")
     with pytest.raises(DataError, match="no such records file"):
         run_bench(_bench(nb201_table, [0], records_from=str(folder / "nothing.csv")),
                   tmp_path / "d")
-    assert not any((tmp_path / name).exists() for name in "abcd")  # refused before a folder
+    assert not any((tmp_path / name).exists() for name in "abcdef")  # refused before a folder
 
 
 def test_an_earlier_benchs_file_without_the_newer_columns_is_read(tmp_path):

@@ -71,7 +71,10 @@ def read_records(path: str | Path) -> dict[str, dict]:
     return out
 
 
-RESULT_OPTIONS = ("retrain", "retrain_epochs", "retrain_channels", "retrain_cells")
+# the bench options besides the search's that make a job's record: the retraining budget and
+# where the rows' settings come from
+RESULT_OPTIONS = ("retrain", "retrain_epochs", "retrain_channels", "retrain_cells",
+                  "settings_from")
 
 
 def check_source(path: str | Path, bench: dict, free: tuple[str, ...]) -> None:

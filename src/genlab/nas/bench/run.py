@@ -108,6 +108,9 @@ def check_bench(cfg: BenchConfig, workers: int) -> tuple:
     space = get_space(cfg.search.space)
     cfg.search.validate(space)
     grids = row_grids(cfg, space)
+    if cfg.records_from and cfg.tune:
+        raise ConfigError("--records-from takes finished jobs' records, and --tune chooses the "
+                          "settings the jobs run at first: give one of them")
     if cfg.tune and cfg.settings_from:
         raise ConfigError("--tune chooses each row's setting and --settings-from reads it from "
                           "a tuned bench: give one of them")
