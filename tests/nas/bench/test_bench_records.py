@@ -113,6 +113,7 @@ def test_records_of_another_bench_or_malformed_are_refused(tmp_path, nb201_table
     with pytest.raises(ConfigError, match="give one of them"):
         run_bench(_bench(nb201_table, [0], records_from=str(folder / "runs.csv"), tune=True),
                   tmp_path / "e")
+    write_records(folder / "runs.csv", [{"reg": "darts", "seed": 0, "genotype": A}])
     config["settings_from"] = "runs/tuned"  # the rows ran at a tuned bench's settings there
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(ConfigError, match="settings_from 'runs/tuned' there, None here"):

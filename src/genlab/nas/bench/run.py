@@ -186,8 +186,9 @@ def given_records(cfg: BenchConfig) -> dict[str, dict]:
     options (genlab.nas.bench.records)."""
     if cfg.records_from is None:
         return {}
+    records = read_records(cfg.records_from)  # an absent or malformed file first
     check_source(cfg.records_from, asdict(cfg), ROW_OPTIONS + RESUME_FREE)
-    return read_records(cfg.records_from)
+    return records
 
 
 def bench_result(cfg: BenchConfig, space, records: list[dict], settings: dict[str, dict],
