@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 
 import pytest
 from results_regions import RESULTS, regions_citing, render_citing
@@ -29,11 +30,16 @@ def recovered(name: str) -> dict:
 
 
 def made_up_seeds(metric: str, name: str, seeds) -> dict:
-    """{optimiser: {seed: value}}: each recovered row's mean moved by (seed - 1) / 7, so
-    that the per-seed figures differ from one another and from the recovered means."""
-    rows = recovered(name)["summaries"][metric]
+    """{optimiser: {seed: value}}: each committed row's mean (recovered, or over a rerun's
+    seeds) moved by (seed - 1) / 7, so that the per-seed figures differ from one another and
+    from the committed means."""
+    data = recovered(name)
+    if metric in data.get("summaries", {}):
+        means = {row: mean for row, (mean, _, _) in data["summaries"][metric].items()}
+    else:  # a rerun replaced the recovered file: its per-seed values
+        means = {row: statistics.fmean(v.values()) for row, v in data["values"][metric].items()}
     return {OPTIMIZER.get(row, row): {s: mean + (s - 1) / 7 for s in seeds}
-            for row, (mean, _, _) in rows.items()}
+            for row, mean in means.items()}
 
 
 def standard_summary(cfg):
