@@ -105,6 +105,23 @@ def test_fidelity_runs_reports_and_resumes_from_cells_csv_alone(tmp_path, capsys
     assert again.split("trainings in")[0] == stdout.split("trainings in")[0]
 
 
+def test_a_users_image_folder_is_a_proxy_like_any_other(tmp_path, capsys, quiet, nb201_table):
+    # the instrument a user checks their own stand-in with: --dataset folder:PATH
+    from image_folders import write_folder
+
+    folder = write_folder(tmp_path / "mine")
+    out = tmp_path / "fid"
+    argv = ["nas", "fidelity", "--arch", ",".join(CELLS), "--dataset", f"folder:{folder}",
+            "--size", "8", "-C", "2", "-N", "1", "--epochs", "1", "--batch-size", "4",
+            "--seeds", "0", "--executor", "inline", "--out", out, "--nb201-table", nb201_table]
+    code, stdout, err = run_cli(argv, capsys)
+    assert code == 0, err
+    rows = list(csv.DictReader((out / "cells.csv").open()))
+    assert [r["arch"] for r in rows] == CELLS and {r["seed"] for r in rows} == {"0"}
+    assert all(0 <= float(r["val_acc"]) <= 100 for r in rows)
+    assert "4 of 4 trainings" in stdout and "sanity: parameter count" in stdout
+
+
 def test_a_kill_between_trainings_loses_no_finished_row(tmp_path, capsys, quiet):
     out = tmp_path / "fid"
     argv = ["nas", "fidelity", "--arch", ",".join(CELLS[:2]), *TINY, "--out", out]
