@@ -120,6 +120,13 @@ def test_a_users_image_folder_is_a_proxy_like_any_other(tmp_path, capsys, quiet,
     assert [r["arch"] for r in rows] == CELLS and {r["seed"] for r in rows} == {"0"}
     assert all(0 <= float(r["val_acc"]) <= 100 for r in rows)
     assert "4 of 4 trainings" in stdout and "sanity: parameter count" in stdout
+    # and the zero-cost proxies that read a batch, on the same images
+    code, stdout, err = run_cli(["nas", "score", "--arch", ",".join(CELLS), "--proxy",
+                                 "nwot,snip", "--dataset", f"folder:{folder}", "--size", "8",
+                                 "-C", "2", "-N", "1", "--out", tmp_path / "score"], capsys)
+    assert code == 0, err
+    rows = list(csv.DictReader((tmp_path / "score" / "scores.csv").open()))
+    assert [r["arch"] for r in rows] == CELLS and all(r["snip"] for r in rows)
 
 
 def test_a_kill_between_trainings_loses_no_finished_row(tmp_path, capsys, quiet):
