@@ -66,8 +66,10 @@ def stage2(folder: Path) -> dict:
     darts = pfree.get("darts", [])
     collapsed = sum(p >= COLLAPSED_PFREE for p in darts)
     keep = [statistics.fmean(pfree[m]) for m in ("drnas", "beta") if pfree.get(m)]
-    complete = all(len(per_seed.get(m, [])) >= 5 for m in REPORTED_NB201 if m != "optimum")
-    return {"rank": rank, "collapsed": f"{collapsed} of {len(darts)}",
+    methods = [m for m in REPORTED_NB201 if m != "optimum"]
+    complete = all(len(per_seed.get(m, [])) >= 5 for m in methods)
+    return {"searches": f"{len(records)} of {5 * len(methods)}", "rank": rank,
+            "collapsed": f"{collapsed} of {len(darts)}",
             "collapses": collapsed >= COLLAPSE_SEEDS, "keep": keep,
             "keeps": bool(keep) and max(keep) <= KEEPS_EDGES, "complete": complete}
 
@@ -124,9 +126,11 @@ def main() -> None:
             "minus parameter count": ci(s1["minus_params"], "delta tau"),
             "cell criterion": "not read (partial)" if not s1["complete"]
             else "passes" if s1["cells_pass"] else "misses",
+            "stage-2 searches": "-" if not s2 else s2["searches"],
             "method tau": "-" if not rank else (f"{rank['tau']:.2f} [{rank['low']:.2f}, "
                                                  f"{rank['high']:.2f}]" if "low" in rank
-                                                 else f"{rank['tau']:.2f}"),
+                                                 else f"{rank['tau']:.2f}")
+            + ("" if not s2 or s2["complete"] else " (partial)"),
             "DARTS collapsed seeds": "-" if not s2 else s2["collapsed"],
             "DrNAS / beta p-free": "-" if not (s2 and s2["keep"]) else
             " / ".join(f"{k:.1f}" for k in s2["keep"]),
