@@ -181,7 +181,8 @@ def compare_part(spec: Mapping, files: Files, verdict: Verdict | None = None) ->
         verdict = family_verdicts([spec], files)[0]
     label = spec.get("label", f"{spec['a']} - {spec['b']}")
     text = f"{label}: {verdict_text(verdict, spec.get('digits', 2), spec.get('unit', ''))}"
-    if "sign-flip" in verdict.test and math.inf in (-(verdict.low or 0), verdict.high):
+    unbounded = any(x is not None and math.isinf(x) for x in (verdict.low, verdict.high))
+    if "sign-flip" in verdict.test and unbounded:
         text += (f" (unbounded: over {verdict.n} seeds the exact sign-flip test cannot "
                  "reach this level after Holm's correction)")
     return text
