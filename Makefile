@@ -57,13 +57,16 @@ deps: $(STAMP)
 
 # What a user of a GPU environment installs: the package without extras, in its own venv
 # (the pinned stack; torch comes from the wheel store as for .venv), the CLI run from a
-# folder outside the checkout.
+# folder outside the checkout. The venv holds a second copy of torch (about 6 GB with its CUDA
+# libraries): a passing check removes it; a failing one leaves it to look into.
 BASE_VENV := .venv-base
 check-base:
 	rm -rf $(BASE_VENV)
 	$(PYTHON) -m venv $(BASE_VENV)
-	$(BASE_VENV)/bin/pip install --quiet --disable-pip-version-check -c constraints.txt .
+	$(BASE_VENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir \
+		-c constraints.txt .
 	.ci/base_check.sh $(BASE_VENV)
+	rm -rf $(BASE_VENV)
 
 clean:
 	rm -rf $(VENV) $(BASE_VENV) build src/*.egg-info .pytest_cache
