@@ -148,6 +148,12 @@ def test_room_recorded_and_undecided_parts(tmp_path):
     rec = render_cell([{"recorded": {"file": "g", "key": "gain", "unit": " %",
                                      "higher_is_better": False}}], files)
     assert rec == "+2.80 [+0.70, +5.30] % (n=5, bootstrap, recorded, uncorrected) worse"
+    # a claimed value beside the interval, named as the spec names it
+    goal = render_cell([{"recorded": {"file": "g", "key": "gain", "claim": 6,
+                                      "claim_label": "the goal"}}], files)
+    assert goal.endswith("better; the goal 6 lies above the interval")
+    inside = render_cell([{"recorded": {"file": "g", "key": "gain", "claim": 2}}], files)
+    assert inside.endswith("; the claimed 2 lies inside the interval")
     und = render_cell([{"undecided": {"rerun": "genlab optim x"}}], files)
     assert und == "undecided (no per-seed data recorded; rerun: `genlab optim x`)"
 

@@ -14,12 +14,13 @@ figures), a one-key object is a part of that kind (PARTS), rendered from the res
 - ``chance`` {file, of: {file, metric, row}}: an exact chance distribution (a results file's
   ``chance``) and how often a random member is at least the row's mean;
 - ``figure`` {file, key}: a single recorded figure;
-- ``recorded`` {file, key, unit, margin, higher_is_better, claim, words, gates,
+- ``recorded`` {file, key, unit, margin, higher_is_better, claim, claim_label, words, gates,
   gate_reason}: an interval recorded without its seeds ({effect, low, high, n, test}),
   classed on its own (uncorrected, and said so); ``claim`` says where a claimed value lies
-  against the interval, ``words`` renames a class (a correlation's "better" read as
-  "positive"); ``gates`` (recorded parts of the comparison's premise) make it "not
-  testable: <gate_reason>" unless every gate is "better";
+  against the interval (``claim_label`` names it otherwise, e.g. "the goal"), ``words``
+  renames a class (a correlation's "better" read as "positive"); ``gates`` (recorded parts
+  of the comparison's premise) make it "not testable: <gate_reason>" unless every gate is
+  "better";
 - ``recorded family`` {file, keys, labels, margin, unit, higher_is_better}: recorded
   intervals judged as one family: each interval's normal approximation, Holm's correction
   over them, and for an undecided member the number of ``unit`` (models, seeds) a decision
@@ -255,7 +256,8 @@ def recorded_part(spec: Mapping, files: Files, verdict=None) -> str:
         low = -math.inf if v.low is None else v.low
         where = ("above the interval" if claim > high else "below the interval" if claim < low
                  else "inside the interval")
-        text += f"; the claimed {claim:g}{spec.get('unit', '')} lies {where}"
+        named = spec.get("claim_label", "the claimed")
+        text += f"; {named} {claim:g}{spec.get('unit', '')} lies {where}"
     return f"{label}: {text}" if label else text
 
 
