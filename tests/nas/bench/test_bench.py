@@ -60,6 +60,9 @@ def test_tiny_bench_end_to_end_and_resume(tmp_path, nb201_table):
     assert [r["row"] for r in bench["versus"]["rows"]] == ["ber - none", "ber - none"]
     assert "### ber minus every other row, paired by seed" in \
         (tmp_path / "b" / "bench.md").read_text()
+    assert bench["versus"]["primary"]["row"] == "ber - none (best rival)"
+    assert "### The primary comparison: ber minus its best rival" in \
+        (tmp_path / "b" / "bench.md").read_text()
 
 
 def test_space_bench_with_sanity_rows(tmp_path):

@@ -2,13 +2,15 @@
 sign-flip count and Holm worked by hand; a row not in the bench is refused in one line."""
 
 import itertools
+import statistics
 
 import pytest
 
 from genlab.core.errors import ConfigError
+from genlab.core.stats import minimum_detectable_effect
 from genlab.nas.bench import BenchConfig
 from genlab.nas.bench.run import check_bench
-from genlab.nas.bench.versus import versus_family, versus_rows
+from genlab.nas.bench.versus import primary_row, versus_family, versus_rows
 
 
 def _records(values: dict[str, list[float]], metric="cifar10"):
@@ -56,3 +58,24 @@ def test_a_versus_row_outside_the_bench_is_refused():
     cfg = BenchConfig(methods=["darts", "gdas"], seeds=[0], versus="ber")
     with pytest.raises(ConfigError, match="--versus ber: not a row of this bench"):
         check_bench(cfg, 1)
+
+
+def test_the_primary_comparison_is_the_best_rival_alone_with_its_goal_and_power():
+    values = {"ber": [93.4, 93.3, 93.3, 93.7, 92.2],
+              "beta": [93.4, 93.8, 93.7, 93.5, 93.6],     # the best rival: mean 93.60
+              "gdas": [93.0, 93.1, 92.9, 93.2, 93.0]}
+    records = _records(values)
+    row = primary_row(records, list(values), "ber", margin=0.3, planned_seeds=10)
+    d = [a - b for a, b in zip(values["ber"], values["beta"], strict=True)]
+    assert row["row"] == "ber - beta (best rival)" and row["n"] == 5 and row["seeds"] == "0-4"
+    assert row["effect"] == pytest.approx(sum(d) / 5)
+    assert row["p"] == pytest.approx(_sign_flip_p(d))  # uncorrected: the pair alone
+    # at n=5 the exact 90% interval is the range of the 32 sign patterns' means but the
+    # extreme ones: its lower end lies below -0.3 here, so the goal is missed
+    assert row["low"] < -0.3 and row["low > -0.3"] == "missed"
+    sd = statistics.stdev(d)
+    assert row["MDE (80%, n=10)"] == pytest.approx(
+        minimum_detectable_effect(sd, 10, alpha=0.10, test="sign-flip"))
+    # before two paired seeds exist there is nothing to judge
+    assert primary_row(records[:1] + records[5:6], list(values), "ber", margin=0.3,
+                       planned_seeds=10) is None

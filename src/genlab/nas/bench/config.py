@@ -61,6 +61,10 @@ class BenchConfig(Options):
                                 "row, paired by seed (ROW minus each): CIFAR-10 through the "
                                 "table and the parameter-free edges, sign-flip intervals, "
                                 "Holm over the rows (genlab.nas.bench.versus).")
+    versus_margin: float = option(0.3, help="--versus: the primary comparison, ROW minus its "
+                                  "best rival on CIFAR-10 (uncorrected), meets its goal when "
+                                  "the interval's lower end lies above -margin (points).",
+                                  ge=0)
     records_from: str | None = option(None, help="A bench's runs.csv (with its config.json "
                                       "beside it, as a bench writes them): its records "
                                       "stand for their jobs, the others run; a bench "
@@ -118,6 +122,7 @@ class BenchCommandConfig:
     collapse_edges: int = _bench("collapse_edges")
     settings_from: str | None = _bench("settings_from")
     versus: str | None = _bench("versus")
+    versus_margin: float = _bench("versus_margin")
     records_from: str | None = _bench("records_from")
     records_only: bool = _bench("records_only")
     executor: str = option("local", help="Where the jobs run; local: this machine, in this "

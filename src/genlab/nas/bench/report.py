@@ -132,7 +132,8 @@ def bench_markdown(result: dict) -> str:
     if result.get("random_cells"):
         text += random_cells_markdown(result["random_cells"])
     if result.get("versus"):
-        text += versus_markdown(result["versus"]["rows"], result["versus"]["row"])
+        text += versus_markdown(result["versus"]["rows"], result["versus"]["row"],
+                                result["versus"].get("primary"))
     if result.get("tuning"):
         text += "\n" + tuning_markdown(result["tuning"])
     return text + "\n### Per run\n\n" + markdown_table(runs, digits=2)

@@ -48,7 +48,7 @@ from genlab.nas.bench.tuning import (
     setting_text,
     tuning_grid,
 )
-from genlab.nas.bench.versus import VERSUS_LEVEL, versus_rows
+from genlab.nas.bench.versus import VERSUS_LEVEL, primary_row, versus_rows
 from genlab.nas.inputs import check_run_kind
 from genlab.nas.methods.reported import random_cells, standing
 from genlab.nas.search import RESUME_FREE, SearchConfig, search_regularizer, space_table
@@ -208,7 +208,10 @@ def bench_result(cfg: BenchConfig, space, records: list[dict], settings: dict[st
         result["random_cells"] = random_cells(table, result["per_reg"])
     if cfg.versus is not None:
         result["versus"] = {"row": cfg.versus, "level": VERSUS_LEVEL,
-                            "rows": versus_rows(records, regs, cfg.versus)}
+                            "rows": versus_rows(records, regs, cfg.versus),
+                            "primary": primary_row(records, regs, cfg.versus,
+                                                   margin=cfg.versus_margin,
+                                                   planned_seeds=len(cfg.seeds))}
     if cfg.tune:
         result["tuning"] = tuning
     if cfg.tune or cfg.settings_from:
