@@ -62,8 +62,7 @@ class BenchJob:
 # tuning stage turned on; the finished jobs of the others are reused, since a job's identity
 # leaves them out (a tuned row's jobs carry their chosen setting).
 BENCH_RESUME_FREE = ("regs", "methods", "seeds", "tune", "tune_seeds", "collapse_edges",
-                     "versus", "versus_margin", "records_from",
-                     "records_only")
+                     "versus", "versus_margin", "records_from", "records_only")
 
 
 # A job's options that may differ from the run in its folder: the search's own (the table

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import statistics
 
+from genlab.core.options import seed_text
 from genlab.core.report import markdown_table
 from genlab.core.stats import holm, judge, minimum_detectable_effect, sign_flip
 
@@ -30,13 +31,6 @@ def per_seed(records: list[dict], row: str, metric: str) -> dict[int, float]:
     """{seed: value} of ``row``'s records that have ``metric``."""
     return {int(r["seed"]): float(r[metric]) for r in records
             if r["reg"] == row and r.get(metric) is not None}
-
-
-def seeds_text(seeds: list[int]) -> str:
-    """0-4 for a run of seeds, else 0,2,5."""
-    if seeds == list(range(seeds[0], seeds[-1] + 1)):
-        return f"{seeds[0]}-{seeds[-1]}"
-    return ",".join(map(str, seeds))
 
 
 def versus_family(records: list[dict], rows: list[str], versus: str, metric: str) -> list[dict]:
@@ -54,7 +48,7 @@ def versus_family(records: list[dict], rows: list[str], versus: str, metric: str
     estimates = [sign_flip(d) for _, _, d in pairs]
     verdicts = holm(estimates, level=VERSUS_LEVEL, higher_is_better=higher)
     alpha = (1 - VERSUS_LEVEL) / len(pairs)  # Holm's first step
-    return [{"metric": name, "row": f"{versus} - {row}", "seeds": seeds_text(seeds),
+    return [{"metric": name, "row": f"{versus} - {row}", "seeds": seed_text(seeds),
              "n": len(d), "effect": v.effect, "low": v.low, "high": v.high,
              "p (Holm)": v.p_corrected, "verdict": v.label,
              "MDE (80%)": minimum_detectable_effect(statistics.stdev(d), len(d), alpha=alpha,
@@ -67,20 +61,19 @@ def primary_row(records: list[dict], rows: list[str], versus: str, *, margin: fl
     """``versus`` minus its best rival on CIFAR-10, uncorrected (module doc); None before two
     paired seeds exist."""
     mine = per_seed(records, versus, "cifar10")
-    means = {row: statistics.fmean(v.values()) for row in rows
-             if row != versus and (v := per_seed(records, row, "cifar10"))}
-    if not mine or not means:
+    rivals = {row: v for row in rows if row != versus and (v := per_seed(records, row, "cifar10"))}
+    if not mine or not rivals:
         return None
-    best = max(means, key=lambda row: means[row])
-    theirs = per_seed(records, best, "cifar10")
+    best = max(rivals, key=lambda row: statistics.fmean(rivals[row].values()))
+    theirs = rivals[best]
     seeds = sorted(set(mine) & set(theirs))
     if len(seeds) < 2:
         return None
     d = [mine[s] - theirs[s] for s in seeds]
     v = judge(sign_flip(d), level=VERSUS_LEVEL, margin=margin)
-    mde = minimum_detectable_effect(statistics.stdev(d), max(planned_seeds, 2),
+    mde = minimum_detectable_effect(statistics.stdev(d), planned_seeds,
                                     alpha=1 - VERSUS_LEVEL, test="sign-flip")
-    return {"row": f"{versus} - {best} (best rival)", "seeds": seeds_text(seeds), "n": len(d),
+    return {"row": f"{versus} - {best} (best rival)", "seeds": seed_text(seeds), "n": len(d),
             "effect": v.effect, "low": v.low, "high": v.high, "p": v.p, "verdict": v.label,
             f"low > -{margin:g}": "met" if v.low is not None and v.low > -margin else "missed",
             f"MDE (80%, n={planned_seeds})": mde}
