@@ -35,6 +35,10 @@ HOST_READS = {aten._local_scalar_dense, aten.item, aten.is_nonzero, aten.nonzero
 
 
 MASKED = {aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_}
+# a tensor made from host data (torch.tensor(...), indexing by a Python list): on CUDA a copy
+# from pageable host memory, which a capture refuses; a 0-dim one is let pass (a CUDA kernel
+# takes a 0-dim CPU tensor as a scalar argument, without a copy: torch's Adam does this)
+HOST_DATA = {aten.lift_fresh, aten.lift_fresh_copy}
 
 
 def _masked(args) -> bool:
@@ -45,9 +49,9 @@ def _masked(args) -> bool:
 
 
 class RefuseHostReads(TorchDispatchMode):
-    """Raises on every operator of HOST_READS, indexing by a mask and repeat_interleave
-    without an output size. Not seen on the CPU: ``tolist`` and ``numpy`` (they read the
-    memory without an operator); on CUDA the capture itself refuses them."""
+    """Raises on every operator of HOST_READS and HOST_DATA, indexing by a mask and
+    repeat_interleave without an output size. Not seen on the CPU: ``tolist`` and ``numpy``
+    (they read the memory without an operator); on CUDA the capture itself refuses them."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -56,6 +60,8 @@ class RefuseHostReads(TorchDispatchMode):
         masked = func.overloadpacket in MASKED and _masked(args)
         if func.overloadpacket in HOST_READS or sized or masked:
             raise AssertionError(f"host read in the captured step: {func}")
+        if func.overloadpacket in HOST_DATA and args[0].dim() > 0:
+            raise AssertionError(f"host data copied in the captured step: {func}")
         return func(*args, **kwargs)
 
 
@@ -102,16 +108,23 @@ def cpu_capturable(monkeypatch):
 
 
 def test_the_mode_catches_each_kind_of_host_read():
-    t = torch.tensor([0.0, 1.0, 2.0])
+    t, counts, zero, rows = (torch.tensor([0.0, 1.0, 2.0]), torch.tensor([1, 2]),
+                             torch.tensor(0.0), torch.tensor([0, 2]))
     reads = [lambda: float(t.sum()), lambda: bool(t[0]), lambda: t.nonzero(),
              lambda: t[t > 0.5], lambda: torch.equal(t, t), lambda: t.unique(),
-             lambda: torch.repeat_interleave(torch.tensor([1, 2])),
-             lambda: t.clone().index_put_((t > 0.5,), torch.tensor(0.0))]
+             lambda: torch.repeat_interleave(counts),
+             lambda: t.clone().index_put_((t > 0.5,), zero)]
     for read in reads:
         with pytest.raises(AssertionError, match="host read"), RefuseHostReads():
             read()
+    # host data made into a tensor inside the step (on CUDA a pageable host-to-device copy,
+    # which a capture refuses): a Python list as an index, torch.tensor of host numbers
+    for made in (lambda: t[[0, 2]], lambda: t * torch.tensor([2.0])):
+        with pytest.raises(AssertionError, match="host data"), RefuseHostReads():
+            made()
     with RefuseHostReads():  # device-side work passes
-        (t * 2).softmax(0).clamp(max=1.0)[torch.tensor([0, 2])]
+        (t * 2).softmax(0).clamp(max=1.0)[rows]
+        t[0:2].index_select(0, rows[:1])
         torch.where(t > 0.5, t, 0.0)
 
 
@@ -312,6 +325,28 @@ def test_the_search_loop_with_the_captured_code(tmp_path, cpu_capturable, monkey
     assert [f["step"] for f in forces] == [0, 5, 10]
 
 
+def steps_on_cuda(method: str, graph: bool, steps: int = 10) -> tuple[list, list]:
+    """(weights on the CPU, losses) after ``steps`` search steps of ``method`` in the DARTS space
+    on CUDA: bilevel_step, or (graph) the first step eager, then the captured graph replayed."""
+    cfg, net, a_opt, w_opt, reg, parts, batches = build("darts", method)
+    dev = torch.device("cuda")
+    net.to(dev)
+    a_opt, w_opt = search_optimizers(net, cfg, reg)
+    fn = captured.CapturedStep(net, a_opt, w_opt, reg, dev, warmup=1) if graph else bilevel_step
+    losses = []
+    for s in range(steps):
+        parts.begin_step(net, s, steps)
+        for group in w_opt.param_groups:
+            group["lr"] = cosine_lr(s, steps, cfg.w_lr, cfg.w_lr_min)
+        xt, yt = (t.to(dev) for t in batches[s][0])
+        xv, yv = (t.to(dev) for t in batches[s][1])
+        losses.extend(fn(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, s, steps,
+                         cfg.grad_clip, 1, None, parts))
+    if graph:
+        assert fn.graph is not None and fn.replays >= 1
+    return [p.detach().cpu() for p in net.parameters()], losses
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("method", CAPTURED_METHODS)
@@ -321,27 +356,8 @@ def test_replayed_graph_steps_as_the_eager_step_on_cuda(method):
     tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        results = []
-        for graph in (False, True):
-            cfg, net, a_opt, w_opt, reg, parts, batches = build("darts", method)
-            dev = torch.device("cuda")
-            net.to(dev)
-            a_opt, w_opt = search_optimizers(net, cfg, reg)
-            fn = captured.CapturedStep(net, a_opt, w_opt, reg, dev, warmup=1) if graph \
-                else bilevel_step
-            losses = []
-            for s in range(10):
-                parts.begin_step(net, s, 10)
-                for group in w_opt.param_groups:
-                    group["lr"] = cosine_lr(s, 10, cfg.w_lr, cfg.w_lr_min)
-                xt, yt = (t.to(dev) for t in batches[s][0])
-                xv, yv = (t.to(dev) for t in batches[s][1])
-                losses.extend(fn(net, a_opt, w_opt, (xt, yt), (xv, yv), reg, s, 10,
-                                 cfg.grad_clip, 1, None, parts))
-            if graph:
-                assert fn.graph is not None and fn.replays >= 1
-            results.append(([p.detach().cpu() for p in net.parameters()], losses))
-        (eager, eager_losses), (mine, mine_losses) = results
+        (eager, eager_losses), (mine, mine_losses) = (steps_on_cuda(method, graph)
+                                                      for graph in (False, True))
         assert mine_losses == pytest.approx(eager_losses, rel=1e-4)
         for a, b in zip(eager, mine, strict=True):
             torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-5)

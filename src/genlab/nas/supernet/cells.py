@@ -221,6 +221,12 @@ class PerEdgeCell(nn.Module):
 
 def node_softmax(betas: torch.Tensor, topology: CellTopology) -> torch.Tensor:
     """PC-DARTS' edge normalisation: softmax of the betas over each node's incoming edges."""
-    parts = [torch.softmax(betas[topology.incoming(t)], dim=-1)
-             for t in range(topology.num_inputs, topology.num_inputs + topology.num_nodes)]
+    parts = []
+    for t in range(topology.num_inputs, topology.num_inputs + topology.num_nodes):
+        rows = topology.incoming(t)
+        # a slice (or integer picks), not a Python list as an index: a list becomes a host
+        # tensor copied to the device at every call, which a CUDA graph cannot capture
+        picked = (betas[rows[0]:rows[-1] + 1] if rows == list(range(rows[0], rows[-1] + 1))
+                  else torch.stack([betas[r] for r in rows]))
+        parts.append(torch.softmax(picked, dim=-1))
     return torch.cat(parts)
