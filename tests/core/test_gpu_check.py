@@ -63,19 +63,20 @@ def test_unknown_check_is_refused():
 def test_dry_run_of_every_check_without_the_extras(tmp_path):
     """Every check runs on the CPU at toy sizes, so that none rots unseen between GPU runs,
     in a Python without the optional packages (as on a bare GPU machine); the CUDA-only
-    detection step and captured step are skipped, after their imports, and the side by side
-    without checkouts."""
+    detection step, the captured step and its tests are skipped, after their imports, and the
+    side by side without checkouts."""
     proc = _run("--device", "cpu", "--quick", "--out", str(tmp_path), blocked=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     checks = json.loads((tmp_path / "gpu_check.json").read_text())["checks"]
     status = {name: c["status"] for name, c in checks.items()}
     assert status.pop("detection_retinanet_bf16") == "SKIP"
     assert status.pop("captured_step") == "SKIP" and status.pop("side_by_side") == "SKIP"
+    assert status.pop("captured_step_tests") == "SKIP"
     assert set(status.values()) == {"PASS"}, checks
     assert re.search(r"^SKIP  detection_retinanet_bf16 +skipped cuda only", proc.stdout, re.M)
     assert re.search(r"^SKIP  captured_step +skipped cuda only", proc.stdout, re.M)
     assert re.search(r"^SKIP  side_by_side +skipped no checkouts given", proc.stdout, re.M)
-    assert f"{len(status)} passed, 0 failed, 3 skipped" in proc.stdout
+    assert f"{len(status)} passed, 0 failed, 4 skipped" in proc.stdout
 
     # every search method's step, DARTS with BER, DARTS second order and DARTS with per-cell
     # checkpointing (the benchmark's rows), in both precisions
