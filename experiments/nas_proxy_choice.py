@@ -80,9 +80,31 @@ def interval(value: dict, key: str, n: int, test: str) -> dict:
             "test": test}
 
 
+def none_can_pass(one: dict) -> bool:
+    """Every stage-1 candidate complete and none passing the cell criterion: no proxy can be
+    chosen, whatever stage 2 finds."""
+    return all(n in one and one[n]["complete"] and not one[n]["cells_pass"] for n in CANDIDATES)
+
+
+def proxy_label(one: dict, two: dict) -> str:
+    """The words every NAS verdict of the README carries: the proxy it was measured on (the
+    reference, digits) with its taus against NB201's CIFAR-10, and whether it holds there only."""
+    s1, s2 = one.get(REFERENCE), two.get(REFERENCE)
+    if s1 is None:
+        return f"measured on the {REFERENCE} proxy, not yet calibrated"
+    taus = f"cells tau {s1['tau']['tau']:.2f}"
+    if s2 and s2["complete"] and s2["rank"]:
+        taus += f", methods tau {s2['rank']['tau']:.2f}"
+    if none_can_pass(one):
+        return (f"holds on the {REFERENCE} proxy only ({taus} against NB201's CIFAR-10; no "
+                "candidate stand-in passes the calibration)")
+    return f"measured on the {REFERENCE} proxy ({taus}; its calibration is under way)"
+
+
 def figures(one: dict, two: dict, choice: str) -> dict:
-    """The results file's figures: per candidate its taus and criteria, and the choice."""
-    out: dict = {"choice": choice}
+    """The results file's figures: per candidate its taus and criteria, the choice and the
+    proxy label of the README's NAS verdicts."""
+    out: dict = {"choice": choice, "proxy_label": proxy_label(one, two)}
     for n, s1 in one.items():
         out[f"{n}_cell_tau"] = interval(s1["tau"], "tau", s1["tau"]["cells"],
                                         "bootstrap over cells, 95%")
@@ -146,8 +168,13 @@ def main() -> None:
                      f"{REFERENCE}): {', '.join(best)}.")
     else:
         lines.append("Stage 1 is not complete: stage 2's candidates are not chosen yet.")
+    if none_can_pass(one):
+        lines.append("No stage-1 candidate passes the cell criterion, so none can be chosen: "
+                     "every NAS verdict holds on the proxy only.")
     if not stage2_set or not all(n in two and two[n]["complete"] for n in stage2_set):
-        lines.append("Stage 2 is not complete: no proxy is chosen yet.")
+        lines.append("Stage 2 is not complete: the court's stand-in, the candidate with the "
+                     "highest method-level tau, is not known yet." if none_can_pass(one) else
+                     "Stage 2 is not complete: no proxy is chosen yet.")
     elif eligible := [n for n in stage2_set if one[n]["cells_pass"] and two[n]["collapses"]]:
         chosen = max(eligible, key=lambda n: two[n]["rank"]["tau"])
         lines.append(f"The chosen proxy: {chosen} (method tau "
