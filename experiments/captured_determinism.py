@@ -9,8 +9,13 @@ losses; then the same under ``torch.use_deterministic_algorithms(True)`` and det
 cuDNN. If eager against eager varies as much as captured against eager, the tolerance of the
 test, not the capture, is what to change; if it does not, the capture changes the arithmetic.
 
+``--perturb EPS`` (no GPU needed): how far the same 10 eager steps carry a perturbation of
+every weight and alpha by a relative EPS (times a seeded normal draw), per step, on the CPU:
+how much of a device's rounding differences the test's tolerance can absorb.
+
     PYTHONPATH=src python experiments/captured_determinism.py --methods beta,darts \\
         [--out determinism.json]
+    PYTHONPATH=src python experiments/captured_determinism.py --perturb 1e-6
 """
 
 from __future__ import annotations
@@ -30,16 +35,63 @@ def largest_relative(a: list[float], b: list[float]) -> float:
     return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
 
 
+def perturbed_steps(method: str, eps: float, steps: int = 10) -> list[float]:
+    """The losses of ``steps`` eager search steps on the CPU (the CUDA test's search), every
+    weight and alpha first scaled by 1 + eps * N(0, 1) (seeded)."""
+    from test_captured_step import build
+
+    from genlab.nas.architect import bilevel_step
+    from genlab.nas.search import cosine_lr, search_optimizers
+
+    cfg, net, _, _, reg, parts, batches = build("darts", method)
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for p in [*net.weight_parameters(), *net.arch_parameters()]:
+            p.mul_(1 + eps * torch.randn(p.shape, generator=g))
+    a_opt, w_opt = search_optimizers(net, cfg, reg)
+    losses: list[float] = []
+    for s in range(steps):
+        parts.begin_step(net, s, steps)
+        for group in w_opt.param_groups:
+            group["lr"] = cosine_lr(s, steps, cfg.w_lr, cfg.w_lr_min)
+        losses.extend(bilevel_step(net, a_opt, w_opt, batches[s][0], batches[s][1], reg, s,
+                                   steps, cfg.grad_clip, 1, None, parts))
+    return losses
+
+
+def sensitivity(methods: list[str], eps: float) -> dict:
+    """Per method, the largest relative loss difference at each step between the perturbed
+    and the unperturbed search (CPU, one thread)."""
+    torch.set_num_threads(1)
+    figures = {}
+    for method in methods:
+        base, moved = perturbed_steps(method, 0.0), perturbed_steps(method, eps)
+        rel = [abs(x - y) / abs(y) for x, y in zip(moved, base, strict=True)]
+        per_step = [max(rel[i:i + 2]) for i in range(0, len(rel), 2)]
+        figures[method] = per_step
+        print(f"{method:10s} eps {eps:.0e}  largest relative loss difference per step: "
+              + " ".join(f"{r:.0e}" for r in per_step), flush=True)
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="beta,darts", help="Comma-separated search methods.")
     ap.add_argument("--out", type=Path, default=None, help="JSON file for the figures.")
+    ap.add_argument("--perturb", type=float, default=None,
+                    help="On the CPU: carry a relative perturbation EPS through 10 steps.")
     args = ap.parse_args(argv)
+    sys.path.insert(0, str(REPO / "tests" / "nas"))
+    methods = args.methods.split(",")
+    if args.perturb is not None:
+        figures = sensitivity(methods, args.perturb)
+        if args.out:
+            args.out.write_text(json.dumps(figures, indent=1))
+        return 0
     if not torch.cuda.is_available():
         print("no GPU: the captured step needs CUDA; nothing to measure")
         return 0
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
-    sys.path.insert(0, str(REPO / "tests" / "nas"))
     from test_captured_step import steps_on_cuda
 
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
@@ -47,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     for deterministic in (False, True):
         torch.use_deterministic_algorithms(deterministic)
         torch.backends.cudnn.deterministic = deterministic
-        for method in args.methods.split(","):
+        for method in methods:
             first, again, captured = (steps_on_cuda(method, graph)[1]
                                       for graph in (False, False, True))
             row = {"eager_vs_eager": largest_relative(again, first),
