@@ -139,7 +139,9 @@ def test_an_unpaired_comparison_counts_every_relabelling(tmp_path):
 def test_room_recorded_and_undecided_parts(tmp_path):
     path = _write(tmp_path / "g.json", figures={
         "app": {"baseline": 7.06, "target": 6.51},
-        "gain": {"effect": 2.8, "low": 0.7, "high": 5.3, "n": 5, "test": "bootstrap"}})
+        "gain": {"effect": 2.8, "low": 0.7, "high": 5.3, "n": 5, "test": "bootstrap"},
+        "gate": {"effect": -0.5, "low": -0.65, "high": -0.37, "n": 15,
+                 "test": "paired t, Holm 2"}})
     files = {"g": load_result(path)}
     room = render_cell([{"room": {"file": "g", "key": "app", "claim": 27.6}}], files)
     assert "room 7.8 %" in room and room.endswith("not testable in this world")  # 0.55/7.06
@@ -148,6 +150,10 @@ def test_room_recorded_and_undecided_parts(tmp_path):
     rec = render_cell([{"recorded": {"file": "g", "key": "gain", "unit": " %",
                                      "higher_is_better": False}}], files)
     assert rec == "+2.80 [+0.70, +5.30] % (n=5, bootstrap, recorded, uncorrected) worse"
+    # an interval its command corrected already is not called uncorrected
+    done = render_cell([{"recorded": {"file": "g", "key": "gate", "higher_is_better": False}}],
+                       files)
+    assert done == "-0.50 [-0.65, -0.37] (n=15, paired t, Holm 2, recorded) better"
     # a claimed value beside the interval, named as the spec names it
     goal = render_cell([{"recorded": {"file": "g", "key": "gain", "claim": 6,
                                       "claim_label": "the goal"}}], files)
