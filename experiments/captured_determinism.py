@@ -2,7 +2,7 @@
 nondeterminism or the capture? (docs/scale.md, "The captured step on an H100".)
 
 For each method, 10 search steps in the DARTS space as the CUDA test of
-tests/nas/test_captured_step.py runs them (``steps_on_cuda``, TF32 off): the eager step twice
+tests/nas/test_captured_step.py runs them (``search_steps``, TF32 off): the eager step twice
 (eager against eager: what the device's kernels vary by themselves) and the captured step
 once (captured against the first eager run), the largest relative difference of the 20
 losses; then the same under ``torch.use_deterministic_algorithms(True)`` and deterministic
@@ -35,37 +35,16 @@ def largest_relative(a: list[float], b: list[float]) -> float:
     return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
 
 
-def perturbed_steps(method: str, eps: float, steps: int = 10) -> list[float]:
-    """The losses of ``steps`` eager search steps on the CPU (the CUDA test's search), every
-    weight and alpha first scaled by 1 + eps * N(0, 1) (seeded)."""
-    from test_captured_step import build
-
-    from genlab.nas.architect import bilevel_step
-    from genlab.nas.search import cosine_lr, search_optimizers
-
-    cfg, net, _, _, reg, parts, batches = build("darts", method)
-    g = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        for p in [*net.weight_parameters(), *net.arch_parameters()]:
-            p.mul_(1 + eps * torch.randn(p.shape, generator=g))
-    a_opt, w_opt = search_optimizers(net, cfg, reg)
-    losses: list[float] = []
-    for s in range(steps):
-        parts.begin_step(net, s, steps)
-        for group in w_opt.param_groups:
-            group["lr"] = cosine_lr(s, steps, cfg.w_lr, cfg.w_lr_min)
-        losses.extend(bilevel_step(net, a_opt, w_opt, batches[s][0], batches[s][1], reg, s,
-                                   steps, cfg.grad_clip, 1, None, parts))
-    return losses
-
-
 def sensitivity(methods: list[str], eps: float) -> dict:
     """Per method, the largest relative loss difference at each step between the perturbed
     and the unperturbed search (CPU, one thread)."""
+    from test_captured_step import search_steps
+
     torch.set_num_threads(1)
     figures = {}
     for method in methods:
-        base, moved = perturbed_steps(method, 0.0), perturbed_steps(method, eps)
+        base, moved = (search_steps(method, False, device="cpu", perturb=e)[1]
+                       for e in (0.0, eps))
         rel = [abs(x - y) / abs(y) for x, y in zip(moved, base, strict=True)]
         per_step = [max(rel[i:i + 2]) for i in range(0, len(rel), 2)]
         figures[method] = per_step
@@ -92,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no GPU: the captured step needs CUDA; nothing to measure")
         return 0
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
-    from test_captured_step import steps_on_cuda
+    from test_captured_step import search_steps
 
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     figures = {}
@@ -100,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.use_deterministic_algorithms(deterministic)
         torch.backends.cudnn.deterministic = deterministic
         for method in methods:
-            first, again, captured = (steps_on_cuda(method, graph)[1]
+            first, again, captured = (search_steps(method, graph)[1]
                                       for graph in (False, False, True))
             row = {"eager_vs_eager": largest_relative(again, first),
                    "captured_vs_eager": largest_relative(captured, first)}

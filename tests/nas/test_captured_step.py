@@ -325,11 +325,19 @@ def test_the_search_loop_with_the_captured_code(tmp_path, cpu_capturable, monkey
     assert [f["step"] for f in forces] == [0, 5, 10]
 
 
-def steps_on_cuda(method: str, graph: bool, steps: int = 10) -> tuple[list, list]:
+def search_steps(method: str, graph: bool, steps: int = 10, device: str = "cuda",
+                 perturb: float = 0.0) -> tuple[list, list]:
     """(weights on the CPU, losses) after ``steps`` search steps of ``method`` in the DARTS space
-    on CUDA: bilevel_step, or (graph) the first step eager, then the captured graph replayed."""
+    on ``device``: bilevel_step, or (graph) the first step eager, then the captured graph
+    replayed; ``perturb``: every weight and alpha first scaled by 1 + perturb * N(0, 1)
+    (seeded)."""
     cfg, net, a_opt, w_opt, reg, parts, batches = build("darts", method)
-    dev = torch.device("cuda")
+    if perturb:
+        g = torch.Generator().manual_seed(7)
+        with torch.no_grad():
+            for p in [*net.weight_parameters(), *net.arch_parameters()]:
+                p.mul_(1 + perturb * torch.randn(p.shape, generator=g))
+    dev = torch.device(device)
     net.to(dev)
     a_opt, w_opt = search_optimizers(net, cfg, reg)
     fn = captured.CapturedStep(net, a_opt, w_opt, reg, dev, warmup=1) if graph else bilevel_step
@@ -356,7 +364,7 @@ def test_replayed_graph_steps_as_the_eager_step_on_cuda(method):
     tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        (eager, eager_losses), (mine, mine_losses) = (steps_on_cuda(method, graph)
+        (eager, eager_losses), (mine, mine_losses) = (search_steps(method, graph)
                                                       for graph in (False, True))
         assert mine_losses == pytest.approx(eager_losses, rel=1e-4)
         for a, b in zip(eager, mine, strict=True):
