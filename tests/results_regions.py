@@ -41,7 +41,9 @@ def regions_citing(name: str) -> tuple[dict, list[str]]:
 
 def render_citing(written: Path, name: str, tmp: Path) -> dict[str, str]:
     """{region: Markdown} of every region citing ``name``, rendered with the file ``written``
-    (a command's results.json) copied over docs/results/NAME.json in a copy under ``tmp``."""
+    (a command's results.json) copied over docs/results/NAME.json in a copy under ``tmp``.
+    Output regions are left out: they show what ``--record`` captured of the command's printing,
+    which a command's own results.json never holds, and they read no figure."""
     load_result(written)
     folder = tmp / "results"
     shutil.copytree(RESULTS, folder)
@@ -49,4 +51,5 @@ def render_citing(written: Path, name: str, tmp: Path) -> dict[str, str]:
     files = load_results(folder)
     spec, citing = regions_citing(name)
     assert citing, f"no region cites {name}"
-    return {r: render_region(r, spec, files) for r in citing}
+    return {r: render_region(r, spec, files) for r in citing
+            if spec[r].get("kind") != "output"}
