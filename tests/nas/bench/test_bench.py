@@ -226,3 +226,19 @@ def test_a_bench_started_before_an_option_existed_resumes(tmp_path):
                                               hessian_points=0, diag_batch=8))
     with pytest.raises(Exception, match=r"search\.steps: 2 -> 3"):
         run_bench(changed, tmp_path / "b", resume=True)
+
+
+def test_a_moved_bench_folder_resumes_without_rerunning(tmp_path, monkeypatch):
+    # a bench folder copied elsewhere (to continue it with more rows) reads its finished jobs
+    # back: where the bench lives is not part of a job's identity
+    import shutil
+
+    import genlab.nas.bench.jobs as jobs
+
+    cfg = BenchConfig(regs=["none"], seeds=[0], random_archs=False, retrain_epochs=0,
+                      search=SearchConfig(channels=2, cells=1, steps=2, batch_size=16,
+                                          hessian_points=0, diag_batch=8))
+    first = run_bench(cfg, tmp_path / "b")
+    shutil.copytree(tmp_path / "b", tmp_path / "moved")
+    monkeypatch.setattr(jobs, "run_search", lambda *a, **k: pytest.fail("the search reran"))
+    assert run_bench(cfg, tmp_path / "moved", resume=True)["records"] == first["records"]

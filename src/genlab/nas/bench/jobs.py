@@ -66,8 +66,9 @@ BENCH_RESUME_FREE = ("regs", "methods", "seeds", "tune", "tune_seeds", "collapse
 
 
 # A job's options that may differ from the run in its folder: the search's own (the table
-# that judges the cell, per-cell checkpointing).
-JOB_FREE = tuple(f"bench.search.{k}" for k in RESUME_FREE)
+# that judges the cell, per-cell checkpointing) and where the bench lives (a bench folder
+# moved or copied, to continue it with more rows, reads its finished jobs back).
+JOB_FREE = ("folder", *(f"bench.search.{k}" for k in RESUME_FREE))
 
 
 def job_spec(job: BenchJob, folder: Path) -> RunSpec:
