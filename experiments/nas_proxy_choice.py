@@ -12,6 +12,10 @@ reference) are the ones stage 2 runs.
 
     python experiments/nas_proxy_choice.py [--docs docs/nas_proxy] [--results FILE]
 
+A candidate whose stage 2 is partial gets the highest method tau its missing searches could
+give (every missing seed's cell anywhere from 0 to 100 %): when that bound lies below a
+complete candidate's tau, the court's stand-in is known before the partial one ends.
+
 With ``--results`` the figures are also written as a results file (genlab.core.results:
 each candidate's taus as recorded intervals, the choice as text), which the pages' claims
 read.
@@ -30,7 +34,7 @@ from genlab.core.storage.rows import read_rows
 from genlab.nas.bench.records import read_records
 from genlab.nas.bench.report import COLLAPSED_PFREE, aggregate
 from genlab.nas.fidelity.train import CELLS, FIELDS, FidelityConfig, fidelity_report, planned
-from genlab.nas.methods.reported import REPORTED_NB201, standing
+from genlab.nas.methods.reported import REPORTED_NB201, reachable_tau, standing
 from genlab.nas.spaces import resolve_table
 
 # stage 1's five candidates (the protocol's); digits is the reference, in stage 2 whatever
@@ -39,6 +43,7 @@ CANDIDATES = ("digits", "digits-clutter", "shapes16", "shapes32", "digits-deep")
 REFERENCE = "digits"
 COLLAPSE_SEEDS = 3  # DARTS collapses in at least this many of its seeds
 KEEPS_EDGES = 1.0  # DrNAS and beta-DARTS keep at most this many parameter-free edges on average
+SEEDS = 5  # stage 2's seeds per method
 
 
 def stage1(folder: Path, draw: Path, scores: Path) -> dict:
@@ -67,11 +72,13 @@ def stage2(folder: Path) -> dict:
     collapsed = sum(p >= COLLAPSED_PFREE for p in darts)
     keep = [statistics.fmean(pfree[m]) for m in ("drnas", "beta") if pfree.get(m)]
     methods = [m for m in REPORTED_NB201 if m != "optimum"]
-    complete = all(len(per_seed.get(m, [])) >= 5 for m in methods)
-    return {"searches": f"{len(records)} of {5 * len(methods)}", "rank": rank,
+    complete = all(len(per_seed.get(m, [])) >= SEEDS for m in methods)
+    return {"searches": f"{len(records)} of {SEEDS * len(methods)}", "rank": rank,
             "collapsed": f"{collapsed} of {len(darts)}",
             "collapses": collapsed >= COLLAPSE_SEEDS, "keep": keep,
-            "keeps": bool(keep) and max(keep) <= KEEPS_EDGES, "complete": complete}
+            "keeps": bool(keep) and max(keep) <= KEEPS_EDGES, "complete": complete,
+            "missing": SEEDS * len(methods) - len(records),
+            "bound": None if complete else reachable_tau(per_seed, methods, SEEDS)}
 
 
 def interval(value: dict, key: str, n: int, test: str) -> dict:
@@ -117,7 +124,59 @@ def figures(one: dict, two: dict, choice: str) -> dict:
             out[f"{n}_method_tau"] = interval(s2["rank"], "tau", len(s2["rank"]["rows"]),
                                               "bootstrap over seeds, 90%")
         out[f"{n}_darts_collapsed"] = s2["collapsed"]
+        if s2.get("bound") is not None:
+            out[f"{n}_method_tau_bound"] = round(s2["bound"], 4)
     return out
+
+
+def choice_lines(one: dict, two: dict) -> list[str]:
+    """The choice in words, by the protocol's rule: stage 2's candidates, whether any proxy can
+    be chosen, and which one (or the court's stand-in when none passes)."""
+    lines, stage2_set = [], []
+    if all(n in one and one[n]["complete"] for n in CANDIDATES):
+        best = sorted((n for n in CANDIDATES if n != REFERENCE),
+                      key=lambda n: -one[n]["tau"]["tau"])[:2]
+        stage2_set = [REFERENCE, *best]
+        lines.append(f"Stage 2's candidates (the two best by tau over the 200, and "
+                     f"{REFERENCE}): {', '.join(best)}.")
+    else:
+        lines.append("Stage 1 is not complete: stage 2's candidates are not chosen yet.")
+    if none_can_pass(one):
+        lines.append("No stage-1 candidate passes the cell criterion, so none can be chosen: "
+                     "every NAS verdict holds on the proxy only.")
+    if not stage2_set or not all(n in two and two[n]["complete"] for n in stage2_set):
+        if not none_can_pass(one):
+            lines.append("Stage 2 is not complete: no proxy is chosen yet.")
+        else:
+            lines.append(stand_in_known(stage2_set, two) or
+                         "Stage 2 is not complete: the court's stand-in, the candidate with "
+                         "the highest method-level tau, is not known yet.")
+    elif eligible := [n for n in stage2_set if one[n]["cells_pass"] and two[n]["collapses"]]:
+        chosen = max(eligible, key=lambda n: two[n]["rank"]["tau"])
+        lines.append(f"The chosen proxy: {chosen} (method tau "
+                     f"{two[chosen]['rank']['tau']:.2f}).")
+    else:
+        best_rank = max(stage2_set, key=lambda n: two[n]["rank"]["tau"])
+        lines.append(f"No candidate passes both criteria: the court runs on {best_rank}, the "
+                     "highest method-level tau, and every NAS verdict holds on the proxy only.")
+    return lines
+
+
+def stand_in_known(stage2_set: list[str], two: dict) -> str | None:
+    """With stage 2 partial: the court's stand-in when every partial candidate's highest
+    reachable method tau lies below the best complete one's tau, in words; else None."""
+    done = [n for n in stage2_set if n in two and two[n]["complete"] and two[n]["rank"]]
+    open_ = [n for n in stage2_set if n not in done]
+    if not done or any(n not in two or two[n]["bound"] is None for n in open_):
+        return None
+    best = max(done, key=lambda n: two[n]["rank"]["tau"])
+    tau = two[best]["rank"]["tau"]
+    if any(two[n]["bound"] >= tau for n in open_):
+        return None
+    rest = "; ".join(f"{n}'s cannot exceed {two[n]['bound']:.2f}, whatever its "
+                     f"{two[n]['missing']} missing searches give" for n in open_)
+    return (f"Stage 2 is not complete, but the court's stand-in is known: {best}, the highest "
+            f"method-level tau ({tau:.2f}); {rest}.")
 
 
 def ci(value: dict, key: str = "tau") -> str:
@@ -152,37 +211,15 @@ def main() -> None:
             "method tau": "-" if not rank else (f"{rank['tau']:.2f} [{rank['low']:.2f}, "
                                                  f"{rank['high']:.2f}]" if "low" in rank
                                                  else f"{rank['tau']:.2f}")
-            + ("" if not s2 or s2["complete"] else " (partial)"),
+            + ("" if not s2 or s2["complete"] else " (partial)" if s2["bound"] is None
+               else f" (partial; at most {s2['bound']:.2f})"),
             "DARTS collapsed seeds": "-" if not s2 else s2["collapsed"],
             "DrNAS / beta p-free": "-" if not (s2 and s2["keep"]) else
             " / ".join(f"{k:.1f}" for k in s2["keep"]),
         })
     columns = list(max(table, key=len))
     print(markdown_table([{c: r.get(c, "-") for c in columns} for r in table]))
-    lines, stage2_set = [], []
-    if all(n in one and one[n]["complete"] for n in CANDIDATES):
-        best = sorted((n for n in CANDIDATES if n != REFERENCE),
-                      key=lambda n: -one[n]["tau"]["tau"])[:2]
-        stage2_set = [REFERENCE, *best]
-        lines.append(f"Stage 2's candidates (the two best by tau over the 200, and "
-                     f"{REFERENCE}): {', '.join(best)}.")
-    else:
-        lines.append("Stage 1 is not complete: stage 2's candidates are not chosen yet.")
-    if none_can_pass(one):
-        lines.append("No stage-1 candidate passes the cell criterion, so none can be chosen: "
-                     "every NAS verdict holds on the proxy only.")
-    if not stage2_set or not all(n in two and two[n]["complete"] for n in stage2_set):
-        lines.append("Stage 2 is not complete: the court's stand-in, the candidate with the "
-                     "highest method-level tau, is not known yet." if none_can_pass(one) else
-                     "Stage 2 is not complete: no proxy is chosen yet.")
-    elif eligible := [n for n in stage2_set if one[n]["cells_pass"] and two[n]["collapses"]]:
-        chosen = max(eligible, key=lambda n: two[n]["rank"]["tau"])
-        lines.append(f"The chosen proxy: {chosen} (method tau "
-                     f"{two[chosen]['rank']['tau']:.2f}).")
-    else:
-        best_rank = max(stage2_set, key=lambda n: two[n]["rank"]["tau"])
-        lines.append(f"No candidate passes both criteria: the court runs on {best_rank}, the "
-                     "highest method-level tau, and every NAS verdict holds on the proxy only.")
+    lines = choice_lines(one, two)
     print("\n" + "\n".join(lines))
     if args.results:
         commit = current_commit()

@@ -68,6 +68,37 @@ def standing(per_row: dict[str, dict], per_seed: dict[str, list[float]] | None =
     return out
 
 
+def reachable_tau(per_seed: dict[str, list[float]], rows: list[str], seeds: int,
+                  most_open: int = 3) -> float | None:
+    """The highest tau of ``standing`` that a bench short of its ``seeds`` per row can still
+    reach: each of ``rows`` with fewer seeds may end with any mean its missing seeds allow
+    (each anywhere from 0 to 100 %), and every order of those open means among the complete
+    rows' is tried (values between and at the fixed means, so ties too). None with more than
+    ``most_open`` open rows (too many orders to try)."""
+    import itertools
+    import statistics
+
+    import numpy as np
+
+    from genlab.core.stats.ranks import tau_b
+
+    fixed = {r: statistics.fmean(per_seed[r]) for r in rows if len(per_seed.get(r, [])) >= seeds}
+    spans = {}
+    for r in rows:
+        if r not in fixed:
+            done = per_seed.get(r, [])
+            spans[r] = (sum(done) / seeds, (sum(done) + 100.0 * (seeds - len(done))) / seeds)
+    if len(spans) > most_open:
+        return None
+    marks = sorted({0.0, 100.0, *fixed.values(), *(x for s in spans.values() for x in s)})
+    points = sorted({float(x) for a, b in itertools.pairwise(marks)
+                     for x in np.linspace(a, b, len(spans) + 2)})
+    options = [[x for x in points if lo <= x <= hi] for lo, hi in spans.values()]
+    reported = np.array([REPORTED_NB201[r][0] for r in [*fixed, *spans]])
+    return max(float(tau_b(np.array([*fixed.values(), *choice]), reported))
+               for choice in itertools.product(*options))
+
+
 def random_cells(table, per_row: dict[str, dict]) -> dict:
     """Where the bench's rows stand among random cells of the space: the exact distribution
     of a uniformly drawn cell's CIFAR-10 accuracy over ``table`` (NB201Table.chance: every
