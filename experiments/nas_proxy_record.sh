@@ -37,6 +37,17 @@ for run in $D/stage2/*/; do
         genlab nas bench --config "$run/config.json" --records-from "$run/runs.csv" --records-only \
         --out "$R/stage2_$name" --nb201-table "$TABLE"
 done
+# stage 3, the court: its printed tables, and the bench's own results file (each row's
+# per-seed values), which the README's claims rows compare paired by seed
+for run in $D/stage3/*/; do
+    [ -d "$run" ] || continue
+    run=${run%/}
+    name=$(basename "$run")
+    record "stage3_$name" "Stage 3, $name: the court" \
+        genlab nas bench --config "$run/config.json" --records-from "$run/runs.csv" --records-only \
+        --out "$R/stage3_$name" --nb201-table "$TABLE"
+    cp "$R/stage3_$name/results.json" "docs/results/court_proxy_$name.json"
+done
 record choice "The proxy choice, by the protocol's rule, from the committed files" \
     python experiments/nas_proxy_choice.py --docs $D --results docs/results/nas_proxy_choice_figures.json
 python -m genlab.core.results
