@@ -61,6 +61,14 @@ def test_tiny_bench_end_to_end_and_resume(tmp_path, nb201_table):
     assert "### ber minus every other row, paired by seed" in \
         (tmp_path / "b" / "bench.md").read_text()
     assert bench["versus"]["primary"]["row"] == "ber - none (best rival)"
+    # the results file carries the primary comparison for the claims: the rival's name and
+    # the interval, whose effect is the mean per-seed difference of the records
+    figures = json.loads((tmp_path / "b" / "results.json").read_text())["figures"]
+    c10 = {(r["reg"], r["seed"]): r["cifar10"] for r in bench["records"]}
+    assert figures["versus_best_rival"] == "none"
+    assert figures["versus_primary"]["effect"] == pytest.approx(
+        sum(c10["ber", s] - c10["none", s] for s in (0, 1)) / 2)
+    assert figures["versus_primary"]["n"] == 2
     assert "### The primary comparison: ber minus its best rival" in \
         (tmp_path / "b" / "bench.md").read_text()
 

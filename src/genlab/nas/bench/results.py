@@ -7,6 +7,10 @@ the space's accuracy table), ``p-free`` and ``skip`` (edges of the cell; in the 
 space, whose blocks are either an op or ``zero``, one metric ``zero``), ``entropy``,
 ``params`` and ``macs`` (the space's reference network) and ``test`` (the retrained cell on
 the proxy's test split). The rows are the bench's rows and ``random``; seeds are strings.
+
+With ``--versus ROW`` the file's figures also hold the primary comparison (ROW minus its best
+rival on CIFAR-10, paired by seed, uncorrected: ``versus_primary``, a recorded interval) and
+the rival's name (``versus_best_rival``), which no claim could name before the run.
 """
 
 from __future__ import annotations
@@ -65,6 +69,24 @@ def write_bench_results(result: dict, space, command: str, out: str | Path) -> P
     data = {"title": f"genlab nas bench, {space.name} space: every seed's architecture "
                      f"({result.get('steps', '?')} search steps)",
             "command": command, "metrics": metrics, "values": values}
+    figures = {}
     if result.get("settings"):  # a tuned bench, or one with --settings-from
-        data["figures"] = {"settings": dict(result["settings"])}
+        figures["settings"] = dict(result["settings"])
+    primary = (result.get("versus") or {}).get("primary")
+    if primary:
+        figures |= primary_figures(primary, result["versus"]["level"])
+    if figures:
+        data["figures"] = figures
     return write_run_results(out, data)
+
+
+def primary_figures(primary: dict, level: float) -> dict:
+    """The primary comparison of ``--versus`` (genlab.nas.bench.versus.primary_row) as the
+    results file's figures: the best rival's name and the recorded interval."""
+    mde = next((v for k, v in primary.items() if k.startswith("MDE")), None)
+    return {"versus_best_rival": primary["rival"],
+            "versus_primary": {"effect": primary["effect"], "low": primary["low"],
+                               "high": primary["high"], "n": primary["n"],
+                               "test": f"sign-flip over seeds {primary['seeds']}, "
+                                       f"{100 * level:.0f}%, uncorrected",
+                               "mde": mde}}

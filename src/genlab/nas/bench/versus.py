@@ -76,7 +76,7 @@ def primary_row(records: list[dict], rows: list[str], versus: str, *, margin: fl
     return {"row": f"{versus} - {best} (best rival)", "seeds": seed_text(seeds), "n": len(d),
             "effect": v.effect, "low": v.low, "high": v.high, "p": v.p, "verdict": v.label,
             f"low > -{margin:g}": "met" if v.low is not None and v.low > -margin else "missed",
-            f"MDE (80%, n={planned_seeds})": mde}
+            f"MDE (80%, n={planned_seeds})": mde, "rival": best}
 
 
 def versus_rows(records: list[dict], rows: list[str], versus: str) -> list[dict]:
@@ -92,7 +92,8 @@ def versus_markdown(table: list[dict], versus: str, primary: dict | None = None)
         head = (f"\n### The primary comparison: {versus} minus its best rival (the highest "
                 f"CIFAR-10 mean), paired by seed (sign-flip, {100 * VERSUS_LEVEL:.0f}% "
                 "interval, uncorrected; MDE at the bench's seeds from the sd so far)\n\n"
-                + markdown_table([primary], digits=2) + "\n")
+                + markdown_table([{k: v for k, v in primary.items() if k != "rival"}],
+                                 digits=2) + "\n")
     return head + (f"\n### {versus} minus every other row, paired by seed (sign-flip, "
             f"{100 * VERSUS_LEVEL:.0f}% intervals, Holm over the rows of each metric; MDE: the "
             "minimum detectable effect at n and 80% power at Holm's first alpha, inf where "
