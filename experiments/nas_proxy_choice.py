@@ -93,25 +93,47 @@ def none_can_pass(one: dict) -> bool:
     return all(n in one and one[n]["complete"] and not one[n]["cells_pass"] for n in CANDIDATES)
 
 
-def proxy_label(one: dict, two: dict) -> str:
-    """The words every NAS verdict of the README carries: the proxy it was measured on (the
-    reference, digits) with its taus against NB201's CIFAR-10, and whether it holds there only."""
-    s1, s2 = one.get(REFERENCE), two.get(REFERENCE)
+def proxy_label(one: dict, two: dict, name: str = REFERENCE) -> str:
+    """The words every NAS verdict of the README carries: the proxy it was measured on
+    (``name``: the reference, digits, or the court's stand-in) with its taus against NB201's
+    CIFAR-10, and whether it holds there only."""
+    s1, s2 = one.get(name), two.get(name)
     if s1 is None:
-        return f"measured on the {REFERENCE} proxy, not yet calibrated"
+        return f"measured on the {name} proxy, not yet calibrated"
     taus = f"cells tau {s1['tau']['tau']:.2f}"
     if s2 and s2["complete"] and s2["rank"]:
         taus += f", methods tau {s2['rank']['tau']:.2f}"
     if none_can_pass(one):
-        return (f"holds on the {REFERENCE} proxy only ({taus} against NB201's CIFAR-10; no "
+        return (f"holds on the {name} proxy only ({taus} against NB201's CIFAR-10; no "
                 "candidate stand-in passes the calibration)")
-    return f"measured on the {REFERENCE} proxy ({taus}; its calibration is under way)"
+    return f"measured on the {name} proxy ({taus}; its calibration is under way)"
+
+
+def stand_in(one: dict, two: dict) -> str | None:
+    """The court's stand-in when no candidate passes: the stage-2 candidate with the highest
+    method tau, once it is known (every stage-2 candidate complete, or the partial ones unable
+    to reach it); None before."""
+    if not none_can_pass(one):
+        return None
+    best = sorted((n for n in CANDIDATES if n != REFERENCE), key=lambda n: -one[n]["tau"]["tau"])
+    done = [n for n in (REFERENCE, *best[:2]) if n in two and two[n]["complete"] and two[n]["rank"]]
+    if not done:
+        return None
+    top = max(done, key=lambda n: two[n]["rank"]["tau"])
+    rest = [n for n in (REFERENCE, *best[:2]) if n not in done]
+    if all(n in two and two[n]["bound"] is not None
+           and two[n]["bound"] < two[top]["rank"]["tau"] for n in rest):
+        return top
+    return None
 
 
 def figures(one: dict, two: dict, choice: str) -> dict:
     """The results file's figures: per candidate its taus and criteria, the choice and the
     proxy label of the README's NAS verdicts."""
     out: dict = {"choice": choice, "proxy_label": proxy_label(one, two)}
+    if (court := stand_in(one, two)) is not None:
+        out["stand_in"] = court
+        out["stand_in_label"] = proxy_label(one, two, court)
     for n, s1 in one.items():
         out[f"{n}_cell_tau"] = interval(s1["tau"], "tau", s1["tau"]["cells"],
                                         "bootstrap over cells, 95%")
@@ -148,7 +170,7 @@ def choice_lines(one: dict, two: dict) -> list[str]:
         if not none_can_pass(one):
             lines.append("Stage 2 is not complete: no proxy is chosen yet.")
         else:
-            lines.append(stand_in_known(stage2_set, two) or
+            lines.append(stand_in_known(one, two) or
                          "Stage 2 is not complete: the court's stand-in, the candidate with "
                          "the highest method-level tau, is not known yet.")
     elif eligible := [n for n in stage2_set if one[n]["cells_pass"] and two[n]["collapses"]]:
@@ -162,21 +184,16 @@ def choice_lines(one: dict, two: dict) -> list[str]:
     return lines
 
 
-def stand_in_known(stage2_set: list[str], two: dict) -> str | None:
-    """With stage 2 partial: the court's stand-in when every partial candidate's highest
-    reachable method tau lies below the best complete one's tau, in words; else None."""
-    done = [n for n in stage2_set if n in two and two[n]["complete"] and two[n]["rank"]]
-    open_ = [n for n in stage2_set if n not in done]
-    if not done or any(n not in two or two[n]["bound"] is None for n in open_):
+def stand_in_known(one: dict, two: dict) -> str | None:
+    """With stage 2 partial: the court's stand-in in words, with the partial candidates'
+    highest reachable taus, when they cannot reach it (``stand_in``); else None."""
+    court = stand_in(one, two)
+    if court is None:
         return None
-    best = max(done, key=lambda n: two[n]["rank"]["tau"])
-    tau = two[best]["rank"]["tau"]
-    if any(two[n]["bound"] >= tau for n in open_):
-        return None
-    rest = "; ".join(f"{n}'s cannot exceed {two[n]['bound']:.2f}, whatever its "
-                     f"{two[n]['missing']} missing searches give" for n in open_)
-    return (f"Stage 2 is not complete, but the court's stand-in is known: {best}, the highest "
-            f"method-level tau ({tau:.2f}); {rest}.")
+    rest = "; ".join(f"{n}'s cannot exceed {s['bound']:.2f}, whatever its {s['missing']} "
+                     "missing searches give" for n, s in two.items() if not s["complete"])
+    return (f"Stage 2 is not complete, but the court's stand-in is known: {court}, the highest "
+            f"method-level tau ({two[court]['rank']['tau']:.2f}); {rest}.")
 
 
 def ci(value: dict, key: str = "tau") -> str:
