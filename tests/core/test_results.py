@@ -103,6 +103,19 @@ def test_a_row_family_is_paired_by_seed_and_corrected_by_holm(tmp_path):
     assert cell == "x: a - b: +4.33 [+4.00, +6.00] (n=6, paired sign-flip exact) worse"
 
 
+def test_a_scaled_comparison_tests_a_factor(tmp_path):
+    # "a is at least twice b": a - 2 b per seed, by hand 1, 2, 3, 4, 5, 6 (all above 0)
+    a = {str(s): 10.0 + 3 * s for s in range(6)}
+    b = {str(s): 4.5 + s for s in range(6)}
+    files = _files(tmp_path, {"err": {"a": a, "b": b}})
+    spec = {"file": "f", "metric": "err", "a": "a", "b": "b", "b_scale": 2}
+    v = family_verdicts([spec], files)[0]
+    assert math.isclose(v.effect, 3.5) and v.kind == "better"
+    assert math.isclose(v.p, _brute_sign_flip_p([1, 2, 3, 4, 5, 6]))
+    spec["b_scale"] = 3  # a - 3 b: -3.5 ... -6.5, so a is not three times b
+    assert family_verdicts([spec], files)[0].kind == "worse"
+
+
 def test_an_unbounded_sign_flip_interval_says_why(tmp_path):
     # five seeds, all one sign: the smallest p is 2/32 > 0.05, so the 95 % interval is
     # unbounded and the cell says the test cannot reach the level; six seeds reach it

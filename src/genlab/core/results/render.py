@@ -6,11 +6,13 @@ figures), a one-key object is a part of that kind (PARTS), rendered from the res
 - ``seeds`` {file, metric, row}: the row's per-seed values;
 - ``mean`` {file, metric, row}: mean ± std (n) of its seeds (or as recorded);
 - ``count`` {file, metric, row, above}: how many seeds lie above a threshold;
-- ``compare`` {file, metric, a, b, label, test, higher_is_better, margin, a_file, b_file}:
+- ``compare`` {file, metric, a, b, label, test, higher_is_better, margin, a_file, b_file,
+  b_scale}:
   a - b judged through :mod:`genlab.core.stats`: paired by seed (``sign-flip``, the
   default, or ``bootstrap``) on the seeds both rows have, or unpaired (``permutation``)
   over every seed of each; all the ``compare`` parts of one claims row form one family under
-  Holm's correction, and each prints effect, interval, n, test and verdict class;
+  Holm's correction, and each prints effect, interval, n, test and verdict class; with
+  ``b_scale`` K the difference is a - K b (a at least K times b where it is above 0);
 - ``chance`` {file, of: {file, metric, row}}: an exact chance distribution (a results file's
   ``chance``) and how often a random member is at least the row's mean;
 - ``figure`` {file, key}: a single recorded figure;
@@ -132,6 +134,8 @@ def estimate(spec: Mapping, files: Files):
     _need(spec, "file", "metric", "a", "b", part="compare")
     a = _file(files, spec.get("a_file", spec["file"])).seeds(spec["metric"], spec["a"])
     b = _file(files, spec.get("b_file", spec["file"])).seeds(spec["metric"], spec["b"])
+    scale = float(spec.get("b_scale", 1))  # a - K b: "a is at least K times b" when above 0
+    b = {seed: scale * v for seed, v in b.items()}
     test = spec.get("test", "sign-flip")
     if test == "permutation":
         return unpaired_difference(list(a.values()), list(b.values()), test="permutation")
