@@ -69,6 +69,8 @@ def test_tiny_bench_end_to_end_and_resume(tmp_path, nb201_table):
     assert figures["versus_primary"]["effect"] == pytest.approx(
         sum(c10["ber", s] - c10["none", s] for s in (0, 1)) / 2)
     assert figures["versus_primary"]["n"] == 2
+    met = figures["versus_primary"]["low"] > -0.3
+    assert figures["versus_goal"] == f"low > -0.3: {'met' if met else 'missed'}"
     assert "### The primary comparison: ber minus its best rival" in \
         (tmp_path / "b" / "bench.md").read_text()
 

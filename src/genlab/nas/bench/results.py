@@ -84,7 +84,8 @@ def primary_figures(primary: dict, level: float) -> dict:
     """The primary comparison of ``--versus`` (genlab.nas.bench.versus.primary_row) as the
     results file's figures: the best rival's name and the recorded interval."""
     mde = next((v for k, v in primary.items() if k.startswith("MDE")), None)
-    return {"versus_best_rival": primary["rival"],
+    goal = next(f"{k}: {v}" for k, v in primary.items() if k.startswith("low > -"))
+    return {"versus_best_rival": primary["rival"], "versus_goal": goal,
             "versus_primary": {"effect": primary["effect"], "low": primary["low"],
                                "high": primary["high"], "n": primary["n"],
                                "test": f"sign-flip over seeds {primary['seeds']}, "
