@@ -89,5 +89,5 @@ def primary_figures(primary: dict, level: float) -> dict:
             "versus_primary": {"effect": primary["effect"], "low": primary["low"],
                                "high": primary["high"], "n": primary["n"],
                                "test": f"sign-flip over seeds {primary['seeds']}, "
-                                       f"{100 * level:.0f}%, uncorrected",
+                                       f"{100 * level:.0f}%",
                                "mde": mde}}
