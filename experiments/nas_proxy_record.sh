@@ -47,6 +47,8 @@ for run in $D/stage3/*/; do
         genlab nas bench --config "$run/config.json" --records-from "$run/runs.csv" --records-only \
         --out "$R/stage3_$name" --nb201-table "$TABLE"
     cp "$R/stage3_$name/results.json" "docs/results/court_proxy_$name.json"
+    record "stage3_${name}_power" "Stage 3, $name: the court's power from ber's seeds 0-4" \
+        python experiments/nas_court_power.py "$run/runs.csv" --pilot-seeds 0-4 --seeds 10
 done
 record choice "The proxy choice, by the protocol's rule, from the committed files" \
     python experiments/nas_proxy_choice.py --docs $D --results docs/results/nas_proxy_choice_figures.json
