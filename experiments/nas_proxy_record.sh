@@ -29,26 +29,26 @@ for run in $D/stage1/*/; do
         --no-train --out "$R/$name" --nb201-table $D/nb201_draw.csv \
         --scores $D/scores/scores.csv
 done
+replay() {  # STAGE NAME TITLE: a stage's bench printed again from its committed runs.csv
+    record "$1_$2" "$3" \
+        genlab nas bench --config "$D/$1/$2/config.json" --records-from "$D/$1/$2/runs.csv" \
+        --records-only --out "$R/$1_$2" --nb201-table "$TABLE"
+}
 for run in $D/stage2/*/; do
     [ -d "$run" ] || continue
-    run=${run%/}
-    name=$(basename "$run")
-    record "stage2_$name" "Stage 2, $name: method fidelity" \
-        genlab nas bench --config "$run/config.json" --records-from "$run/runs.csv" --records-only \
-        --out "$R/stage2_$name" --nb201-table "$TABLE"
+    name=$(basename "${run%/}")
+    replay stage2 "$name" "Stage 2, $name: method fidelity"
 done
-# stage 3, the court: its printed tables, and the bench's own results file (each row's
-# per-seed values), which the README's claims rows compare paired by seed
+# stage 3, the court: its printed tables, the bench's own results file (each row's per-seed
+# values, which the README's claims rows compare paired by seed) and its power
 for run in $D/stage3/*/; do
     [ -d "$run" ] || continue
-    run=${run%/}
-    name=$(basename "$run")
-    record "stage3_$name" "Stage 3, $name: the court" \
-        genlab nas bench --config "$run/config.json" --records-from "$run/runs.csv" --records-only \
-        --out "$R/stage3_$name" --nb201-table "$TABLE"
+    name=$(basename "${run%/}")
+    replay stage3 "$name" "Stage 3, $name: the court"
     cp "$R/stage3_$name/results.json" "docs/results/court_proxy_$name.json"
     record "stage3_${name}_power" "Stage 3, $name: the court's power from ber's seeds 0-4" \
-        python experiments/nas_court_power.py "$run/runs.csv" --pilot-seeds 0-4 --seeds 10
+        python experiments/nas_court_power.py "$D/stage3/$name/runs.csv" --pilot-seeds 0-4 \
+        --seeds 10
 done
 record choice "The proxy choice, by the protocol's rule, from the committed files" \
     python experiments/nas_proxy_choice.py --docs $D --results docs/results/nas_proxy_choice_figures.json
