@@ -12,11 +12,11 @@ D=docs/nas_proxy
 R=runs/nas_proxy_record
 TABLE=${1:-../shared/data/nb201_accuracy.csv}
 rm -rf "$R"
-record() {  # NAME TITLE, then the command
-    name=$1
-    title=$2
+record() {  # NAME TITLE, then the command (the loops' variables left alone)
+    _file=docs/results/nas_proxy_$1.json
+    _title=$2
     shift 2
-    python -m genlab.core.results --record "docs/results/nas_proxy_$name.json" --title "$title" -- "$@"
+    python -m genlab.core.results --record "$_file" --title "$_title" -- "$@"
 }
 record scores "Zero-cost proxies over the 200 cells: tau against NB201" \
     genlab nas score --config $D/scores/config.json --scores-from $D/scores/scores.csv \
