@@ -181,3 +181,23 @@ def test_the_cli_starts_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_resume_reads_a_sweeps_root_to_its_own_runner(tmp_path):
+    # a gaze bench's or audit's folder is a sweep's root (bench_config.json, runs/): --resume
+    # leaves it to the command's runner instead of refusing it as "not a genlab run folder"
+    from types import SimpleNamespace
+
+    from genlab.cli.commands import run_config_file
+
+    ctx = SimpleNamespace(info_name="bench", parent=SimpleNamespace(
+        info_name="gaze", parent=SimpleNamespace(info_name="genlab", parent=None)))
+    root = tmp_path / "bench"
+    (root / "runs" / "a").mkdir(parents=True)
+    (root / "bench_config.json").write_text("{}")
+    (root / "data").mkdir()
+    assert run_config_file(ctx, {"out": str(root), "resume": True, "config": None}) is None
+    # a folder with a config.json genlab did not write is still refused
+    (root / "config.json").write_text("{}")
+    with pytest.raises(Exception, match="not a genlab run folder"):
+        run_config_file(ctx, {"out": str(root), "resume": True, "config": None})

@@ -212,6 +212,8 @@ def run_config_file(ctx, values: dict) -> Path | None:
     from genlab.core.runs import CONFIG, check_run_folder
 
     out = Path(values["out"])
+    if not (out / CONFIG).is_file():
+        return None  # a new folder, or a sweep's root (gaze bench, audit): its runner checks it
     return out / CONFIG if check_run_folder(out, command_kind(ctx)) is not None else None
 
 
