@@ -153,6 +153,10 @@ def test_paired_table_adds_the_random_measure_and_matches_its_parts():
     reps = reps[np.isfinite(reps)]
     assert (row["tau_lo_plain"], row["tau_hi_plain"]) == pytest.approx(
         (np.percentile(reps, 2.5), np.percentile(reps, 97.5)))
+    reps = np.asarray(gran["replicates"], dtype=float)
+    reps = reps[np.isfinite(reps)]
+    assert (row["granulated_lo_plain"], row["granulated_hi_plain"]) == pytest.approx(
+        (np.percentile(reps, 2.5), np.percentile(reps, 97.5)))
 
 
 def test_paired_table_judges_the_claim_pairs_under_holm_by_hand():

@@ -215,6 +215,30 @@ def test_correlate_runs_merge_into_the_recovered_files_place(tmp_path):
     assert "MLP 245 of 254" in rendered["claims"]
 
 
+def test_correlate_results_record_the_granulated_difference_and_k():
+    """The primary result (granulated tau) and K reach the results file under their keys,
+    with the row's own numbers; a row without an uncorrected interval records no figure."""
+    from genlab.optim.studies.correlate import CorrelateConfig
+    from genlab.optim.studies.results import correlate_results
+
+    row = {"a": "trace_sigma", "b": "hessian_trace", "n": 140, "tau_diff": 0.05,
+           "tau_lo_plain": -0.01, "tau_hi_plain": 0.11, "granulated_diff": 0.12,
+           "granulated_lo_plain": 0.02, "granulated_hi_plain": 0.22, "cmi_a": 0.031,
+           "cmi_b": 0.0123456}
+    bare = {"a": "random_sanity", "b": "m_sharpness", "n": 140, "tau_diff": 0.0,
+            "granulated_diff": 0.0, "cmi_a": None, "cmi_b": 0.2}
+    summary = {"arch": "transformer", "models": 144, "capped": 4, "trainings": 144,
+               "paired": {"gap_acc": [row, bare]}}
+    figures = correlate_results(summary, CorrelateConfig(arch="transformer"))["figures"]
+    assert figures["tf_g_trh"] == {"effect": 0.12, "low": 0.02, "high": 0.22, "n": 140,
+                                   "test": "paired bootstrap over models"}
+    assert figures["tf_trh"]["effect"] == 0.05
+    assert (figures["tf_K_trsigma"], figures["tf_K_trh"], figures["tf_K_msharp"]) == (
+        0.031, 0.0123, 0.2)
+    assert not any(k.startswith(("tf_random", "tf_g_random")) for k in figures)
+    assert figures["converged"] == "Transformer 140 of 144"
+
+
 def test_merge_refuses_files_of_two_commits(tmp_path):
     for i, commit in enumerate(("abc1234", "def5678")):
         results_files.write_result(tmp_path / f"{i}.json", {

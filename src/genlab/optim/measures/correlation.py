@@ -433,7 +433,8 @@ def paired_table(records: Sequence[dict], gap: str, axes: Sequence[str], *,
     the level Holm's step tests at (``_level``), ``_p`` and ``_p_holm``, ``_verdict`` (in
     the measures' names, :func:`verdict_text`, with ``margin`` for "no difference larger"),
     ``_models_needed`` for an undecided one (:func:`models_needed`); ``tau_lo_plain``,
-    ``tau_hi_plain`` its interval at ``level``, uncorrected; psi_<h>_diff/_lo/_hi per axis
+    ``tau_hi_plain`` (and ``granulated_lo_plain``, ``granulated_hi_plain``) its interval at
+    ``level``, uncorrected; psi_<h>_diff/_lo/_hi per axis
     (95% percentile intervals, not judged); cmi_a, cmi_b: K of each measure (
     :func:`conditional_mi`, k = ``cmi_k``; None when there are fewer axes than ``cmi_k`` or
     no conditioning set leaves the gap's order uncertain).
@@ -473,16 +474,18 @@ def paired_table(records: Sequence[dict], gap: str, axes: Sequence[str], *,
     family = list(range(len(claim)))
     _judged(rows, plain_est, "tau", family, level, margin)
     _judged(rows, gran_est, "granulated", family, level, margin)
-    _plain_intervals(rows, plain_est, level)
+    _plain_intervals(rows, plain_est, "tau", level)
+    _plain_intervals(rows, gran_est, "granulated", level)
     return rows
 
 
-def _plain_intervals(rows: list[dict], estimates: list, level: float) -> None:
-    """Each row's tau_diff interval at ``level`` itself, uncorrected (``tau_lo_plain``,
-    ``tau_hi_plain``: what a results file records beside the corrected verdict)."""
+def _plain_intervals(rows: list[dict], estimates: list, prefix: str, level: float) -> None:
+    """Each row's ``prefix`` difference's interval at ``level`` itself, uncorrected
+    (``<prefix>_lo_plain``, ``<prefix>_hi_plain``: what a results file records beside the
+    corrected verdict)."""
     for row, est in zip(rows, estimates, strict=True):
         if est is not None:
-            row["tau_lo_plain"], row["tau_hi_plain"] = est.interval(level)
+            row[f"{prefix}_lo_plain"], row[f"{prefix}_hi_plain"] = est.interval(level)
 
 
 # --- Jiang et al.'s conditional-independence view ----------------------------------------

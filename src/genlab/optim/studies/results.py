@@ -174,29 +174,37 @@ ARCH_KEYS = {"mlp": "mlp", "cnn": "cnn", "transformer": "tf"}
 
 def correlate_results(summary: dict, cfg) -> dict:
     """`optim correlate` (one architecture): tau(a) - tau(b) against the accuracy gap,
-    paired over the models, with its uncorrected 95 % interval, as ``{arch}_{b}`` for a =
-    tr Sigma, ``{arch}_s_{b}`` for the curvature nonuniformity and ``{arch}_random_{b}`` for
-    the random measure (b: lmax, trh, msharp, avg); ``converged``: the models that reached
-    the stopping loss (all models without the rule) of the trainings, ``models``: those
-    counted (every one that did not diverge). The three architectures' files are merged into
-    one with ``python -m genlab.core.results --merge``."""
+    paired over the models, with its uncorrected 95 % interval: the granulated tau (the
+    primary result) as ``{arch}_g_{b}``, the plain tau as ``{arch}_{b}``, for a = tr Sigma;
+    the curvature nonuniformity's and the random measure's rows carry ``s_`` and ``random_``
+    before ``b`` (b: lmax, trh, msharp, avg). ``{arch}_K_{measure}``: Jiang et al.'s K of each
+    measure of those rows. ``converged``: the models that reached the stopping loss (all
+    models without the rule) of the trainings, ``models``: those counted (every one that did
+    not diverge). The three architectures' files are merged into one with
+    ``python -m genlab.core.results --merge``."""
     arch, key = summary["arch"], ARCH_KEYS.get(summary["arch"], summary["arch"])
     words = arch_words(arch)
     figures: dict = {
         "converged": f"{words} {summary['models'] - summary['capped']} of "
                      f"{summary['trainings']}",
         "models": f"{words} {summary['models']} of {summary['trainings']}"}
+    first = {"trace_sigma": "", "curvature_nonuniformity": "s_", "random_sanity": "random_"}
     for row in summary["paired"].get("gap_acc", []):
-        if "tau_lo_plain" not in row or row["b"] not in SHORT:
+        if row["a"] not in first or row["b"] not in SHORT:
             continue
-        a = {"trace_sigma": "", "curvature_nonuniformity": "s_", "random_sanity": "random_"}
-        if row["a"] not in a:
-            continue
-        figures[f"{key}_{a[row['a']]}{SHORT[row['b']]}"] = {
-            "effect": row["tau_diff"], "low": row["tau_lo_plain"], "high": row["tau_hi_plain"],
-            "n": row["n"], "test": "paired bootstrap over models"}
-    return {"title": "tau(tr Sigma) - tau(sharpness measure) against the accuracy gap (95 % "
-                     "paired bootstrap intervals over the models)",
+        name = f"{first[row['a']]}{SHORT[row['b']]}"
+        for prefix, kind in (("", "tau"), ("g_", "granulated")):
+            if f"{kind}_lo_plain" in row:
+                figures[f"{key}_{prefix}{name}"] = {
+                    "effect": row[f"{kind}_diff"], "low": row[f"{kind}_lo_plain"],
+                    "high": row[f"{kind}_hi_plain"], "n": row["n"],
+                    "test": "paired bootstrap over models"}
+        for measure, k in ((row["a"], row.get("cmi_a")), (row["b"], row.get("cmi_b"))):
+            if k is not None:
+                figures[f"{key}_K_{SHORT[measure]}"] = round(float(k), 4)
+    return {"title": "tau(tr Sigma) - tau(sharpness measure) against the accuracy gap, "
+                     "granulated (g_) and plain (95 % paired bootstrap intervals over the "
+                     "models), and each measure's K",
             "figures": figures}
 
 
