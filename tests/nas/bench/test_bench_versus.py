@@ -10,7 +10,13 @@ from genlab.core.errors import ConfigError
 from genlab.core.stats import minimum_detectable_effect
 from genlab.nas.bench import BenchConfig
 from genlab.nas.bench.run import check_bench
-from genlab.nas.bench.versus import primary_row, versus_family, versus_rows
+from genlab.nas.bench.versus import (
+    best_rival,
+    primary_row,
+    rival_row,
+    versus_family,
+    versus_rows,
+)
 
 
 def _records(values: dict[str, list[float]], metric="cifar10"):
@@ -79,3 +85,20 @@ def test_the_primary_comparison_is_the_best_rival_alone_with_its_goal_and_power(
     # before two paired seeds exist there is nothing to judge
     assert primary_row(records[:1] + records[5:6], list(values), "ber", margin=0.3,
                        planned_seeds=10) is None
+
+
+def test_a_named_rival_is_judged_alone_and_the_best_rival_by_its_own_seeds():
+    """rival_row against any rival (the court's power table): the pair's own sign-flip p and
+    MDE; best_rival by the mean over the rival's seeds, even those ROW lacks."""
+    values = {"ber": [93.4, 93.3, 93.3], "gdas": [93.0, 93.1, 92.9],
+              "beta": [93.4, 93.2, 93.1]}
+    records = _records(values) + [{"reg": "beta", "seed": 7, "cifar10": 99.0}]
+    row = rival_row(records, "ber", "gdas", margin=0.3, planned_seeds=6)
+    d = [a - b for a, b in zip(values["ber"], values["gdas"], strict=True)]
+    assert row["row"] == "ber - gdas" and row["rival"] == "gdas" and row["n"] == 3
+    assert row["p"] == pytest.approx(_sign_flip_p(d))
+    assert row["MDE (80%, n=6)"] == pytest.approx(
+        minimum_detectable_effect(statistics.stdev(d), 6, alpha=0.10, test="sign-flip"))
+    assert best_rival(records, list(values), "ber") == "beta"  # seed 7 lifts its mean
+    assert rival_row(records, "ber", "beta", margin=0.3, planned_seeds=6)["n"] == 3
+    assert best_rival(records, ["ber"], "ber") is None

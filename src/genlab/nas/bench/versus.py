@@ -56,16 +56,19 @@ def versus_family(records: list[dict], rows: list[str], versus: str, metric: str
             for (row, seeds, d), v in zip(pairs, verdicts, strict=True)]
 
 
-def primary_row(records: list[dict], rows: list[str], versus: str, *, margin: float,
-                planned_seeds: int) -> dict | None:
-    """``versus`` minus its best rival on CIFAR-10, uncorrected (module doc); None before two
-    paired seeds exist."""
-    mine = per_seed(records, versus, "cifar10")
-    rivals = {row: v for row in rows if row != versus and (v := per_seed(records, row, "cifar10"))}
-    if not mine or not rivals:
-        return None
-    best = max(rivals, key=lambda row: statistics.fmean(rivals[row].values()))
-    theirs = rivals[best]
+def best_rival(records: list[dict], rows: list[str], versus: str) -> str | None:
+    """The row other than ``versus`` with the highest CIFAR-10 mean over its seeds."""
+    means = {row: statistics.fmean(v.values()) for row in rows
+             if row != versus and (v := per_seed(records, row, "cifar10"))}
+    return max(means, key=means.__getitem__) if means else None
+
+
+def rival_row(records: list[dict], versus: str, rival: str, *, margin: float,
+              planned_seeds: int) -> dict | None:
+    """``versus`` minus ``rival`` on CIFAR-10 alone, uncorrected: the sign-flip interval,
+    whether its lower end clears ``-margin``, and the MDE at ``planned_seeds`` from the sd of
+    the differences so far; None before two paired seeds exist."""
+    mine, theirs = (per_seed(records, row, "cifar10") for row in (versus, rival))
     seeds = sorted(set(mine) & set(theirs))
     if len(seeds) < 2:
         return None
@@ -73,10 +76,21 @@ def primary_row(records: list[dict], rows: list[str], versus: str, *, margin: fl
     v = judge(sign_flip(d), level=VERSUS_LEVEL, margin=margin)
     mde = minimum_detectable_effect(statistics.stdev(d), planned_seeds,
                                     alpha=1 - VERSUS_LEVEL, test="sign-flip")
-    return {"row": f"{versus} - {best} (best rival)", "seeds": seed_text(seeds), "n": len(d),
+    return {"row": f"{versus} - {rival}", "seeds": seed_text(seeds), "n": len(d),
             "effect": v.effect, "low": v.low, "high": v.high, "p": v.p, "verdict": v.label,
             f"low > -{margin:g}": "met" if v.low is not None and v.low > -margin else "missed",
-            f"MDE (80%, n={planned_seeds})": mde, "rival": best}
+            f"MDE (80%, n={planned_seeds})": mde, "rival": rival}
+
+
+def primary_row(records: list[dict], rows: list[str], versus: str, *, margin: float,
+                planned_seeds: int) -> dict | None:
+    """``versus`` minus its best rival on CIFAR-10, uncorrected (module doc); None before two
+    paired seeds exist."""
+    if not per_seed(records, versus, "cifar10"):
+        return None
+    best = best_rival(records, rows, versus)
+    row = best and rival_row(records, versus, best, margin=margin, planned_seeds=planned_seeds)
+    return row and {**row, "row": f"{row['row']} (best rival)"}
 
 
 def versus_rows(records: list[dict], rows: list[str], versus: str) -> list[dict]:
