@@ -109,18 +109,25 @@ def proxy_label(one: dict, two: dict, name: str = REFERENCE) -> str:
     return f"measured on the {name} proxy ({taus}; its calibration is under way)"
 
 
+def stage2_candidates(one: dict) -> list[str]:
+    """Stage 2's candidates: the reference and the two other stage-1 candidates with the
+    highest tau over the 200 cells."""
+    best = sorted((n for n in CANDIDATES if n != REFERENCE), key=lambda n: -one[n]["tau"]["tau"])
+    return [REFERENCE, *best[:2]]
+
+
 def stand_in(one: dict, two: dict) -> str | None:
     """The court's stand-in when no candidate passes: the stage-2 candidate with the highest
     method tau, once it is known (every stage-2 candidate complete, or the partial ones unable
     to reach it); None before."""
     if not none_can_pass(one):
         return None
-    best = sorted((n for n in CANDIDATES if n != REFERENCE), key=lambda n: -one[n]["tau"]["tau"])
-    done = [n for n in (REFERENCE, *best[:2]) if n in two and two[n]["complete"] and two[n]["rank"]]
+    candidates = stage2_candidates(one)
+    done = [n for n in candidates if n in two and two[n]["complete"] and two[n]["rank"]]
     if not done:
         return None
     top = max(done, key=lambda n: two[n]["rank"]["tau"])
-    rest = [n for n in (REFERENCE, *best[:2]) if n not in done]
+    rest = [n for n in candidates if n not in done]
     if all(n in two and two[n]["bound"] is not None
            and two[n]["bound"] < two[top]["rank"]["tau"] for n in rest):
         return top
@@ -156,11 +163,9 @@ def choice_lines(one: dict, two: dict) -> list[str]:
     be chosen, and which one (or the court's stand-in when none passes)."""
     lines, stage2_set = [], []
     if all(n in one and one[n]["complete"] for n in CANDIDATES):
-        best = sorted((n for n in CANDIDATES if n != REFERENCE),
-                      key=lambda n: -one[n]["tau"]["tau"])[:2]
-        stage2_set = [REFERENCE, *best]
+        stage2_set = stage2_candidates(one)
         lines.append(f"Stage 2's candidates (the two best by tau over the 200, and "
-                     f"{REFERENCE}): {', '.join(best)}.")
+                     f"{REFERENCE}): {', '.join(stage2_set[1:])}.")
     else:
         lines.append("Stage 1 is not complete: stage 2's candidates are not chosen yet.")
     if none_can_pass(one):
