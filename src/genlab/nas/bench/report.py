@@ -140,14 +140,23 @@ def bench_markdown(result: dict) -> str:
 
 
 def cost_markdown(records: list[dict]) -> str:
-    """The bench's compute: the CPU-hours of the jobs run whole in one call (search and
-    retraining; a resumed job's are partial and left out)."""
-    cpu = [r["cpu_seconds"] for r in records if r.get("cpu_seconds") is not None]
-    if not cpu:
-        return ""
-    return (f"\nCompute: {sum(cpu) / 3600:.2f} CPU-hours over the {len(cpu)} of "
-            f"{len(records)} jobs measured whole (a resumed job's are partial and left out; "
-            f"{sum(cpu) / len(cpu):.0f} CPU-s a job).\n")
+    """The bench's compute: the CPU-hours of the jobs run whole by this bench (search and
+    retraining; a resumed job's are partial and left out), and apart those of the records
+    ``--records-from`` gave (``from_records``), where they ran."""
+    here = [r for r in records if not r.get("from_records")]
+    given = [r["cpu_seconds"] for r in records
+             if r.get("from_records") and r.get("cpu_seconds") is not None]
+    cpu = [r["cpu_seconds"] for r in here if r.get("cpu_seconds") is not None]
+    text = ""
+    if cpu:
+        text = (f"\nCompute: {sum(cpu) / 3600:.2f} CPU-hours over the {len(cpu)} of "
+                f"{len(here)} jobs run here measured whole (a resumed job's are partial and "
+                f"left out; {sum(cpu) / len(cpu):.0f} CPU-s a job).\n")
+    if given:
+        text += (f"\n{'' if cpu else 'Compute: '}the {len(records) - len(here)} jobs read "
+                 f"from --records-from took {sum(given) / 3600:.2f} CPU-hours where they ran "
+                 f"({len(given)} measured whole), not counted above.\n")
+    return text
 
 
 # An NB201 cell "collapses" with at least this many of its 6 edges parameter-free (none,

@@ -172,6 +172,8 @@ def bench_records(cfg: BenchConfig, run: RunDir, space, settings: dict[str, dict
         name = f"{reg}-s{seed}"
         record = dict(done.get(name) or done[aliases.get(name, name)], run=name, reg=reg,
                       seed=seed)
+        if name in given:
+            record["from_records"] = True  # its compute was spent by the bench that ran it
         genotype = record["genotype"]
         if genotype not in sizes:  # the derived network's size, from its genotype
             sizes[genotype] = space.reference_size(genotype) or {}
