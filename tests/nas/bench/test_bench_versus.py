@@ -102,3 +102,18 @@ def test_a_named_rival_is_judged_alone_and_the_best_rival_by_its_own_seeds():
     assert best_rival(records, list(values), "ber") == "beta"  # seed 7 lifts its mean
     assert rival_row(records, "ber", "beta", margin=0.3, planned_seeds=6)["n"] == 3
     assert best_rival(records, ["ber"], "ber") is None
+
+
+def test_the_results_file_names_the_best_rival_as_its_paper_does():
+    from genlab.nas.bench.results import primary_figures
+    from genlab.nas.methods import method_names, row_title
+
+    titles = [row_title(m) for m in method_names()]
+    assert len(set(titles)) == len(titles) and all(t and t.strip() == t for t in titles)
+    assert (row_title("drnas"), row_title("beta"), row_title("ber")) == (
+        "DrNAS", "beta-DARTS", "ber")  # a regulariser row keeps its name
+    primary = {"rival": "pc-darts", "effect": -0.1, "low": -0.4, "high": 0.2, "n": 10,
+               "seeds": "0-9", "low > -0.3": "missed", "MDE (80%, n=10)": 0.36}
+    figures = primary_figures(primary, 0.9)
+    assert figures["versus_best_rival"] == "PC-DARTS"
+    assert figures["versus_primary"]["mde"] == 0.36

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from genlab.core.results.files import write_run_results
+from genlab.nas.methods import row_title
 
 #: record key -> (metric, what it measures; {cell} is the space's cell in words)
 METRICS = {
@@ -82,10 +83,10 @@ def write_bench_results(result: dict, space, command: str, out: str | Path) -> P
 
 def primary_figures(primary: dict, level: float) -> dict:
     """The primary comparison of ``--versus`` (genlab.nas.bench.versus.primary_row) as the
-    results file's figures: the best rival's name and the recorded interval."""
+    results file's figures: the best rival's name (its paper's) and the recorded interval."""
     mde = next((v for k, v in primary.items() if k.startswith("MDE")), None)
     goal = next(f"{k}: {v}" for k, v in primary.items() if k.startswith("low > -"))
-    return {"versus_best_rival": primary["rival"], "versus_goal": goal,
+    return {"versus_best_rival": row_title(primary["rival"]), "versus_goal": goal,
             "versus_primary": {"effect": primary["effect"], "low": primary["low"],
                                "high": primary["high"], "n": primary["n"],
                                "test": f"sign-flip over seeds {primary['seeds']}, "

@@ -47,6 +47,13 @@ def get_method(name: str) -> Method:
     return METHODS.get(name)
 
 
+def row_title(row: str) -> str:
+    """A bench row's name for tables and claims: a registered method's ``title`` (its name
+    in its paper), any other row (a regulariser, the random row) as it is."""
+    _load_all()
+    return (METHODS.get(row).title or row) if row in METHODS else row
+
+
 def part_names() -> dict[str, tuple[str, ...]]:
     """The registered names of every part kind (for help texts and errors)."""
     _load_all()

@@ -207,6 +207,7 @@ class Method:
     arch_lr_scale: float = 1.0  # the authors' alpha learning rate over DARTS' (3e-4)
     orders: tuple[int, ...] = (1, 2)  # 2 where the authors had the second-order step
     ours: str = ""  # where genlab extends the method beyond what its authors defined
+    title: str = ""  # its name in its paper, for tables and claims (the name where empty)
     # the settings `nas bench --tune` tries (SearchConfig options over the preset; the preset
     # itself is the empty one): at most TUNING_MAX, around the authors' values (ours)
     tuning: tuple[dict[str, Any], ...] = ({},)

@@ -19,4 +19,5 @@ DARTS_MINUS = register_method(Method(
     supernet={"aux_skip": True}, w_weight_decay=3e-4, arch_weight_decay=0.0, orders=(1,),
     ours="MobileNet: beta x input added on the skippable blocks; the tuning grid (its beta "
          "schedule is fixed here)",
-    tuning=({}, {"arch_weight_decay": 1e-3}, {"arch_weight_decay": 1e-2})))
+    tuning=({}, {"arch_weight_decay": 1e-3}, {"arch_weight_decay": 1e-2}),
+    title="DARTS-"))

@@ -51,4 +51,5 @@ DRNAS = register_method(Method(
     "Dirichlet(ELU(alpha) + 1) mixing weights by rsample, L2 on alpha by Adam weight decay "
     "1e-3 (Chen et al., ICLR-21)",
     relaxation=Dirichlet.name, arch_weight_decay=1e-3,
-    tuning=({}, {"arch_weight_decay": 1e-4}, {"arch_weight_decay": 1e-2})))
+    tuning=({}, {"arch_weight_decay": 1e-4}, {"arch_weight_decay": 1e-2}),
+    title="DrNAS"))

@@ -81,4 +81,5 @@ GDAS = register_method(Method(
     tuning=({}, {"relaxation_params": {"tau_max": 10.0, "tau_min": 1.0}},
             {"relaxation_params": {"tau_max": 5.0, "tau_min": 0.1}},
             {"relaxation_params": {"tau_max": 20.0, "tau_min": 0.1}}),
-    ours="MobileNet: only the drawn block runs"))
+    ours="MobileNet: only the drawn block runs",
+    title="GDAS"))

@@ -22,4 +22,5 @@ PC_DARTS = register_method(Method(
     w_weight_decay=3e-4, arch_weight_decay=0.0, arch_lr_scale=6e-4 / 3e-4, orders=(1, 2),
     ours="NB201 edge normalisation; MobileNet: partial channels on the skippable blocks",
     tuning=({}, {"supernet_params": {"partial_channels": 2}},
-            {"supernet_params": {"partial_channels": 8}})))
+            {"supernet_params": {"partial_channels": 8}}),
+    title="PC-DARTS"))

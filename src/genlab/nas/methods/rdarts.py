@@ -110,10 +110,12 @@ RDARTS_L2 = register_method(Method(
     "rdarts-l2", SOURCE + ", scripts/start_search.sh (weight-decay grid)",
     "DARTS with the weights' L2 factor 0.0243, the largest of the authors' grid "
     "(Zela et al., ICLR-20)", w_weight_decay=L2_GRID[-1],
-    tuning=({}, *({"w_weight_decay": v} for v in L2_GRID[-3:-1]))))
+    tuning=({}, *({"w_weight_decay": v} for v in L2_GRID[-3:-1])),
+    title="R-DARTS (L2)"))
 RDARTS_ES = register_method(Method(
     "rdarts-es", SOURCE + ", src/utils.py (EVLocalAvg)",
     "DARTS stopped early when the local average of the alpha-Hessian's dominant eigenvalue "
     "grows by 1.3x; returns the architecture of the earlier epoch (Zela et al., ICLR-20)",
     stop=HessianEarlyStop.name,
-    tuning=({}, {"stop_params": {"factor": 1.1}}, {"stop_params": {"factor": 1.5}})))
+    tuning=({}, {"stop_params": {"factor": 1.1}}, {"stop_params": {"factor": 1.5}}),
+    title="R-DARTS (ES)"))

@@ -19,4 +19,5 @@ RDARTS_DP = register_method(Method(
     supernet={"drop_path": 0.6}, w_weight_decay=3e-4, arch_weight_decay=0.0, orders=(1, 2),
     ours="MobileNet: drop-path on the skippable blocks' residual branch",
     tuning=({}, {"supernet_params": {"drop_path": 0.2}},
-            {"supernet_params": {"drop_path": 0.4}})))
+            {"supernet_params": {"drop_path": 0.4}}),
+    title="R-DARTS (DP)"))

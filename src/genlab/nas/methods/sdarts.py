@@ -136,9 +136,11 @@ SDARTS_RS = register_method(Method(
     "sdarts-rs", SOURCE,
     "DARTS with the weight step on randomly perturbed softmax(alpha) (Chen & Hsieh, ICML-20)",
     perturb=RandomSmoothing.name,
-    tuning=({}, {"perturb_params": {"eps_max": 0.1}}, {"perturb_params": {"eps_max": 0.6}})))
+    tuning=({}, {"perturb_params": {"eps_max": 0.1}}, {"perturb_params": {"eps_max": 0.6}}),
+    title="SDARTS-RS"))
 SDARTS_ADV = register_method(Method(
     "sdarts-adv", SOURCE,
     "DARTS with the weight step on the 7-step L-inf PGD attack of softmax(alpha) "
     "(Chen & Hsieh, ICML-20)", perturb=Adversarial.name,
-    tuning=({}, {"perturb_params": {"eps_max": 0.1}}, {"perturb_params": {"eps_max": 0.6}})))
+    tuning=({}, {"perturb_params": {"eps_max": 0.1}}, {"perturb_params": {"eps_max": 0.6}}),
+    title="SDARTS-ADV"))
