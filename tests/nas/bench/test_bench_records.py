@@ -56,14 +56,16 @@ def test_a_bench_continued_from_a_copied_file_runs_only_what_it_lacks(tmp_path, 
     here = again["records"][2]["cpu_seconds"] / 3600
     read = sum(r["cpu_seconds"] for r in first["records"]) / 3600
     assert f"Compute: {here:.2f} CPU-hours over the 1 of 1 jobs run here measured whole" in text
-    assert (f"the 2 jobs read from --records-from took {read:.2f} CPU-hours where they ran "
-            "(2 measured whole), not counted above") in text
+    assert (f"Not counted above: the 2 jobs read from --records-from took {read:.2f} "
+            "CPU-hours where they ran (2 measured whole).") in text
     assert len(read_records(tmp_path / "again" / "runs.csv")) == 3
     # reported again from the file alone: nothing runs, the same figures
     report = run_bench(_bench(nb201_table, [0, 1], records_from=str(committed / "runs.csv")),
                        tmp_path / "report")
     assert not any((tmp_path / "report" / "jobs").glob("*"))
     assert report["per_reg"] == first["per_reg"]
+    assert ("Compute: none of the jobs ran here; the 2 jobs read from --records-from took "
+            f"{read:.2f} CPU-hours") in (tmp_path / "report" / "bench.md").read_text()
 
 
 def test_finished_jobs_are_kept_as_they_finish_and_a_partial_file_is_reported(

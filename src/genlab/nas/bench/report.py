@@ -153,9 +153,11 @@ def cost_markdown(records: list[dict]) -> str:
                 f"{len(here)} jobs run here measured whole (a resumed job's are partial and "
                 f"left out; {sum(cpu) / len(cpu):.0f} CPU-s a job).\n")
     if given:
-        text += (f"\n{'' if cpu else 'Compute: '}the {len(records) - len(here)} jobs read "
-                 f"from --records-from took {sum(given) / 3600:.2f} CPU-hours where they ran "
-                 f"({len(given)} measured whole), not counted above.\n")
+        read = (f"the {len(records) - len(here)} jobs read from --records-from took "
+                f"{sum(given) / 3600:.2f} CPU-hours where they ran ({len(given)} measured "
+                "whole)")
+        text += (f"\nNot counted above: {read}.\n" if cpu else
+                 f"\nCompute: none of the jobs ran here; {read}.\n")
     return text
 
 
