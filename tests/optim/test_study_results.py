@@ -179,27 +179,32 @@ def test_depthwidth_results_replace_recovered_file(tmp_path):
 
 def test_correlate_runs_merge_into_the_recovered_files_place(tmp_path):
     """One run per architecture, merged with ``python -m genlab.core.results --merge``:
-    every figure the claims cite, with the runs' numbers."""
+    every figure of the committed file (the claims cite them), with the runs' numbers."""
     from genlab.core.results.pages import main
     from genlab.optim.studies.correlate import CorrelateConfig
-    from genlab.optim.studies.results import ARCH_KEYS, SHORT, correlate_results
+    from genlab.optim.studies.results import ARCH_KEYS, SHORT, arch_words, correlate_results
 
+    committed = recovered("optim_correlate")["figures"]
     figures = made_up_intervals("optim_correlate", -0.01)
     measure = {short: m for m, short in SHORT.items()}
-    paths = []
+    first = {"": "trace_sigma", "s_": "curvature_nonuniformity", "random_": "random_sanity"}
+    paths, expected = [], []
     for arch, key in ARCH_KEYS.items():
         rows = []
-        for name, fig in figures.items():
-            parts = name.split("_")
-            if parts[0] != key:
-                continue
-            a = "random_sanity" if parts[1] == "random" else "trace_sigma"
-            rows.append({"a": a, "b": measure[parts[-1]], "n": fig["n"],
-                         "tau_diff": fig["effect"], "tau_lo_plain": fig["low"],
-                         "tau_hi_plain": fig["high"]})
+        for a, name in first.items():
+            for b in ("lmax", "trh", "msharp", "avg"):
+                plain, gran = figures[f"{key}_{a}{b}"], figures[f"{key}_g_{a}{b}"]
+                rows.append({"a": name, "b": measure[b], "n": plain["n"],
+                             "tau_diff": plain["effect"], "tau_lo_plain": plain["low"],
+                             "tau_hi_plain": plain["high"], "granulated_diff": gran["effect"],
+                             "granulated_lo_plain": gran["low"],
+                             "granulated_hi_plain": gran["high"],
+                             "cmi_a": committed[f"{key}_K_{SHORT[name]}"],
+                             "cmi_b": committed[f"{key}_K_{b}"]})
         n = rows[0]["n"]
-        summary = {"arch": arch, "models": n + 5, "capped": 5, "trainings": n + 9,
+        summary = {"arch": arch, "models": n, "capped": 5, "trainings": n + 9,
                    "paired": {"gap_acc": rows}}
+        expected.append(f"{arch_words(arch)} {n - 5} of {n + 9}")
         cfg = CorrelateConfig(arch=arch)
         paths.append(write_study_results("genlab optim correlate", cfg, tmp_path / arch,
                                          correlate_results(summary, cfg)))
@@ -208,11 +213,13 @@ def test_correlate_runs_merge_into_the_recovered_files_place(tmp_path):
                  *map(str, paths)]) == 0
     written = results_files.load_result(merged)
     assert written.command.count("genlab optim correlate") == 3
-    assert written.figures["converged"] == "MLP 245 of 254, CNN 72 of 81, Transformer 86 of 95"
+    assert set(written.figures) == set(committed)
+    assert written.figures["converged"] == ", ".join(expected)
+    assert {k: v for k, v in written.figures.items() if isinstance(v, dict)} == figures
     rendered = render_citing(merged, "optim_correlate", tmp_path)
-    fig = figures["tf_random_lmax"]
+    fig = figures["tf_g_random_lmax"]
     assert f"{fig['effect']:+.2f} [{fig['low']:+.2f}, {fig['high']:+.2f}]" in rendered["claims"]
-    assert "MLP 245 of 254" in rendered["claims"]
+    assert expected[0] in rendered["claims"]
 
 
 def test_correlate_results_record_the_granulated_difference_and_k():
