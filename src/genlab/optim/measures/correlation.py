@@ -432,12 +432,11 @@ def paired_table(records: Sequence[dict], gap: str, axes: Sequence[str], *,
     claim (the sanity rows are judged alone, uncorrected); ``_lo``/``_hi`` the interval at
     the level Holm's step tests at (``_level``), ``_p`` and ``_p_holm``, ``_verdict`` (in
     the measures' names, :func:`verdict_text`, with ``margin`` for "no difference larger"),
-    ``_models_needed`` for an undecided one (:func:`models_needed`); ``tau_lo_plain``,
-    ``tau_hi_plain`` (and ``granulated_lo_plain``, ``granulated_hi_plain``) its interval at
-    ``level``, uncorrected; psi_<h>_diff/_lo/_hi per axis
-    (95% percentile intervals, not judged); cmi_a, cmi_b: K of each measure (
-    :func:`conditional_mi`, k = ``cmi_k``; None when there are fewer axes than ``cmi_k`` or
-    no conditioning set leaves the gap's order uncertain).
+    ``_models_needed`` for an undecided one (:func:`models_needed`), ``_lo_plain`` and
+    ``_hi_plain`` its interval at ``level``, uncorrected; psi_<h>_diff/_lo/_hi per axis (95%
+    percentile intervals, not judged); cmi_a, cmi_b: K of each measure (:func:`conditional_mi`,
+    k = ``cmi_k``; None when there are fewer axes than ``cmi_k`` or no conditioning set leaves
+    the gap's order uncertain).
     """
     if any(RANDOM_MEASURE not in r for r in records):
         records = with_random_measure(records)
@@ -472,10 +471,9 @@ def paired_table(records: Sequence[dict], gap: str, axes: Sequence[str], *,
         row.update({"cmi_a": k_of(a), "cmi_b": k_of(b)})
         rows.append(row)
     family = list(range(len(claim)))
-    _judged(rows, plain_est, "tau", family, level, margin)
-    _judged(rows, gran_est, "granulated", family, level, margin)
-    _plain_intervals(rows, plain_est, "tau", level)
-    _plain_intervals(rows, gran_est, "granulated", level)
+    for prefix, estimates in (("tau", plain_est), ("granulated", gran_est)):
+        _judged(rows, estimates, prefix, family, level, margin)
+        _plain_intervals(rows, estimates, prefix, level)
     return rows
 
 
