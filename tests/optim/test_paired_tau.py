@@ -3,6 +3,7 @@ mutual information against hand-computed cases."""
 
 import itertools
 import math
+import os
 
 import numpy as np
 import pytest
@@ -342,7 +343,10 @@ def test_correlate_counts_every_model_capped_ones_included(tmp_path, monkeypatch
                           optimizers=["sgd", "sam"], weight_decays=[0.0], epochs=2,
                           stop_loss=1.5, measure_samples=16, curvature_samples=8,
                           measure_iterations=2, measure_probes=2, resamples=50)
+    before = os.times()
     summary = run_correlate(cfg, tmp_path / "c", progress_bar=False)
+    spent = sum(os.times()[:4]) - sum(before[:4])  # user, system, children's: measured here
+    assert 0 < summary["cpu_seconds_this_invocation"] <= spent
     recs = [r for r in summary["records"] if not r.get("diverged")]
     assert summary["models"] == len(recs) == summary["trainings"] - summary["diverged"] == 4
     capped = [r["key"] for r in recs if r["train_loss"] >= 1.5]  # by hand, from finish()
