@@ -13,7 +13,7 @@ import argparse
 
 from genlab.core.report import markdown_table
 from genlab.nas.bench.records import read_records
-from genlab.nas.bench.versus import best_rival, rival_row
+from genlab.nas.bench.versus import primary_row, rival_row
 
 MARGIN = 0.3  # the court's goal: the primary comparison's lower end above -0.3
 
@@ -31,10 +31,10 @@ def main() -> None:
     rows = sorted({r["reg"] for r in records} - {args.row})
     table = [t for row in rows if (t := rival_row(records, args.row, row, margin=MARGIN,
                                                    planned_seeds=args.seeds))]
-    best = best_rival(records, rows, args.row)
-    if not table or best is None:
+    primary = primary_row(records, rows, args.row, margin=MARGIN, planned_seeds=args.seeds)
+    if not table or primary is None:
         raise SystemExit(f"no row shares two of seeds {args.pilot_seeds} with {args.row}")
-    mde = next(t for t in table if t["rival"] == best)[f"MDE (80%, n={args.seeds})"]
+    best, mde = primary["rival"], primary[f"MDE (80%, n={args.seeds})"]
     shown = ("row", "seeds", "n", "effect", f"MDE (80%, n={args.seeds})")  # power, not verdicts
     print(markdown_table([{k: t[k] for k in shown} for t in table], digits=2).rstrip("\n"))
     print(f"\nThe primary comparison ({args.row} - {best}, its best rival on seeds "

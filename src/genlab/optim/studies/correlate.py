@@ -47,7 +47,7 @@ naming the options that differ; its summary.json stays readable
 from __future__ import annotations
 
 import math
-import os
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -189,7 +189,7 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
     cfg.validate()
     cfg = cfg.resolved()  # config.json records the grid that ran
     run = RunDir(out, {"command": "optim correlate", **asdict(cfg)}, resume=resume)
-    cpu0 = cpu_seconds()
+    cpu0 = time.process_time()  # trainings run in this process (run_grid)
     records = run_grid(run, expand(cfg.base(), cfg.axes()), progress_bar=progress_bar,
                        name=f"correlate {cfg.arch}")
     varying = [h for h, vals in cfg.axes().items() if len(vals) > 1]
@@ -218,17 +218,10 @@ def run_correlate(cfg: CorrelateConfig, out: str | Path, *, resume: bool = False
                "train_acc_min": min(r["train_acc"] for r in models),
                "train_acc_max": max(r["train_acc"] for r in models),
                "tau": tables, "paired": paired, "records": records,
-               "cpu_seconds_this_invocation": cpu_seconds() - cpu0}
+               "cpu_seconds_this_invocation": time.process_time() - cpu0}
     run.write_summary(summary)
     write_study_results("genlab optim correlate", cfg, out, correlate_results(summary, cfg))
     return summary
-
-
-def cpu_seconds() -> float:
-    """User and system CPU seconds of this process and its finished children so far (what an
-    invocation spends: trainings resumed or read back cost only what they cost here)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 TABLE_COLUMNS = ["measure", "granulated", "K", "tau", "tau_lo", "tau_hi"]
